@@ -1,0 +1,266 @@
+"""Ties the per-function verify model together across functions and modules and turns the reads
+of C on the verify path into findings."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..findings import Finding, FixPlan, Severity
+from .exprs import is_c_read, is_mode_check, walk
+from .hazards import ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, Verdict, classify, layout_what
+from .module import FunctionInfo, ModuleModel
+from .verify_path import Def, FunctionPass, Site
+from .vocabulary import Vocabulary
+
+RULE_BY_KIND = {LAYOUT: ("DD001", Severity.error), CAPACITY: ("DD002", Severity.warning), FALLBACK: ("DD003", Severity.info)}
+
+
+@dataclass(frozen=True, eq=False)
+class Origin:
+    """Where a tainted parameter's C came from."""
+
+    model: ModuleModel
+    node: ast.expr
+
+
+@dataclass
+class ParamUse:
+    kind: str
+    what: str
+    where: str  # "helper() at file:line"
+
+
+@dataclass
+class Reported:
+    """A finding before it becomes a :class:`Finding`, kept with what the fixer needs."""
+
+    kind: str
+    what: str
+    fp: FunctionPass
+    node: ast.expr
+    anchor: ast.stmt | None
+    c_expr: str  # how C is spelled here, for the fallback (``self.num_draft_tokens``)
+
+
+@dataclass
+class Engine:
+    vocab: Vocabulary
+    load_module: Callable[[str], ModuleModel | None]  # dotted module name -> model (lazy)
+    width_api: str = "draft_token_num"  # or "num_tokens_per_req", read from the target tree
+    inherited_c_attrs: frozenset[str] = frozenset()
+    reported: dict[tuple, Reported] = field(default_factory=dict)
+    _memo: dict[tuple, dict[str, list[ParamUse]]] = field(default_factory=dict)
+    _c_attrs: dict[int, dict[str, set[str]]] = field(default_factory=dict)
+
+    def analyze(self, model: ModuleModel) -> None:
+        for f in list(model.functions.values()):
+            if "<locals>" in f.qualname:
+                continue
+            # Only functions that read C or talk about verification can start a verify path.
+            text = model.text_of(f.node)
+            tokens = self.c_attrs_of(model, f.cls) | self.vocab.c_source_attrs
+            if "verify" in text or any(t in text for t in tokens):
+                self.run_function(model, f, self.vocab.is_verify_function(f.name), {})
+
+    def c_attrs_of(self, model: ModuleModel, cls: str | None) -> set[str]:
+        table = self._c_attrs.get(id(model))
+        if table is None:
+            table = self._c_attrs[id(model)] = model.class_c_attrs(self.vocab, self.inherited_c_attrs)
+        if cls is None:
+            return set(self.vocab.extra_c_attrs)
+        return table.get(cls, set(self.inherited_c_attrs) | set(self.vocab.extra_c_attrs))
+
+    def run_function(self, model: ModuleModel, func: FunctionInfo, entry_verify: bool,
+                     tainted: dict[str, Origin]) -> dict[str, list[ParamUse]]:
+        key = (model.source.relpath, func.qualname, entry_verify, tuple(sorted(tainted)))
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = {}  # recursion guard
+        fp = FunctionPass(model, func, entry_verify, self.c_attrs_of(model, func.cls), self.vocab,
+                          tainted_params=dict(tainted)).run()
+        param_uses: dict[str, list[ParamUse]] = {}
+        for site in fp.sites:
+            self._judge(fp, site, param_uses)
+        for call, _anchor in fp.verify_calls:
+            self._follow_call(fp, call)
+        self._memo[key] = param_uses
+        return param_uses
+
+    # -- judging one read of C -----------------------------------------------------------------
+
+    def _judge(self, fp: FunctionPass, site: Site, param_uses: dict[str, list[ParamUse]]) -> None:
+        via = site.via
+        if via is not None and via.in_verify and via.origin is None:
+            return  # a local bound on the verify path is judged at its binding (see _alias)
+        if not site.in_verify:
+            return
+        verdict = classify(site.node, fp.model.parents, self.vocab)
+        if verdict.kind == ALIAS:
+            if via is not None:
+                return  # `y = x`: y's own reads are sites
+            verdict = self._alias(fp, site, verdict.target)
+        elif verdict.kind == ARGUMENT:
+            verdict = self._argument(fp, verdict)
+        if verdict is None or verdict.kind == HARMLESS:
+            return
+        if via is not None and via.origin is not None:
+            # A parameter the caller filled with C: the caller's expression is the finding.
+            where = f"`{fp.func.qualname}()` at {fp.model.source.display}:{site.node.lineno}"
+            param_uses.setdefault(via.name, []).append(ParamUse(verdict.kind, verdict.what, where))
+            return
+        if via is not None and any(d.kind == "per_step" for d in fp.reaching(via.name, site.node)):
+            verdict = Verdict(FALLBACK, FALLBACK_WHAT)
+        c_expr = fp.model.code(via.value) if via is not None and via.value is not None else fp.model.code(site.node)
+        self._report(fp, site.node, site.anchor, verdict, c_expr)
+
+    def _alias(self, fp: FunctionPass, site: Site, target: str) -> Verdict | None:
+        """``x = C`` on the verify path: a fallback when x is rebound per step, else judged by x's reads."""
+        defs = fp.defs.get(target, [])
+        mine = next((d for d in defs if d.value is not None and any(n is site.node for n in walk(d.value))), None)
+        if mine is None:
+            return None
+        if any(d.kind == "per_step" and d.pos > mine.pos and not fp.exclusive(d.node, mine.node) for d in defs):
+            return Verdict(FALLBACK, f"bound to `{target}`, which is replaced by the per-step width when the verify input has one")
+        worst: Verdict | None = None
+        for use in _name_loads(fp.func.node, target):
+            if (use.lineno, use.col_offset) <= mine.pos or mine not in fp.reaching(target, use):
+                continue
+            v = classify(use, fp.model.parents, self.vocab)
+            if v.kind == ARGUMENT:
+                v = self._argument(fp, v) or Verdict(HARMLESS)
+            if v.kind in RANK and (worst is None or RANK[v.kind] > RANK[worst.kind]):
+                worst = v
+        if worst is None:
+            return None
+        return Verdict(LAYOUT, layout_what(target)) if worst.kind == LAYOUT else worst
+
+    def _argument(self, fp: FunctionPass, verdict: Verdict) -> Verdict | None:
+        """C passed to a call: followed into the callee when it resolves, else taken as layout."""
+        from .hazards import layout_what as _lw
+
+        target = self._resolve(fp, verdict.call)
+        name = ast.unparse(verdict.call.func)
+        if target is None:
+            if verdict.keyword:
+                return Verdict(LAYOUT, _lw(verdict.keyword) + f" (argument of `{name}`)")
+            return Verdict(LAYOUT, f"passes C to `{name}` on the verify path")
+        model, func, bound = target
+        param = _param_for(func, verdict.call, verdict.arg, verdict.keyword, bound)
+        if param is None:
+            return Verdict(LAYOUT, f"passes C to `{func.qualname}()` on the verify path")
+        uses = self.run_function(model, func, not is_mode_check(func.node.body),
+                                 {param: Origin(fp.model, verdict.arg)}).get(param, [])
+        if not uses:
+            return None
+        worst = max(uses, key=lambda u: RANK.get(u.kind, -1))
+        return Verdict(worst.kind, f"is passed as `{param}` to {worst.where}, which {worst.what}")
+
+    # -- calls from the verify path --------------------------------------------------------------
+
+    def _follow_call(self, fp: FunctionPass, call: ast.Call) -> None:
+        """A helper called from a verify branch is on the verify path too."""
+        if any(is_c_read(a, fp.c_attrs, self.vocab) for a in [*call.args, *(k.value for k in call.keywords)]):
+            return  # judged with the taint, through _argument
+        target = self._resolve(fp, call)
+        if target is not None:
+            model, func, _ = target
+            self.run_function(model, func, not is_mode_check(func.node.body), {})
+
+    def _resolve(self, fp: FunctionPass, call: ast.Call) -> tuple[ModuleModel, FunctionInfo, bool] | None:
+        model, func = fp.model, call.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            if func.value.id == "self" and fp.func.cls:
+                f = model.method(fp.func.cls, func.attr)
+                return (model, f, True) if f else None
+            imp = model.imports.get(func.value.id)
+            if imp:
+                other = self.load_module(imp[0] if imp[1] is None else f"{imp[0]}.{imp[1]}")
+                f = other.functions.get(func.attr) if other else None
+                return (other, f, False) if f else None
+            return None
+        if isinstance(func, ast.Name):
+            for q in (f"{fp.func.qualname}.<locals>.{func.id}", func.id):
+                if q in model.functions:
+                    return (model, model.functions[q], False)
+            imp = model.imports.get(func.id)
+            if imp and imp[1]:
+                other = self.load_module(imp[0])
+                f = other.functions.get(imp[1]) if other else None
+                return (other, f, False) if f else None
+        return None
+
+    def _report(self, fp: FunctionPass, node: ast.expr, anchor, verdict: Verdict, c_expr: str) -> None:
+        key = (fp.model.source.relpath, node.lineno, node.col_offset)
+        old = self.reported.get(key)
+        if old is not None and RANK[old.kind] >= RANK[verdict.kind]:
+            return
+        self.reported[key] = Reported(verdict.kind, verdict.what, fp, node, anchor, c_expr)
+
+    # -- findings -----------------------------------------------------------------------------
+
+    def findings(self) -> list[Finding]:
+        return [self._finding(r) for r in self.reported.values()]
+
+    def _finding(self, r: Reported) -> Finding:
+        rule, severity = RULE_BY_KIND[r.kind]
+        model, func = r.fp.model, r.fp.func
+        l1, c1, l2, c2 = model.span(r.node)
+        symbol = model.code(r.node)
+        spec_info = r.fp.spec_info_expr()
+        fix = None
+        replacement = None
+        if r.kind == FALLBACK:
+            hint = "C is only the fallback here; keep the verify input's width set (and capture CUDA graphs at it)."
+        elif spec_info is None or r.anchor is None:
+            hint = (f"No verify input is in scope in `{func.qualname}`: pass `spec_info` (or the width) in "
+                    f"from the verify branch that calls it.")
+        else:
+            replacement = per_step_expression(spec_info, r.c_expr, self.width_api)
+            safety = "unsafe" if r.kind == CAPACITY else "safe"
+            fix = FixPlan(safety=safety, anchor_line=r.anchor.lineno,
+                          anchor_column=model.column(r.anchor.lineno, r.anchor.col_offset), expression=replacement)
+            hint = f"Use the per-step width {replacement}" + (" (changes a buffer size: unsafe fix)" if safety == "unsafe" else "")
+        if r.kind == LAYOUT:
+            message = (f"`{symbol}` is the start-up width C; on the target-verify path it {r.what}. Wrong whenever "
+                       f"the verify input's width W differs from C (tree drafters: DDTree verifies budget + 1).")
+        elif r.kind == CAPACITY:
+            message = f"`{symbol}` is the start-up width C; on the target-verify path it {r.what}."
+        else:
+            message = f"`{symbol}` is the start-up width C, {r.what}."
+        return Finding(rule=rule, severity=severity, path=model.source.display, relpath=model.source.relpath,
+                       line=l1, column=c1, end_line=l2, end_column=c2, function=func.qualname, symbol=symbol,
+                       message=message, replacement=replacement, hint=hint, fix_safety=fix.safety if fix else None,
+                       fix=fix, statement=_statement_text(model, r.node))
+
+
+def per_step_expression(spec_info: str, c_expr: str, width_api: str) -> str:
+    """W with a fallback to C, for CUDA-graph capture and callers without a verify input."""
+    if width_api == "num_tokens_per_req":
+        return (f"({spec_info}.num_tokens_per_req if {spec_info} is not None "
+                f"and {spec_info}.num_tokens_per_req > 0 else {c_expr})")
+    return f'(getattr({spec_info}, "draft_token_num", None) or {c_expr})'
+
+
+def _statement_text(model: ModuleModel, node: ast.AST) -> str:
+    while node is not None and not isinstance(node, ast.stmt):
+        node = model.parent(node)
+    return ast.unparse(node) if node is not None and not isinstance(node, (ast.If, ast.For, ast.While, ast.With)) \
+        else (ast.unparse(node.test) if isinstance(node, (ast.If, ast.While)) else "")
+
+
+def _param_for(func: FunctionInfo, call: ast.Call, arg: ast.expr, keyword: str | None, bound: bool) -> str | None:
+    if keyword is not None:
+        return keyword if keyword in func.params or keyword in func.kwonly else None
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    idx = next((i for i, a in enumerate(call.args) if a is arg), None)
+    params = func.params[1:] if bound and func.params[:1] == ["self"] else func.params
+    return params[idx] if idx is not None and idx < len(params) else None
+
+
+def _name_loads(root: ast.AST, name: str):
+    for n in ast.walk(root):
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
+            yield n

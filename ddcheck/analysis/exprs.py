@@ -1,0 +1,162 @@
+"""Small predicates over Python expressions (stdlib ``ast``), shared by the verify-path model."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from .vocabulary import MODE_PREDICATE_PREFIX, PER_STEP_CALL_MARKERS, VERIFY_ENUM_MEMBERS, Vocabulary
+
+ARITH_CALLS = frozenset({"int", "max", "min", "abs", "round"})
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for Name/Attribute chains, with calls rendered as ``f()``; else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    if isinstance(node, ast.Call):
+        base = dotted(node.func)
+        return None if base is None else f"{base}()"
+    return None
+
+
+def self_attr(node: ast.AST) -> str | None:
+    """``X`` when node is ``self.X``."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def walk(node: ast.AST) -> Iterator[ast.AST]:
+    """Pre-order walk that does not enter nested functions, classes or lambdas."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed([c for c in ast.iter_child_nodes(n) if not isinstance(c, SCOPES)]))
+
+
+def call_leaf(call: ast.Call) -> str:
+    return (dotted(call.func) or "").rsplit(".", 1)[-1].rstrip("()")
+
+
+def mentions_per_step(node: ast.AST, vocab: Vocabulary) -> bool:
+    """True when the expression reads the per-step width W of the verify input or a runtime shape."""
+    for n in walk(node):
+        if isinstance(n, ast.Attribute) and n.attr in vocab.per_step_attrs and self_attr(n) is None:
+            return True
+        if isinstance(n, ast.Call):
+            leaf = call_leaf(n)
+            if leaf == "getattr" and len(n.args) >= 2 and isinstance(n.args[1], ast.Constant) \
+                    and n.args[1].value in vocab.per_step_attrs:
+                return True
+            # `self._target_verify_num_tokens_per_req(spec_info)` reads W; `decode_num_tokens_per_req()`
+            # with no verify input in its arguments is a start-up value.
+            if any(m in leaf for m in PER_STEP_CALL_MARKERS) and any(
+                    "spec_info" in (dotted(a) or "") or "batch" in (dotted(a) or "")
+                    for a in [*n.args, *(k.value for k in n.keywords)]):
+                return True
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv):
+            # `input_ids.shape[0] // bs`, `num_tokens // bs`: the width the batch actually has.
+            left = n.left
+            if isinstance(left, ast.Subscript) and (dotted(left.value) or "").endswith(".shape"):
+                return True
+            if isinstance(left, ast.Call) and call_leaf(left) in ("numel", "size"):
+                return True
+            if isinstance(left, ast.Name) and "num_tokens" in left.id:
+                return True
+    return False
+
+
+def c_occurrences(node: ast.AST, c_attrs, vocab: Vocabulary) -> Iterator[ast.Attribute]:
+    """C expressions (``*.speculative_num_draft_tokens``, ``self.<C attr>``) read as arithmetic
+    in ``node``; a C inside another call (``torch.zeros(max_bs * C)``) makes a buffer, not a width."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if is_c_read(n, c_attrs, vocab):
+            yield n
+            continue
+        if isinstance(n, ast.Call) and call_leaf(n) not in ARITH_CALLS:
+            continue
+        if isinstance(n, SCOPES):
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+
+
+def is_c_read(n: ast.AST, c_attrs, vocab: Vocabulary) -> bool:
+    return isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and (
+        n.attr in vocab.c_source_attrs or self_attr(n) in c_attrs)
+
+
+def is_c_valued(node: ast.AST, c_attrs, vocab: Vocabulary) -> bool:
+    """C or arithmetic on C, with no per-step width in it."""
+    return any(True for _ in c_occurrences(node, c_attrs, vocab)) and not mentions_per_step(node, vocab)
+
+
+def arith_names(node: ast.AST) -> Iterator[ast.Name]:
+    """Names read as arithmetic operands (not inside calls other than int/max/min)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Name):
+            yield n
+        elif isinstance(n, ast.Call):
+            if call_leaf(n) in ARITH_CALLS:
+                stack.extend(n.args)
+        elif not isinstance(n, (ast.Attribute, *SCOPES)):
+            stack.extend(ast.iter_child_nodes(n))
+
+
+def is_mode_check(body: list[ast.stmt]) -> bool:
+    """``<x>.forward_mode.is_*()`` / ``ForwardMode.X`` anywhere in the statements."""
+    for stmt in body:
+        for n in walk(stmt):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+                if n.func.attr.startswith(MODE_PREDICATE_PREFIX) and "mode" in (dotted(n.func.value) or "").lower():
+                    return True
+            if isinstance(n, ast.Attribute) and dotted(n.value) == "ForwardMode":
+                return True
+    return False
+
+
+def guard_polarity(test: ast.AST, verify_flags: frozenset[str] = frozenset()) -> int:
+    """+1 when the branch guarded by ``test`` runs in target-verify mode, -1 when its else does, 0 else.
+
+    ``verify_flags`` are local names bound to ``...is_target_verify()``.
+    """
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute):
+        return 1 if test.func.attr.startswith("is_target_verify") else 0
+    if isinstance(test, ast.Name):
+        return 1 if test.id in verify_flags else 0
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return -guard_polarity(test.operand, verify_flags)
+    if isinstance(test, ast.BoolOp):
+        pols = [guard_polarity(v, verify_flags) for v in test.values]
+        if isinstance(test.op, ast.And):
+            # The body of `verify and X` is verify; the else of `verify and X` is not certain.
+            return 1 if 1 in pols else 0
+        # `verify or X`: the body runs in verify mode too.
+        if 1 in pols:
+            return 1
+        return -1 if all(p == -1 for p in pols) else 0
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op, right = test.ops[0], test.comparators[0]
+        names = [dotted(test.left) or "", dotted(right) or ""]
+        if isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+            names += [dotted(e) or "" for e in right.elts]
+        if any(n.rsplit(".", 1)[-1] in VERIFY_ENUM_MEMBERS for n in names):
+            if isinstance(op, (ast.Eq, ast.Is, ast.In)):
+                return 1
+            if isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)):
+                return -1
+    return 0
+
+
+def ends_flow(body: list[ast.stmt]) -> bool:
+    """True when the block always leaves the enclosing block."""
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))

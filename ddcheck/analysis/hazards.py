@@ -1,0 +1,145 @@
+"""What a read of C on the verify path does: lay out the batch (error), bound a capacity (warning),
+serve as a fallback (info), or nothing harmful (a comparison, a log line, an alias to follow)."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from .exprs import ARITH_CALLS, call_leaf, dotted, mentions_per_step
+from .vocabulary import ALLOCATORS, FILL_ALLOCATORS, REPORTING_CALLS, UPPER_BOUND_NAMES, Vocabulary
+
+LAYOUT = "layout"
+CAPACITY = "capacity"
+FALLBACK = "fallback"
+HARMLESS = "harmless"
+ALIAS = "alias"  # `x = C`: judged by what x is used for
+ARGUMENT = "argument"  # passed to a call: judged by the callee when it can be resolved
+RANK = {LAYOUT: 2, CAPACITY: 1, FALLBACK: 0}
+RESHAPES = frozenset({"repeat_interleave", "view", "reshape", "expand", "repeat", "split", "narrow", "unflatten", "arange"})
+INSPECTIONS = frozenset({"isinstance", "hasattr", "len", "type", "id"})
+FALLBACK_WHAT = "used only when the verify input carries no width"
+
+
+@dataclass
+class Verdict:
+    kind: str
+    what: str = ""
+    call: ast.Call | None = None
+    arg: ast.expr | None = None  # the argument expression (positional) or keyword value
+    keyword: str | None = None
+    target: str | None = None
+
+
+def classify(node: ast.expr, parents: dict, vocab: Vocabulary) -> Verdict:
+    """Judge one read of C by the expressions around it, up to its statement."""
+    child = node
+    direct = True  # still the whole value, not yet inside arithmetic
+    while id(child) in parents:
+        parent, fieldname = parents[id(child)]
+        if isinstance(parent, ast.Compare):
+            return Verdict(HARMLESS, "comparison")
+        if isinstance(parent, (ast.JoinedStr, ast.FormattedValue)):
+            return Verdict(HARMLESS, "message text")
+        if isinstance(parent, ast.IfExp):
+            if fieldname == "test":
+                return Verdict(HARMLESS, "condition")
+            other = parent.orelse if fieldname == "body" else parent.body
+            if mentions_per_step(other, vocab) or mentions_per_step(parent.test, vocab):
+                return Verdict(FALLBACK, FALLBACK_WHAT)
+            direct = False
+        elif isinstance(parent, ast.BoolOp):
+            others = [v for v in parent.values if v is not child]
+            if isinstance(parent.op, ast.Or) and any(mentions_per_step(o, vocab) for o in others):
+                return Verdict(FALLBACK, FALLBACK_WHAT)
+            if isinstance(parent.op, ast.Or) and parent.values[-1] is child:
+                direct = False  # `x or C` is still a value
+            else:
+                return Verdict(HARMLESS, "condition")
+        elif isinstance(parent, ast.keyword):
+            call = parents[id(parent)][0]
+            verdict = _call_arg(call, child, parent.arg, vocab, direct)
+            if verdict is not None:
+                return verdict
+            direct, child = False, call
+            continue
+        elif isinstance(parent, ast.Call) and fieldname == "args":
+            verdict = _call_arg(parent, child, None, vocab, direct)
+            if verdict is not None:
+                return verdict
+            direct = False
+        elif isinstance(parent, ast.Call):
+            return Verdict(LAYOUT, "lays out the verify batch with C")
+        elif isinstance(parent, (ast.BinOp, ast.UnaryOp)):
+            direct = False
+        elif isinstance(parent, ast.Subscript) and fieldname == "slice" or isinstance(parent, ast.Slice):
+            return Verdict(LAYOUT, "slices a per-token buffer to C tokens per request")
+        elif isinstance(parent, (ast.Assert, ast.Raise, ast.If, ast.While)):
+            return Verdict(HARMLESS, "condition")
+        elif isinstance(parent, (ast.Assign, ast.AnnAssign)):
+            return _assignment(parent, direct)
+        elif isinstance(parent, ast.AugAssign):
+            return Verdict(LAYOUT, "offsets a layout value by C")
+        elif isinstance(parent, ast.Return):
+            return Verdict(LAYOUT, "returns C as the verify width")
+        elif isinstance(parent, ast.stmt):
+            break
+        child = parent
+    return Verdict(LAYOUT, "lays out the verify batch with C")
+
+
+def _assignment(parent: ast.Assign | ast.AnnAssign, direct: bool) -> Verdict:
+    targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+    names = [(dotted(t) or "").rsplit(".", 1)[-1] for t in targets]
+    if any(n in UPPER_BOUND_NAMES for n in names):
+        return Verdict(CAPACITY, f"sets the upper bound `{names[0]}` from C (too small when W > C)")
+    if direct and len(targets) == 1 and isinstance(targets[0], ast.Name):
+        return Verdict(ALIAS, target=targets[0].id)
+    return Verdict(LAYOUT, layout_what(names[0] if names else ""))
+
+
+def layout_what(name: str) -> str:
+    if "mask" in name:
+        return f"computes the tree-mask offsets `{name}` with C"
+    if "indptr" in name or "cu_seqlens" in name:
+        return f"lays out the query tokens (`{name}`) with C per request"
+    if name.startswith("max_"):
+        return f"sets `{name}` to C (the kernel's query extent)"
+    if "seq_len" in name or "seqlens" in name:
+        return f"computes the per-request lengths `{name}` with C"
+    if name:
+        return f"computes `{name}` from C"
+    return "lays out the verify batch with C"
+
+
+def _call_arg(call: ast.Call, arg: ast.expr, keyword: str | None, vocab: Vocabulary, direct: bool) -> Verdict | None:
+    name = dotted(call.func) or ""
+    leaf = call_leaf(call)
+    if leaf in REPORTING_CALLS or name.startswith(("logger.", "logging.", "log.")):
+        return Verdict(HARMLESS, "log message")
+    if leaf == "getattr" and len(call.args) == 3 and call.args[2] is arg:
+        return Verdict(FALLBACK, "default " + FALLBACK_WHAT)
+    if leaf in INSPECTIONS:
+        return Verdict(HARMLESS, "inspection")
+    if leaf in ALLOCATORS:
+        is_fill = keyword == "fill_value" or (keyword is None and leaf in FILL_ALLOCATORS
+                                              and len(call.args) > 1 and call.args[1] is arg)
+        if is_fill:
+            return Verdict(LAYOUT, "fills a per-request length buffer with C")
+        return Verdict(CAPACITY, f"sizes a buffer (`{name}`) for C tokens per request (too small when W > C)")
+    if leaf == "arange":
+        return Verdict(LAYOUT, "builds the query offsets (qo_indptr / cu_seqlens_q) with C tokens per request")
+    if leaf in RESHAPES:
+        return Verdict(LAYOUT, f"reshapes per-request verify data with C (`{leaf}`)")
+    if leaf in ARITH_CALLS:
+        return None  # arithmetic wrapper: keep walking up
+    if keyword is not None:
+        if keyword in UPPER_BOUND_NAMES:
+            return Verdict(CAPACITY, f"passes C as the upper bound `{keyword}`")
+        if keyword == "step":
+            return Verdict(LAYOUT, "steps the query offsets by C")
+    if direct:
+        return Verdict(ARGUMENT, call=call, arg=arg, keyword=keyword)
+    if keyword is not None:
+        return Verdict(LAYOUT, layout_what(keyword))
+    return None

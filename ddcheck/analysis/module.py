@@ -1,0 +1,218 @@
+"""One parsed module: its functions, classes, imports, parent links and the attributes that hold C."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from ..sources import SourceFile
+from .exprs import dotted, is_c_valued, self_attr, walk
+from .vocabulary import Vocabulary
+
+FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+class SourceError(Exception):
+    """A file that cannot be analysed (not UTF-8, does not parse, unreadable)."""
+
+
+def decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"not UTF-8: {exc.reason} at byte {exc.start}") from exc
+
+
+@dataclass
+class FunctionInfo:
+    qualname: str
+    node: ast.FunctionDef
+    cls: str | None
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @cached_property
+    def params(self) -> list[str]:
+        a = self.node.args
+        return [x.arg for x in (*a.posonlyargs, *a.args)]
+
+    @cached_property
+    def kwonly(self) -> list[str]:
+        return [x.arg for x in self.node.args.kwonlyargs]
+
+
+@dataclass
+class ModuleModel:
+    source: SourceFile
+    text: str
+    tree: ast.Module
+    functions: dict[str, FunctionInfo] = field(default_factory=dict)
+    class_bases: dict[str, list[str]] = field(default_factory=dict)
+    imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, source: SourceFile, data: bytes | None = None) -> "ModuleModel":
+        raw = source.read_bytes() if data is None else data
+        text = decode(raw)
+        try:
+            tree = ast.parse(raw, filename=source.display)
+        except (SyntaxError, ValueError) as exc:
+            where = f" (line {exc.lineno}, column {exc.offset})" if isinstance(exc, SyntaxError) else ""
+            raise SourceError(f"does not parse: {getattr(exc, 'msg', exc)}{where}") from exc
+        model = cls(source=source, text=text, tree=tree)
+        model._index()
+        return model
+
+    @property
+    def name(self) -> str:
+        return self.source.module
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.text.splitlines(keepends=True)
+
+    @cached_property
+    def parents(self) -> dict[int, tuple[ast.AST, str]]:
+        """id(child) -> (parent, field name), filled per function on demand (see :meth:`link`)."""
+        return {}
+
+    def link(self, root: ast.AST) -> None:
+        """Record parent links under ``root`` once; only analysed functions pay for it."""
+        out = self.parents
+        if id(root) in self._linked:
+            return
+        self._linked.add(id(root))
+        for node in ast.walk(root):
+            for name, value in ast.iter_fields(node):
+                if isinstance(value, list):
+                    for item in value:
+                        if isinstance(item, ast.AST):
+                            out[id(item)] = (node, name)
+                elif isinstance(value, ast.AST):
+                    out[id(value)] = (node, name)
+
+    @cached_property
+    def _linked(self) -> set[int]:
+        return set()
+
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        hit = self.parents.get(id(node))
+        return hit[0] if hit else None
+
+    def text_of(self, node: ast.AST) -> str:
+        return "".join(self.lines[node.lineno - 1 : node.end_lineno])
+
+    def column(self, line: int, byte_col: int) -> int:
+        """ast columns are UTF-8 byte offsets; findings use characters."""
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        if text.isascii():
+            return byte_col
+        return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
+
+    def span(self, node: ast.AST) -> tuple[int, int, int, int]:
+        return (node.lineno, self.column(node.lineno, node.col_offset),
+                node.end_lineno, self.column(node.end_lineno, node.end_col_offset))
+
+    def code(self, node: ast.AST) -> str:
+        l1, c1, l2, c2 = self.span(node)
+        if l1 == l2:
+            return self.lines[l1 - 1][c1:c2]
+        return ast.unparse(node)
+
+    def _index(self) -> None:
+        package = self.name.rsplit(".", 1)[0] if "." in self.name else ""
+        if self.source.relpath.endswith("__init__.py"):
+            package = self.name
+        for stmt in self.tree.body:
+            self._index_stmt(stmt, package, cls=None, prefix="")
+
+    def _index_stmt(self, stmt: ast.stmt, package: str, cls: str | None, prefix: str) -> None:
+        if isinstance(stmt, FUNCS):
+            q = f"{prefix}{stmt.name}"
+            self.functions.setdefault(q, FunctionInfo(q, stmt, cls))
+            # Nested helpers (`def call_fn(...)` inside a method) are reachable by their plain name.
+            for inner in ast.walk(stmt):
+                if isinstance(inner, FUNCS) and inner is not stmt:
+                    iq = f"{q}.<locals>.{inner.name}"
+                    self.functions.setdefault(iq, FunctionInfo(iq, inner, cls))
+        elif isinstance(stmt, ast.ClassDef):
+            self.class_bases[stmt.name] = [dotted(b) or "" for b in stmt.bases]
+            for s in stmt.body:
+                self._index_stmt(s, package, cls=stmt.name, prefix=f"{stmt.name}.")
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            self._index_import(stmt, package)
+        elif isinstance(stmt, (ast.If, ast.Try)):
+            # `if TYPE_CHECKING:` / `try: from x import y` blocks still bind names.
+            for n in ast.walk(stmt):
+                if isinstance(n, (ast.Import, ast.ImportFrom)):
+                    self._index_import(n, package)
+
+    def _index_import(self, node: ast.stmt, package: str) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".")[0]
+                self.imports[local] = (alias.name if alias.asname else alias.name.split(".")[0], None)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".") if package else []
+                up = node.level - 1
+                parts = parts[: len(parts) - up] if up else parts
+                base = ".".join(p for p in [*parts, base] if p)
+            for alias in node.names:
+                if alias.name != "*":
+                    self.imports[alias.asname or alias.name] = (base, alias.name)
+
+    def method(self, cls: str, name: str) -> FunctionInfo | None:
+        seen = set()
+        while cls and cls not in seen:
+            seen.add(cls)
+            f = self.functions.get(f"{cls}.{name}")
+            if f:
+                return f
+            bases = [b for b in self.class_bases.get(cls, []) if b in self.class_bases]
+            cls = bases[0] if bases else ""
+        return None
+
+    def class_c_attrs(self, vocab: Vocabulary, inherited: frozenset[str]) -> dict[str, set[str]]:
+        """Per class, the ``self.X`` attributes that hold C or a value derived from it arithmetically."""
+        result: dict[str, set[str]] = {}
+        tokens = set(vocab.c_source_attrs) | set(vocab.extra_c_attrs) | set(inherited)
+        for cls in self.class_bases:
+            assigns: list[tuple[str, ast.expr]] = []
+            for f in self.functions.values():
+                if f.cls != cls or "<locals>" in f.qualname:
+                    continue
+                text = self.text_of(f.node)
+                if not any(t in text for t in tokens):
+                    continue  # cannot bind C (derived attributes mention a C name too)
+                for n in walk(f.node):
+                    if isinstance(n, ast.Assign):
+                        for t in n.targets:
+                            if self_attr(t):
+                                assigns.append((self_attr(t), n.value))
+                    elif isinstance(n, ast.AnnAssign) and n.value is not None and self_attr(n.target):
+                        assigns.append((self_attr(n.target), n.value))
+            own = {a for a, _ in assigns}
+            attrs = set(vocab.extra_c_attrs) | {a for a in inherited if a not in own}
+            changed = True
+            while changed:
+                changed = False
+                for attr, value in assigns:
+                    if attr not in attrs and is_c_valued(value, attrs, vocab):
+                        attrs.add(attr)
+                        changed = True
+            # An attribute also bound to something else that is neither C nor a placeholder is not C.
+            for attr, value in assigns:
+                if attr in attrs and attr not in vocab.extra_c_attrs and not is_c_valued(value, attrs, vocab) \
+                        and not _placeholder(value):
+                    attrs.discard(attr)
+            result[cls] = attrs
+        return result
+
+
+def _placeholder(value: ast.expr) -> bool:
+    return isinstance(value, ast.Constant) or isinstance(value, ast.Name)

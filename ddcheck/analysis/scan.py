@@ -1,0 +1,154 @@
+"""Scan source trees: prefilter bytes, triage with ``ast``, analyse the rest with libcst."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..findings import FileError, Finding, ScanResult
+from ..sources import SourceFile, SourceTree
+from .engine import Engine
+from .module import ModuleModel, SourceError
+from .vocabulary import DEFAULT_VOCABULARY, Vocabulary
+
+VERIFY_MARKER = b"verify"
+
+
+@dataclass
+class TreeIndex:
+    """Module name -> file for one tree, plus the on-disk package root for single-file targets."""
+
+    tree: SourceTree
+    by_module: dict[str, SourceFile] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for f in self.tree.files:
+            self.by_module.setdefault(f.module, f)
+
+    def lookup(self, module: str) -> SourceFile | None:
+        hit = self.by_module.get(module)
+        if hit is not None or self.tree.root is None or self.tree.kind != "file":
+            return hit
+        # A single file passed by pre-commit: find its sibling modules on disk, lazily.
+        base = self.tree.root / Path(*module.split("."))
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                from ..sources import _disk_file
+
+                f = _disk_file(candidate, str(candidate), candidate.relative_to(self.tree.root).as_posix())
+                self.by_module[module] = f
+                return f
+        return None
+
+
+def width_api(tree: SourceTree) -> str:
+    """``num_tokens_per_req`` when the tree's verify inputs carry it (newer SGLang), else ``draft_token_num``."""
+    for suffix in ("srt/speculative/spec_info.py",):
+        f = tree.find(suffix)
+        if f is None and tree.kind == "file" and tree.root is not None:
+            p = tree.root / "sglang" / suffix
+            if p.is_file():
+                return "num_tokens_per_req" if b"num_tokens_per_req" in p.read_bytes() else "draft_token_num"
+        if f is not None:
+            try:
+                return "num_tokens_per_req" if b"num_tokens_per_req" in f.read_bytes() else "draft_token_num"
+            except OSError:
+                pass
+    return "draft_token_num"
+
+
+def needs_analysis(data: bytes, vocab: Vocabulary) -> bool:
+    """Byte prefilter: C must be read somewhere other than the ``self.X = ...`` that stores it,
+    in a file that talks about verification at all. Over-approximates; the analysis decides."""
+    if VERIFY_MARKER not in data:
+        return False
+    if vocab.extra_c_attrs:
+        return True
+    tokens = vocab.prefilter_tokens
+    if not any(t in data for t in tokens):
+        return False
+    names: set[bytes] = set()
+    lines = data.split(b"\n")
+    for i, line in enumerate(lines):
+        if not any(t in line for t in tokens):
+            continue
+        m = STORE_RE.match(line) or (i and STORE_OPEN_RE.match(lines[i - 1]))
+        if m:
+            names.add(m.group(1))
+        elif not line.lstrip().startswith(b"#"):
+            return True
+    return any(re.search(rb"self\." + re.escape(n) + rb"\b(?!\s*(?::[^=\n]*)?=(?!=))", data) for n in names)
+
+
+STORE_RE = re.compile(rb"\s*self\.(\w+)\s*(?::[^=]*)?=(?!=)")
+STORE_OPEN_RE = re.compile(rb"\s*self\.(\w+)\s*(?::[^=]*)?=\s*\(?\s*$")
+
+
+def scan_trees(trees: list[SourceTree], vocab: Vocabulary = DEFAULT_VOCABULARY) -> ScanResult:
+    result = ScanResult()
+    findings: list[Finding] = []
+    for tree in trees:
+        index = TreeIndex(tree)
+        models: dict[str, ModuleModel | None] = {}
+        errors: dict[str, str] = {}
+
+        def load(module: str, _index=index, _models=models, _errors=errors) -> ModuleModel | None:
+            if module in _models:
+                return _models[module]
+            f = _index.lookup(module)
+            _models[module] = None
+            if f is None:
+                return None
+            try:
+                data = f.read_bytes()
+                # A module reached only as a helper is worth parsing only if it can read C itself
+                # or receives it; both need the C attribute name or a parameter, so parse it.
+                _models[module] = ModuleModel.parse(f, data)
+            except (SourceError, OSError) as exc:
+                _errors[f.display] = str(exc)
+            return _models[module]
+
+        engine = Engine(vocab=vocab, load_module=load, width_api=width_api(tree),
+                        inherited_c_attrs=frozenset({"num_draft_tokens", "speculative_num_draft_tokens"}))
+        explicit = tree.kind == "file"
+        for f in tree.files:
+            result.files_scanned += 1
+            try:
+                data = f.read_bytes()
+            except OSError as exc:
+                errors[f.display] = f"cannot be read: {exc.strerror or exc}"
+                continue
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                errors[f.display] = f"not UTF-8: {exc.reason} at byte {exc.start}"
+                continue
+            if not needs_analysis(data, vocab):
+                if explicit:
+                    _syntax_check(f, data, errors)
+                continue
+            model = models.get(f.module)
+            if model is None and f.module not in models:
+                try:
+                    model = models[f.module] = ModuleModel.parse(f, data)
+                except SourceError as exc:
+                    models[f.module] = None
+                    errors[f.display] = str(exc)
+                    continue
+            if model is not None:
+                engine.analyze(model)
+        for display, message in errors.items():
+            result.errors.append(FileError(path=display, message=message))
+        findings.extend(engine.findings())
+    findings.sort(key=lambda f: (f.path, f.line, f.column, f.rule))
+    result.findings = findings
+    return result
+
+
+def _syntax_check(f: SourceFile, data: bytes, errors: dict[str, str]) -> None:
+    try:
+        ast.parse(data)
+    except SyntaxError as exc:
+        errors[f.display] = f"does not parse: {exc.msg} (line {exc.lineno}, column {exc.offset})"

@@ -1,0 +1,279 @@
+"""The model of the target-verify path inside one function.
+
+A :class:`FunctionPass` walks a function's statements carrying one bit — "this code runs in
+TARGET_VERIFY mode" — set by guards (``if ...is_target_verify()``, ``elif``, ``not ... / else``,
+early returns, ``== ForwardMode.TARGET_VERIFY``, boolean locals), by the function's name, or by a
+caller that reached it from a verify branch. Along the way it records every read of the start-up
+width C and the verify block ("anchor": its first statement) it sits in, which is where a fix binds
+the per-step width.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from .exprs import arith_names, ends_flow, guard_polarity, is_c_read, is_c_valued, mentions_per_step
+from .module import FunctionInfo, ModuleModel
+from .vocabulary import Vocabulary
+
+NO_DESCENT = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+@dataclass(eq=False)
+class Def:
+    """One binding of a local name; ``kind`` is 'c', 'per_step' or 'other'."""
+
+    name: str
+    node: ast.AST  # the statement (or the FunctionDef for a parameter)
+    value: ast.expr | None
+    is_c: bool
+    pos: tuple[int, int]
+    in_verify: bool = False
+    origin: object = None  # for a parameter the caller filled with C
+    vocab: Vocabulary | None = None
+    _kind: str | None = None
+
+    @property
+    def kind(self) -> str:
+        if self._kind is None:
+            # Per-step is only asked about for names that also hold C, so it is computed lazily.
+            per_step = self.value is not None and not self.is_c and mentions_per_step(self.value, self.vocab)
+            self._kind = "c" if self.is_c else "per_step" if per_step else "other"
+        return self._kind
+
+
+@dataclass(eq=False)
+class Site:
+    """A read of C (a C expression, or a local/parameter holding C)."""
+
+    node: ast.expr
+    in_verify: bool
+    anchor: ast.stmt | None  # first statement of the verify block
+    via: Def | None = None
+
+
+@dataclass
+class FunctionPass:
+    model: ModuleModel
+    func: FunctionInfo
+    entry_verify: bool
+    c_attrs: set[str]
+    vocab: Vocabulary
+    tainted_params: dict[str, object] = field(default_factory=dict)
+
+    defs: dict[str, list[Def]] = field(default_factory=dict)
+    c_names: set[str] = field(default_factory=set)
+    sites: list[Site] = field(default_factory=list)
+    verify_calls: list[tuple[ast.Call, ast.stmt | None]] = field(default_factory=list)
+    verify_flags: set[str] = field(default_factory=set)
+
+    def run(self) -> "FunctionPass":
+        self.model.link(self.func.node)
+        start = (self.func.node.lineno, self.func.node.col_offset)
+        for name in [*self.func.params, *self.func.kwonly]:
+            origin = self.tainted_params.get(name)
+            if origin is not None:
+                self.c_names.add(name)
+            self.defs.setdefault(name, []).append(
+                Def(name, self.func.node, None, origin is not None, start, False, origin, self.vocab))
+        body = self.func.node.body
+        self._block(body, self.entry_verify, body[0] if self.entry_verify else None)
+        return self
+
+    # -- bindings ---------------------------------------------------------------------------
+
+    def _bind(self, target: ast.expr, value: ast.expr | None, stmt: ast.stmt, verify: bool, aug=False) -> None:
+        if isinstance(target, ast.Name):
+            is_c = False
+            if value is not None:
+                is_c = self._value_is_c(value, stmt) or aug and target.id in self.c_names and any(
+                    d.kind == "c" for d in self.reaching(target.id, stmt))
+                if isinstance(value, ast.Call) and guard_polarity(value) == 1:
+                    self.verify_flags.add(target.id)
+            if is_c:
+                self.c_names.add(target.id)
+            self.defs.setdefault(target.id, []).append(
+                Def(target.id, stmt, value, is_c, (stmt.lineno, stmt.col_offset), verify, vocab=self.vocab))
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for el in target.elts:
+                self._bind(el, None, stmt, verify)
+        elif isinstance(target, ast.Starred):
+            self._bind(target.value, None, stmt, verify)
+
+    def _value_is_c(self, value: ast.expr, stmt: ast.stmt) -> bool:
+        if is_c_valued(value, self.c_attrs, self.vocab):
+            return True
+        for n in arith_names(value):
+            if n.id not in self.c_names:
+                continue
+            ds = self.reaching(n.id, stmt)
+            if ds and all(d.kind == "c" for d in ds):
+                return True
+        return False
+
+    # -- statements ---------------------------------------------------------------------------
+
+    def _block(self, body: list[ast.stmt], verify: bool, anchor: ast.stmt | None) -> None:
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, ast.If):
+                if self._if(stmt, verify, anchor) and i + 1 < len(body):
+                    # `if not verify: return` — the rest of this block is the verify path.
+                    verify, anchor = True, body[i + 1]
+            else:
+                self._stmt(stmt, verify, anchor)
+
+    def _if(self, node: ast.If, verify: bool, anchor) -> bool:
+        self._expr(node.test, verify, anchor)
+        pol = guard_polarity(node.test, frozenset(self.verify_flags))
+        enter = pol == 1 and not verify
+        self._block(node.body, True if enter else verify, node.body[0] if enter else anchor)
+        if node.orelse:
+            into_else = pol == -1 and not verify
+            self._block(node.orelse, True if into_else else verify, node.orelse[0] if into_else else anchor)
+        return pol == -1 and not verify and not node.orelse and ends_flow(node.body)
+
+    def _stmt(self, stmt: ast.stmt, verify: bool, anchor) -> None:
+        if isinstance(stmt, ast.Assign):
+            self._expr(stmt.value, verify, anchor)
+            for t in stmt.targets:
+                self._target_reads(t, verify, anchor)
+            for t in stmt.targets:
+                self._bind(t, stmt.value, stmt, verify)
+        elif isinstance(stmt, ast.AnnAssign):
+            if stmt.value is not None:
+                self._expr(stmt.value, verify, anchor)
+                self._bind(stmt.target, stmt.value, stmt, verify)
+        elif isinstance(stmt, ast.AugAssign):
+            self._expr(stmt.value, verify, anchor)
+            self._target_reads(stmt.target, verify, anchor)
+            self._bind(stmt.target, stmt.value, stmt, verify, aug=True)
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+            self._expr(stmt.iter, verify, anchor)
+            self._bind(stmt.target, None, stmt, verify)
+            self._block(stmt.body, verify, anchor)
+            self._block(stmt.orelse, verify, anchor)
+        elif isinstance(stmt, ast.While):
+            self._expr(stmt.test, verify, anchor)
+            self._block(stmt.body, verify, anchor)
+            self._block(stmt.orelse, verify, anchor)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                self._expr(item.context_expr, verify, anchor)
+                if item.optional_vars is not None:
+                    self._bind(item.optional_vars, None, stmt, verify)
+            self._block(stmt.body, verify, anchor)
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            self._block(stmt.body, verify, anchor)
+            for h in stmt.handlers:
+                self._block(h.body, verify, anchor)
+            self._block(stmt.orelse, verify, anchor)
+            self._block(stmt.finalbody, verify, anchor)
+        elif isinstance(stmt, ast.If):
+            self._if(stmt, verify, anchor)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            # A nested helper runs where it is called; its body inherits the enclosing mode.
+            self._block(stmt.body, verify, anchor)
+        elif isinstance(stmt, ast.Match):
+            self._expr(stmt.subject, verify, anchor)
+            for case in stmt.cases:
+                self._block(case.body, verify, anchor)
+        elif isinstance(stmt, ast.ClassDef):
+            return
+        else:
+            for child in ast.iter_child_nodes(stmt):
+                self._expr(child, verify, anchor)
+
+    def _target_reads(self, target: ast.expr, verify: bool, anchor) -> None:
+        """Subscript targets (``buf[: bs * C] = ...``) read C in their index."""
+        if isinstance(target, ast.Subscript):
+            self._expr(target.value, verify, anchor)
+            self._expr(target.slice, verify, anchor)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for el in target.elts:
+                self._target_reads(el, verify, anchor)
+        elif isinstance(target, ast.Attribute):
+            self._target_reads(target.value, verify, anchor) if isinstance(target.value, ast.Subscript) else None
+
+    # -- expressions ---------------------------------------------------------------------------
+
+    def _expr(self, node: ast.AST, verify: bool, anchor) -> None:
+        if isinstance(node, NO_DESCENT):
+            return
+        if isinstance(node, ast.IfExp):
+            self._expr(node.test, verify, anchor)
+            pol = guard_polarity(node.test, frozenset(self.verify_flags))
+            self._expr(node.body, verify or pol == 1, anchor)
+            self._expr(node.orelse, verify or pol == -1, anchor)
+            return
+        if is_c_read(node, self.c_attrs, self.vocab):
+            self.sites.append(Site(node, verify, anchor))
+            return
+        if isinstance(node, ast.Name):
+            if node.id in self.c_names and isinstance(node.ctx, ast.Load):
+                ds = self.reaching(node.id, node)
+                c_defs = [d for d in ds if d.kind == "c"]
+                if c_defs:
+                    self.sites.append(Site(node, verify, anchor, via=c_defs[-1]))
+            return
+        if isinstance(node, ast.Call) and verify:
+            self.verify_calls.append((node, anchor))
+        for child in ast.iter_child_nodes(node):
+            self._expr(child, verify, anchor)
+
+    # -- reaching definitions -------------------------------------------------------------------
+
+    def reaching(self, name: str, use: ast.AST) -> list[Def]:
+        """Bindings of ``name`` that may reach ``use``: the last one on every path, plus any in
+        branches between it and the use. Bindings in a sibling ``if``/``elif`` branch never reach."""
+        ds = self.defs.get(name)
+        if not ds:
+            return []
+        upos = (use.lineno, use.col_offset)
+        before = [d for d in ds if d.pos < upos and d.node is not use and not self.exclusive(d.node, use)]
+        base = 0
+        for i, d in enumerate(before):
+            if self._dominates(d.node, use):
+                base = i
+        return before[base:]
+
+    def _chain(self, node: ast.AST) -> list[tuple[ast.AST, str]]:
+        """(ancestor, field the path comes through), innermost first, up to the function."""
+        out = []
+        parents = self.model.parents
+        while id(node) in parents and node is not self.func.node:
+            parent, fieldname = parents[id(node)]
+            out.append((parent, fieldname))
+            node = parent
+        return out
+
+    def _dominates(self, stmt: ast.AST, use: ast.AST) -> bool:
+        if stmt is self.func.node:
+            return True
+        hit = self.model.parents.get(id(stmt))
+        if hit is None:
+            return False
+        parent, fieldname = hit
+        return any(p is parent and f == fieldname for p, f in self._chain(use))
+
+    def exclusive(self, a: ast.AST, b: ast.AST) -> bool:
+        """True when ``a`` and ``b`` sit in different branches of one ``if``/``elif``/``IfExp``."""
+        if a is self.func.node:
+            return False
+        chain_b = {id(p): f for p, f in self._chain(b)}
+        for p, f in self._chain(a):
+            if id(p) in chain_b:
+                return isinstance(p, (ast.If, ast.IfExp)) and {f, chain_b[id(p)]} == {"body", "orelse"}
+        return False
+
+    # -- facts for the fixer -------------------------------------------------------------------
+
+    def spec_info_expr(self) -> str | None:
+        """How the verify input is spelled in this function, or None if it is not in scope."""
+        names = {*self.func.params, *self.func.kwonly, *self.defs}
+        if "spec_info" in names:
+            return "spec_info"
+        for n in ("forward_batch", "batch"):
+            if n in names:
+                return f"{n}.spec_info"
+        return None

@@ -1,0 +1,64 @@
+"""The names the analysis recognises: where C comes from, what carries W, what is harmless.
+
+Everything here can be extended from ``[tool.ddcheck]`` (see :mod:`ddcheck.settings`), so a fork
+that renames the attribute does not need a new ddcheck release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Attribute names whose value *is* the start-up width C, whatever object they hang off.
+C_SOURCE_ATTRS = frozenset({"speculative_num_draft_tokens"})
+
+# Attribute names that carry the per-step width W of the verify input.
+PER_STEP_ATTRS = frozenset({"draft_token_num", "num_tokens_per_req"})
+
+# Calls whose result is per-step (helpers that read W from the verify input).
+PER_STEP_CALL_MARKERS = ("num_tokens_per_req", "draft_token_num")
+
+# Forward-mode predicates; a function that tests any of them decides its own verify path.
+MODE_PREDICATE_PREFIX = "is_"
+VERIFY_PREDICATES = frozenset({"is_target_verify"})
+VERIFY_ENUM_MEMBERS = frozenset({"TARGET_VERIFY"})
+
+# Functions whose whole body is the verify path.
+VERIFY_FUNCTION_MARKERS = ("target_verify",)
+
+# Names assigned an upper bound (wrong only when W > C).
+UPPER_BOUND_NAMES = frozenset({"max_seq_len_k", "max_seqlen_k", "max_kv_len", "max_seq_len_kv"})
+
+# Allocators: C in the *size* argument is capacity (warning), in a fill value it is content.
+ALLOCATORS = frozenset({
+    "zeros", "empty", "ones", "full", "randn", "rand", "new_zeros", "new_empty", "new_ones",
+    "new_full", "zeros_like", "empty_like",
+})
+FILL_ALLOCATORS = frozenset({"full", "new_full"})
+
+# Calls that only report a value.
+REPORTING_CALLS = frozenset({
+    "print", "debug", "info", "warning", "warn", "error", "exception", "critical", "log",
+    "format", "repr", "str", "print_warning_once", "warning_once", "info_once",
+})
+
+# Names that say "this object is the verify input" when a fix needs W.
+SPEC_INFO_NAMES = ("spec_info",)
+FORWARD_BATCH_NAMES = ("forward_batch", "batch")
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    c_source_attrs: frozenset[str] = C_SOURCE_ATTRS
+    per_step_attrs: frozenset[str] = PER_STEP_ATTRS
+    verify_function_markers: tuple[str, ...] = VERIFY_FUNCTION_MARKERS
+    extra_c_attrs: frozenset[str] = field(default_factory=frozenset)
+
+    def is_verify_function(self, name: str) -> bool:
+        return any(m in name for m in self.verify_function_markers)
+
+    @property
+    def prefilter_tokens(self) -> tuple[bytes, ...]:
+        return tuple(n.encode() for n in sorted(self.c_source_attrs | self.extra_c_attrs))
+
+
+DEFAULT_VOCABULARY = Vocabulary()

@@ -1,0 +1,68 @@
+"""The results of a scan: findings, per-file errors, and the scan result that reporters print."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+
+class Severity(str, Enum):
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+    @property
+    def rank(self) -> int:
+        return {"info": 0, "warning": 1, "error": 2}[self.value]
+
+
+class FixPlan(BaseModel):
+    """What the fixer needs from the analysis: where the verify block starts and how W is spelled."""
+
+    safety: str  # "safe" | "unsafe"
+    anchor_line: int  # first statement of the verify block, where the per-step width is bound
+    anchor_column: int
+    local: str = "num_tokens_per_req"
+    expression: str  # W with its fallback to C, e.g. (getattr(spec_info, "draft_token_num", None) or C)
+
+
+class Finding(BaseModel):
+    """One verify-path use of the start-up width C.
+
+    ``line``/``column`` point at the C expression itself (1-based line, 0-based column).
+    ``replacement`` is the per-step expression that can stand there, or None when none is known.
+    """
+
+    rule: str
+    severity: Severity
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    function: str | None = None
+    symbol: str
+    message: str
+    replacement: str | None = None
+    hint: str | None = None
+    fix_safety: str | None = None  # "safe", "unsafe", or None when no fix is known
+    # Internal: for the fixer, baseline and suppressions; not part of the JSON schema.
+    relpath: str = Field(default="", exclude=True)
+    fix: FixPlan | None = Field(default=None, exclude=True)
+    statement: str = Field(default="", exclude=True)
+
+
+class FileError(BaseModel):
+    path: str
+    message: str
+
+
+class ScanResult(BaseModel):
+    version: int = 1
+    files_scanned: int = 0
+    errors: list[FileError] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+
+    def at_or_above(self, severity: Severity) -> list[Finding]:
+        return [f for f in self.findings if f.severity.rank >= severity.rank]

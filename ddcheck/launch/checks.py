@@ -1,0 +1,268 @@
+"""One function per launch check. Each returns :class:`ConfigFinding` s with an id, a consequence
+(REJECT: SGLang refuses at start-up; CRASH: dies later, after weights load or at the first
+decode/capture; CORRUPT: runs and returns wrong tokens; PERF: runs, but not as asked; PARSE:
+argparse exits 2) and a fix.
+
+Start-up rules are gated on the guard being present in the *target* sources (found with ``ast``),
+so a check fires exactly on the releases that would apply it, with the guard's file:line as evidence.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+from ddcheck.launch import target as T
+from ddcheck.launch.evidence import scan_errors, verify_findings_by_backend
+from ddcheck.launch.settings import EAGLE_FAMILY, SpecSettings
+from ddcheck.launch.target import Evidence
+from ddcheck.sources import SourceTree
+
+
+class Consequence(str, Enum):
+    REJECT = "REJECT"
+    CRASH = "CRASH"
+    CORRUPT = "CORRUPT"
+    PERF = "PERF"
+    PARSE = "PARSE"
+
+
+class ConfigFinding(BaseModel):
+    id: str
+    level: str = "error"  # error | warning | info
+    consequence: Consequence
+    message: str
+    fix: str = ""
+    evidence: list[Evidence] = Field(default_factory=list)
+    backend: str | None = None
+
+
+def _f(id, consequence, message, fix="", evidence=(), level=None, backend=None) -> ConfigFinding:
+    level = level or ("warning" if consequence == Consequence.PERF else "error")
+    return ConfigFinding(id=id, level=level, consequence=consequence, message=message, fix=fix,
+                         evidence=[e for e in evidence if e is not None], backend=backend)
+
+
+def _guard(tree, pattern, algo):
+    g = T.guard_for(tree, pattern, algo)
+    if g is None and algo == "DDTREE":  # DDTREE is handled by the DFLASH hooks in the PRs
+        g = T.guard_for(tree, pattern, "DFLASH")
+    return g
+
+
+# ---------------------------------------------------------------------------------------------
+# verify width W vs start-up width C
+# ---------------------------------------------------------------------------------------------
+
+ALTERNATIVES = ("flashinfer", "fa3", "triton", "flex_attention", "torch_native")  # general-purpose MHA backends
+
+
+def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
+    """W != C on a backend whose verify layout is fixed at C (scan error findings) -> CORRUPT."""
+    W, C = s.verify_width, s.num_draft_tokens
+    if s.algorithm is None or W is None or C is None or W == C:
+        return []
+    ways_out = (f"set W = C (e.g. --speculative-ddtree-budget {C - 1})" if s.algorithm == "DDTREE"
+                else "make the verify width equal --speculative-num-draft-tokens")
+    if s.verify_backend is None:
+        bad = {b: f for b, f in verify_findings_by_backend(tree, [b for b in ALTERNATIVES
+                                                              if b in T.backend_files(tree)]).items() if f}
+        return [_f("verify-width", Consequence.CORRUPT, level="warning",
+                   message=f"verify width W={W} != C={C} and the attention backend is chosen at start-up; "
+                           f"common backends with a fixed-width verify layout in {s.release}: {', '.join(sorted(bad)) or 'none'}",
+                   fix="pass --attention-backend explicitly (one whose verify path is per-step) and re-run")]
+    found = verify_findings_by_backend(tree, [s.verify_backend]).get(s.verify_backend)
+    if s.verify_backend not in T.backend_files(tree):
+        return [_f("verify-width", Consequence.CORRUPT, level="warning", backend=s.verify_backend,
+                   message=f"verify width W={W} != C={C}; backend {s.verify_backend!r} is not in the "
+                           f"{s.release} attention registry, so its verify path could not be checked")]
+    if not found:
+        return []
+    _, engine = scan_errors(tree, list(T.backend_files(tree)[s.verify_backend]))
+    cands = [b for b in ALTERNATIVES if b != s.verify_backend and b in T.backend_files(tree)]
+    ok = [b for b, fs in verify_findings_by_backend(tree, cands).items()
+          if not fs and (not s.tree_verify or T.mask_honoured(tree, b)[0])]
+    return [_f("verify-width", Consequence.CORRUPT, backend=s.verify_backend,
+               message=f"{s.algorithm} verifies W={W} tokens per request but C=--speculative-num-draft-tokens={C}; "
+                       f"backend {s.verify_backend!r} lays out the target-verify batch with C "
+                       f"({len(found)} {engine} finding(s)), so masks/offsets are wrong for every request",
+               fix=f"{ways_out}; or pick a backend whose verify path is per-step "
+                   f"({', '.join(ok[:6]) or 'none in this release'}); or run `ddcheck fix` on the target",
+               evidence=[Evidence(path=f.relpath or f.path, line=f.line, text=f.message[:160]) for f in found[:5]])]
+
+
+def check_verify_graph(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
+    """CUDA graphs on and W != C: the verify graph must be captured at W, not C."""
+    W, C = s.verify_width, s.num_draft_tokens
+    if not s.cuda_graph or s.algorithm is None or W is None or C is None or W == C:
+        return []
+    source = "ddtree" if s.algorithm == "DDTREE" else s.algorithm.lower()
+    at_w, ev = T.verify_capture(tree, source)
+    if at_w:
+        return []
+    return [_f("verify-graph-width", Consequence.CRASH,
+               message=f"CUDA graphs are on and the target captures the verify graph at C={C} tokens per request, "
+                       f"but {s.algorithm} verifies W={W}: capture/replay fails (shape mismatch) at start-up",
+               fix="disable decode CUDA graphs (--disable-cuda-graph or --cuda-graph-backend-decode disabled), "
+                   "make W == C, or use a target that captures the verify graph at W", evidence=[ev])]
+
+
+def check_tree_mask(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
+    """Tree verify on a backend path that never reads the custom mask -> CORRUPT."""
+    if not s.tree_verify or not s.verify_backend:
+        return []
+    honoured, files = T.mask_honoured(tree, s.verify_backend)
+    if honoured is not False:
+        return []
+    return [_f("tree-mask", Consequence.CORRUPT, backend=s.verify_backend,
+               message=f"tree verify ({'DDTREE' if s.algorithm == 'DDTREE' else f'topk={s.eagle_topk}'}) on "
+                       f"{s.verify_backend!r}, whose modules never read spec_info.custom_mask: siblings attend to "
+                       f"each other as if the tree were a chain",
+               fix="use a backend that applies the tree mask (e.g. triton, flashinfer, fa3) or topk 1",
+               evidence=[Evidence(path=p, line=1, text="no custom_mask reference") for p in files])]
+
+
+# ---------------------------------------------------------------------------------------------
+# EAGLE shape checks
+# ---------------------------------------------------------------------------------------------
+
+def check_eagle_params(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
+    if s.algorithm not in EAGLE_FAMILY:
+        return []
+    given = {k: s.raw.get(f"speculative_{k}") for k in ("num_steps", "eagle_topk", "num_draft_tokens")}
+    if all(v is None for v in given.values()) or all(v is not None for v in given.values()):
+        return []
+    missing = [k for k, v in given.items() if v is None]
+    g = T.guard_for(tree, r"speculative_eagle_topk is None", s.algorithm)
+    return [_f("eagle-params", Consequence.REJECT,
+               message=f"--speculative-{'/'.join(m.replace('_', '-') for m in missing)} unset while the other "
+                       f"EAGLE shape flags are set: SGLang asserts all three are set or none (auto-tuned)",
+               fix="set --speculative-num-steps, --speculative-eagle-topk and --speculative-num-draft-tokens "
+                   "together, or none of them", evidence=[g.evidence if g else None])]
+
+
+def check_eagle_tree_size(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
+    """draft tokens - 1 must fit the tree: topk + (steps - 1) * topk^2 candidates."""
+    if s.algorithm not in EAGLE_FAMILY or None in (s.num_steps, s.eagle_topk, s.num_draft_tokens):
+        return []
+    k, n, d = s.eagle_topk, s.num_steps, s.num_draft_tokens
+    cap = k + (n - 1) * k * k
+    if k <= 1 or d - 1 <= cap:
+        return []
+    return [_f("eagle-tree-size", Consequence.CRASH,
+               message=f"--speculative-num-draft-tokens {d} needs {d - 1} tree nodes but steps={n}, topk={k} "
+                       f"yield at most {cap}: the tree build fails at the first decode",
+               fix=f"lower --speculative-num-draft-tokens to <= {cap + 1} or raise steps/topk")]
+
+
+def check_mla_topk(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
+    """topk > 1 with a draft backend whose (MLA) module refuses it when the draft worker starts."""
+    if (s.eagle_topk or 1) <= 1 or s.algorithm not in EAGLE_FAMILY:
+        return []
+    backend = s.draft_attention_backend or s.decode_attention_backend or s.attention_backend
+    if not backend:
+        return []
+    ev = T.topk1_only(tree, backend)
+    if not ev:
+        return []
+    files = T.backend_files(tree).get(backend, ())
+    mla_only = all("mla" in p.rsplit("/", 1)[-1] for p in files)
+    return [_f("mla-topk", Consequence.CRASH, level="error" if mla_only else "warning", backend=backend,
+               message=f"topk={s.eagle_topk} with draft backend {backend!r}, whose "
+                       f"{'' if mla_only else 'MLA '}module only supports topk 1: the server dies after the "
+                       f"weights load{'' if mla_only else ' (if the model uses MLA)'}",
+               fix="use --speculative-eagle-topk 1 or another backend for the draft "
+                   "(--speculative-draft-attention-backend)", evidence=ev)]
+
+
+def check_multi_layer_eagle(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
+    if not s.enable_multi_layer_eagle or None in (s.num_steps, s.num_draft_tokens):
+        return []
+    if s.num_draft_tokens == s.num_steps + 1:
+        return []
+    files = [f.relpath for f in tree.files if "multi_layer_eagle" in f.relpath]
+    ev = T.text_marker(tree, r"speculative_num_draft_tokens == self\.speculative_num_steps \+ 1", files)
+    return [_f("multi-layer-eagle", Consequence.CRASH,
+               message=f"multi-layer EAGLE needs draft tokens == steps + 1 ({s.num_steps + 1}), got "
+                       f"{s.num_draft_tokens}: the worker asserts at start", evidence=[ev],
+               fix=f"--speculative-num-draft-tokens {s.num_steps + 1} (or --speculative-eagle-topk 1)")]
+
+
+# ---------------------------------------------------------------------------------------------
+# what SGLang itself rejects or rewrites at start-up (gated on the release's own guards)
+# ---------------------------------------------------------------------------------------------
+
+def check_startup(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
+    out: list[ConfigFinding] = []
+    a = s.algorithm
+    if a is None:
+        return out
+    backends = set(s.backends)
+    rel = s.release
+
+    def rule(cond, id, consequence, pattern, message, fix, level=None):
+        if not cond:
+            return
+        g = _guard(tree, pattern, a)
+        if g is not None:
+            out.append(_f(id, consequence, f"{message} ({rel} applies this at start-up)", fix, [g.evidence], level))
+
+    topk = s.eagle_topk or 1
+    rule(a in EAGLE_FAMILY and "trtllm_mha" in backends and topk > 1, "sglang-trtllm-mha-topk", Consequence.REJECT,
+         r"trtllm_mha backend only supports topk", f"trtllm_mha with topk={topk} is refused",
+         "use --speculative-eagle-topk 1 or another attention backend")
+    if topk > 1 and s.page_size > 1 and a in EAGLE_FAMILY | {"NGRAM"}:
+        g = _guard(tree, r"page_size.*> ?1", a)
+        allowed = T.allow_list(g) if g else None
+        backend = s.attention_backend
+        if g is not None and allowed is not None and backend is not None and backend not in allowed:
+            out.append(_f("sglang-topk-page-size", Consequence.REJECT,
+                          f"topk={topk} with page_size={s.page_size} on attention backend {backend!r}: {rel} "
+                          f"allows this only on {', '.join(allowed)}",
+                          f"use --page-size 1 or --attention-backend {allowed[0]}", [g.evidence]))
+    spec_v2 = s.env.get("SGLANG_ENABLE_SPEC_V2", "").lower() in ("1", "true", "yes")
+    rule(spec_v2 and a in EAGLE_FAMILY and topk > 1, "sglang-spec-v2-topk", Consequence.REJECT,
+         r"Spec v2 currently only supports topk = 1", f"SGLANG_ENABLE_SPEC_V2 with topk={topk} is refused",
+         "use --speculative-eagle-topk 1 or drop SGLANG_ENABLE_SPEC_V2")
+    raw_draft = s.raw.get("speculative_num_draft_tokens")
+    rule(a in EAGLE_FAMILY and s.eagle_topk == 1 and raw_draft is not None and s.num_steps is not None
+         and raw_draft != s.num_steps + 1, "sglang-eagle-topk1-draft", Consequence.PERF,
+         r"adjusted to speculative_num_steps \+ 1",
+         f"--speculative-num-draft-tokens {raw_draft} is silently replaced by steps + 1 = {(s.num_steps or 0) + 1} "
+         f"because topk == 1", f"pass --speculative-num-draft-tokens {(s.num_steps or 0) + 1}")
+    block_algo = a in ("DFLASH", "DDTREE")
+    blk, drf = s.raw.get("speculative_dflash_block_size"), raw_draft
+    rule(block_algo and blk is not None and drf is not None and blk != drf, "sglang-dflash-block-size",
+         Consequence.REJECT, r"For DFLASH they must match",
+         f"--speculative-dflash-block-size {blk} != --speculative-num-draft-tokens {drf}",
+         "drop --speculative-num-draft-tokens (the block size sets it) or make them equal")
+    for key, pat, name in (("speculative_num_steps", r"DFLASH only supports speculative_num_steps", "steps"),
+                           ("speculative_eagle_topk", r"DFLASH only supports speculative_eagle_topk", "topk")):
+        v = s.raw.get(key)
+        rule(block_algo and v is not None and v != 1, f"sglang-dflash-{name}", Consequence.PERF, pat,
+             f"{a} forces {name} to 1; --{key.replace('_', '-')} {v} is overridden", f"drop --{key.replace('_', '-')}")
+    rule(block_algo and s.raw.get("speculative_dflash_block_size") is None and raw_draft is None,
+         "sglang-dflash-block-inferred", Consequence.PERF, r"defaulting (speculative_num_draft_tokens )?to",
+         "block size unset: inferred from the draft model config at start-up (16 if absent), so W and C are "
+         "not known here", "pass --speculative-dflash-block-size explicitly", level="info")
+    rule(s.enable_dp_attention and block_algo, "sglang-dflash-dp-attention", Consequence.REJECT,
+         r"DFLASH speculative decoding does not support dp attention", f"{a} with --enable-dp-attention is refused",
+         "drop --enable-dp-attention")
+    rule(s.enable_dp_attention and a == "STANDALONE", "sglang-standalone-dp-attention", Consequence.REJECT,
+         r"standalone speculative decoding does not support dp attention", "STANDALONE with dp-attention is refused",
+         "drop --enable-dp-attention or use EAGLE")
+    rule(s.enable_dp_attention and a == "NGRAM", "sglang-ngram-dp-attention", Consequence.REJECT,
+         r"ngram speculative decoding does not support dp attention", "NGRAM with dp-attention is refused",
+         "drop --enable-dp-attention")
+    rule(a == "DDTREE" and s.page_size != 1, "sglang-ddtree-page-size", Consequence.REJECT,
+         r"DDTREE currently supports only page_size == 1", f"DDTREE with page_size={s.page_size} is refused",
+         "use --page-size 1")
+    rule(s.max_running_requests is None, "sglang-max-running-requests", Consequence.PERF,
+         r"Max running requests is reset to 48", "--max-running-requests unset: reset to 48 for speculative decoding",
+         "pass --max-running-requests explicitly", level="info")
+    return out
+
+
+ALL_CHECKS = (check_eagle_params, check_startup, check_verify_width, check_verify_graph, check_tree_mask,
+              check_eagle_tree_size, check_mla_topk, check_multi_layer_eagle)

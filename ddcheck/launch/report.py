@@ -1,0 +1,63 @@
+"""The result of ``ddcheck config`` and its two renderings (rich text, JSON)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from ddcheck.launch.checks import ConfigFinding
+from ddcheck.launch.settings import SpecSettings
+
+
+class Report(BaseModel):
+    target: str
+    release: str
+    argv: list[str] = Field(default_factory=list, description="server arguments after --config merge")
+    settings: SpecSettings | None = None
+    findings: list[ConfigFinding] = Field(default_factory=list)
+    scan_engine: str | None = None
+
+    @property
+    def errors(self) -> list[ConfigFinding]:
+        return [f for f in self.findings if f.level == "error"]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.errors else 0
+
+    def ids(self, level: str | None = None) -> set[str]:
+        return {f.id for f in self.findings if level is None or f.level == level}
+
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+
+
+def render_text(report: Report, console=None) -> None:
+    from rich.console import Console
+
+    console = console or Console()
+    s = report.settings
+    console.print(f"[bold]ddcheck config[/] - SGLang {report.release} ({report.target})")
+    if s is not None and s.algorithm:
+        console.print(f"  {s.algorithm_requested}"
+                      + (f" -> {s.algorithm}" if s.algorithm_requested and s.algorithm != s.algorithm_requested.upper() else "")
+                      + f": W={s.verify_width} C={s.num_draft_tokens} steps={s.num_steps} topk={s.eagle_topk}"
+                      + f" verify-backend={s.verify_backend or 'auto'} page={s.page_size}"
+                      + f" cuda-graph={'on' if s.cuda_graph else 'off'}")
+    elif s is not None:
+        console.print("  no speculative algorithm: nothing speculative to check")
+    if not report.findings:
+        console.print("[green]no findings[/]")
+        return
+    for f in report.findings:
+        console.print(f"[{_STYLE[f.level]}]{f.level:<7}[/] [bold]{f.id}[/] [{f.consequence.value}]", highlight=False)
+        console.print(f"        {f.message}", highlight=False, markup=False)
+        if f.fix:
+            console.print(f"        fix: {f.fix}", highlight=False, markup=False)
+        for e in f.evidence:
+            console.print(f"        at {e}" + (f"  {e.text}" if e.text else ""), highlight=False, markup=False)
+    n = len(report.errors)
+    console.print(f"[{'bold red' if n else 'green'}]{n} error(s)[/]")
+
+
+def render_json(report: Report) -> str:
+    return report.model_dump_json(indent=2)

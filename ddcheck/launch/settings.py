@@ -1,0 +1,145 @@
+"""The speculative settings a launch resolves to, computed the way SGLang's start-up hooks would
+(without a model config: values SGLang would infer from the model stay ``None`` and are noted).
+
+Two widths matter: C (``speculative_num_draft_tokens`` after resolution, fixed at start-up, what
+fixed-width backends lay out the verify batch with) and W (the per-step width of the verify input:
+the draft-token count for the EAGLE family, NGRAM, DSPARK and UNO; the block size for DFLASH;
+budget + 1 for DDTREE).
+"""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel, Field
+
+from ddcheck.launch.flags import FlagTable
+
+EAGLE_FAMILY = {"EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP"}
+BLOCK_ALGOS = {"DFLASH", "DDTREE"}
+
+
+class SpecSettings(BaseModel):
+    release: str
+    algorithm: str | None = None  # after SGLang's alias resolution (NEXTN -> EAGLE)
+    algorithm_requested: str | None = None
+    num_steps: int | None = None
+    eagle_topk: int | None = None
+    num_draft_tokens: int | None = None  # C
+    dflash_block_size: int | None = None
+    ddtree_budget: int | None = None
+    verify_width: int | None = None  # W
+    auto_params: bool = False  # EAGLE steps/topk/draft tokens picked from the model at start-up
+    attention_backend: str | None = None
+    prefill_attention_backend: str | None = None
+    decode_attention_backend: str | None = None
+    draft_attention_backend: str | None = None
+    speculative_attention_mode: str = "prefill"
+    verify_backend: str | None = None  # backend on the target-verify path; None: chosen at start-up
+    page_size: int = 1
+    cuda_graph: bool = True
+    cuda_graph_max_bs: int | None = None
+    cuda_graph_bs: list[int] | None = None
+    enable_dp_attention: bool = False
+    max_running_requests: int | None = None
+    enable_multi_layer_eagle: bool = False
+    device: str | None = None
+    env: dict[str, str] = Field(default_factory=dict, description="NAME=value set in front of the launcher")
+    raw: dict = Field(default_factory=dict, description="speculative values as given on the command line")
+
+    @property
+    def tree_verify(self) -> bool:
+        return self.algorithm == "DDTREE" or (self.eagle_topk or 1) > 1
+
+    @property
+    def backends(self) -> list[str]:
+        """Every attention backend named or implied, verify path first."""
+        names = [self.verify_backend, self.attention_backend, self.prefill_attention_backend,
+                 self.decode_attention_backend]
+        return [n for n in dict.fromkeys(names) if n]
+
+
+def _int(v):
+    try:
+        return None if v is None else int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _get(ns: dict, *names):
+    for n in names:
+        if ns.get(n) is not None:
+            return ns[n]
+    return None
+
+
+def resolve(ns: dict, table: FlagTable) -> SpecSettings:
+    keys = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+            "speculative_dflash_block_size", "speculative_ddtree_budget", "speculative_dspark_block_size")
+    raw = {k: ns.get(k) for k in keys if ns.get(k) is not None}
+    algo_req = ns.get("speculative_algorithm")
+    algo = algo_req.upper() if isinstance(algo_req, str) else None
+    if algo == "NEXTN":
+        algo = "EAGLE"
+    steps, topk, draft = (_int(ns.get("speculative_num_steps")), _int(ns.get("speculative_eagle_topk")),
+                          _int(ns.get("speculative_num_draft_tokens")))
+    block, budget = _int(ns.get("speculative_dflash_block_size")), _int(ns.get("speculative_ddtree_budget"))
+    auto = False
+    if algo in EAGLE_FAMILY:
+        if steps is None and topk is None and draft is None:
+            auto = True
+        elif topk == 1 and steps is not None:
+            draft = steps + 1  # SGLang: draft tokens adjusted to steps + 1 when topk == 1
+    elif algo in BLOCK_ALGOS:
+        steps, topk = 1, 1  # DFLASH forces both to 1
+        if block is not None and draft is None:
+            draft = block
+        if block is None:
+            block = draft  # inferred from the draft model config when both are unset
+        if algo == "DDTREE" and budget is None and block is not None:
+            budget = block - 1  # the DDTree PRs: tree_budget defaults to block_size - 1
+    elif algo == "DSPARK":
+        steps, topk = 1, 1
+        gamma = _int(ns.get("speculative_dspark_block_size"))
+        if gamma is not None:
+            draft = gamma + 1
+    elif algo == "NGRAM":
+        topk = _int(ns.get("speculative_ngram_max_bfs_breadth")) or _int(table.field_defaults.get(
+            "speculative_ngram_max_bfs_breadth")) or 10
+        draft = 12 if draft is None else draft
+        steps = draft // topk if steps is None else steps
+    width = (budget + 1 if budget is not None else None) if algo == "DDTREE" else \
+        (block if algo == "DFLASH" else draft)
+    mode = ns.get("speculative_attention_mode") or "prefill"
+    attn = ns.get("attention_backend")
+    prefill, decode = ns.get("prefill_attention_backend"), ns.get("decode_attention_backend")
+    verify = (prefill if mode == "prefill" else decode) or attn
+    return SpecSettings(
+        release=table.release, algorithm=algo, algorithm_requested=algo_req, num_steps=steps, eagle_topk=topk,
+        num_draft_tokens=draft, dflash_block_size=block if algo in BLOCK_ALGOS else None,
+        ddtree_budget=budget if algo == "DDTREE" else None, verify_width=width, auto_params=auto,
+        attention_backend=attn, prefill_attention_backend=prefill, decode_attention_backend=decode,
+        draft_attention_backend=ns.get("speculative_draft_attention_backend"), speculative_attention_mode=mode,
+        verify_backend=verify, page_size=_int(ns.get("page_size")) or 1, cuda_graph=_cuda_graph_on(ns),
+        cuda_graph_max_bs=_int(_get(ns, "cuda_graph_max_bs", "cuda_graph_max_bs_decode")),
+        cuda_graph_bs=_get(ns, "cuda_graph_bs", "cuda_graph_bs_decode"),
+        enable_dp_attention=bool(ns.get("enable_dp_attention")),
+        max_running_requests=_int(ns.get("max_running_requests")),
+        enable_multi_layer_eagle=bool(ns.get("enable_multi_layer_eagle")), device=ns.get("device"), raw=raw)
+
+
+def _cuda_graph_on(ns: dict) -> bool:
+    """Decode (and so target-verify) CUDA graphs, across the legacy and per-phase flags."""
+    if ns.get("disable_cuda_graph") or ns.get("disable_decode_cuda_graph"):
+        return False
+    if ns.get("cuda_graph_backend_decode") == "disabled":
+        return False
+    cfg = ns.get("cuda_graph_config")
+    if isinstance(cfg, str):
+        try:
+            cfg = json.loads(cfg)
+        except ValueError:
+            cfg = None
+    if isinstance(cfg, dict) and isinstance(cfg.get("decode"), dict) and cfg["decode"].get("backend") == "disabled":
+        return False
+    return True

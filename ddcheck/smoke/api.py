@@ -1,0 +1,253 @@
+"""``run_smoke`` / ``smoke_main``: the cases, the verdict and the exit code."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Literal
+
+from ddcheck.smoke.loader import BACKEND_RELPATH, HarnessError, LoadContext, SglangImporter
+from ddcheck.smoke.report import HarnessTrace, PathResult, SmokeReport, render_text
+
+SEED_BUDGET, SEED_C = 7, 8  # the DDTree seed configuration: budget 7 verifies 8 = C tokens
+PATHS = ("eager", "graph")
+
+
+def default_shape(device: str, dtype: str | None = None):
+    """Small shapes on CPU (the Triton interpreter runs a kernel launch in well under a second),
+    model-like ones on a GPU."""
+    import torch
+
+    from ddcheck.smoke.batch import Shape
+
+    if device == "cpu":
+        return Shape(dtype=getattr(torch, dtype or "float32"))
+    return Shape(num_q_heads=32, num_kv_heads=8, head_dim=128, dtype=getattr(torch, dtype or "bfloat16"),
+                 max_context_len=8192, pool_size=40000, max_bs=16)
+
+
+def default_prefix_lens(device: str) -> list[int]:
+    # Different per request, one past a 64-key block so the prefix loop runs more than once.
+    return [11, 37, 70] if device == "cpu" else [100, 517, 1030, 64, 2047, 333]
+
+
+def default_tolerance(dtype) -> tuple[float, float]:
+    import torch
+
+    return {torch.float32: (1e-3, 1e-3), torch.float16: (4e-3, 4e-3), torch.bfloat16: (2e-2, 2e-2)}.get(
+        dtype, (2e-2, 2e-2))
+
+
+def run_smoke(
+    target: str,
+    *,
+    backend_file: str | None = None,
+    backend_source: str | None = None,
+    budget: int = 16,
+    num_draft_tokens: int = 8,
+    device: str = "cpu",
+    seed: int = 0,
+    allow_out_of_bounds: bool = False,
+    prefix_lens: list[int] | None = None,
+    dtype: str | None = None,
+    graph_capture_width: Literal["C", "W"] = "C",
+    seed_case: bool = True,
+    isolate: bool = True,
+    timeout: float = 1800,
+) -> "SmokeReport":
+    """Run the target's TritonAttnBackend on a DDTree batch of W = budget + 1 tokens per request
+    with the backend built for C = ``num_draft_tokens``; compare against a float64 reference.
+
+    ``backend_file``/``backend_source`` replace the tree's ``triton_backend.py`` (a fixed copy);
+    the base backend and kernels still come from the tree. ``graph_capture_width="W"`` emulates a
+    graph runner that captures at the verify width (the remedy for the capture limitation).
+    ``isolate`` runs it in a fresh interpreter (see :mod:`ddcheck.smoke.worker`).
+    """
+    if isolate:
+        if backend_file is not None and backend_source is None:
+            try:
+                backend_source = Path(backend_file).read_text(encoding="utf-8")
+            except OSError:
+                pass  # the worker reports the unreadable file
+        args = dict(target=target, backend_file=backend_file, backend_source=backend_source, budget=budget,
+                    num_draft_tokens=num_draft_tokens, device=device, seed=seed,
+                    allow_out_of_bounds=allow_out_of_bounds, prefix_lens=prefix_lens, dtype=dtype,
+                    graph_capture_width=graph_capture_width, seed_case=seed_case)
+        return _isolated(args, timeout)
+    t0 = time.perf_counter()
+    width = budget + 1
+    label = backend_file or ("<backend_source>" if backend_source is not None else f"{target}!{BACKEND_RELPATH}")
+    report = SmokeReport(target=target, backend=label, device=device, dtype=dtype or "", budget=budget,
+                         width=width, num_draft_tokens=num_draft_tokens, seed=seed)
+    try:
+        _run(report, target, backend_file, backend_source, prefix_lens, dtype, allow_out_of_bounds,
+             graph_capture_width, seed_case)
+    except HarnessError as exc:
+        report.exit_code, report.verdict = 2, f"harness failure: {exc}"
+    except Exception as exc:  # never let a crash look like a verdict
+        report.exit_code, report.verdict = 2, f"harness failure: {type(exc).__name__}: {exc}"
+    else:
+        _verdict(report)
+    report.seconds = round(time.perf_counter() - t0, 2)
+    return report
+
+
+def _isolated(args: dict, timeout: float) -> SmokeReport:
+    """Run in ``python -m ddcheck.smoke.worker``; any failure to produce a report is exit 2."""
+    import json
+    import os
+    import subprocess
+    import tempfile
+
+    label = args["backend_file"] or ("<backend_source>" if args["backend_source"] is not None
+                                     else f"{args['target']}!{BACKEND_RELPATH}")
+    fail = SmokeReport(target=args["target"], backend=label, device=args["device"], dtype=args["dtype"] or "",
+                       budget=args["budget"], width=args["budget"] + 1, num_draft_tokens=args["num_draft_tokens"],
+                       seed=args["seed"])
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    with tempfile.TemporaryDirectory(prefix="ddcheck-smoke-") as tmp:
+        out = Path(tmp) / "report.json"
+        try:
+            proc = subprocess.run([sys.executable, "-m", "ddcheck.smoke.worker", str(out)], input=json.dumps(args),
+                                  capture_output=True, text=True, timeout=timeout, env=env)
+        except subprocess.TimeoutExpired:
+            fail.verdict = f"harness failure: the smoke worker did not finish within {timeout:.0f} s"
+            return fail
+        if proc.returncode == 0 and out.is_file():
+            return SmokeReport.model_validate_json(out.read_text(encoding="utf-8"))
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        fail.verdict = f"harness failure: the smoke worker exited with {proc.returncode}: " + " | ".join(tail)
+        return fail
+
+
+def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens, dtype, allow_oob,
+         capture_mode, seed_case) -> None:
+    try:
+        import torch  # noqa: F401
+        import triton  # noqa: F401
+    except ImportError as exc:
+        raise HarnessError(f"{exc.name} is not installed (ddcheck smoke needs torch and triton)") from exc
+    from ddcheck.sources import TargetError, open_target
+    from ddcheck.smoke.harness import Session, build_batch, triton_interpreter
+
+    w, c, device = report.width, report.num_draft_tokens, report.device
+    if report.budget < 0 or c < 1:
+        raise HarnessError("budget must be >= 0 and num_draft_tokens >= 1")
+    if w < c and not allow_oob:
+        raise HarnessError(
+            f"refusing W = {w} < C = {c}: a backend with the bug lays out {c} rows per request and "
+            f"would write past the verify batch; pass --allow-out-of-bounds to run it in padded buffers")
+    if device == "cpu" and not _interpreted():
+        raise HarnessError("triton was imported before TRITON_INTERPRET=1 was set; run with isolate=True")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise HarnessError(f"device {device} requested but torch sees no CUDA device")
+    if backend_file is not None:
+        try:
+            backend_source = Path(backend_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise HarnessError(f"--backend-file {backend_file}: {exc}") from exc
+    try:
+        tree = open_target(target)
+    except TargetError as exc:
+        raise HarnessError(str(exc)) from exc
+
+    shape = default_shape(device, dtype)
+    report.dtype = str(shape.dtype).replace("torch.", "")
+    report.heads = f"{shape.num_q_heads}/{shape.num_kv_heads} x {shape.head_dim}"
+    report.prefix_lens = prefix_lens = list(prefix_lens or default_prefix_lens(device))
+    atol, rtol = tol = default_tolerance(shape.dtype)
+    report.tolerance = {"atol": atol, "rtol": rtol}
+
+    # (case, W, C): the DDTree width, the control at W == C, and the seed's budget 7 at C = 8.
+    cases = [("ddtree", w, c)] if w != c else []
+    cases.append(("control", c, c))
+    if seed_case and (c, c) != (SEED_C, SEED_BUDGET + 1):
+        cases.append(("seed", SEED_BUDGET + 1, SEED_C))
+
+    trace = HarnessTrace()
+    with triton_interpreter(device == "cpu"):
+        for cfg_c in dict.fromkeys(cc for _, _, cc in cases):
+            ctx = LoadContext(device=device, num_draft_tokens=cfg_c, num_steps=max(1, cfg_c - 1))
+            with SglangImporter(tree, ctx, backend_source) as importer:
+                session = Session(importer, shape, cfg_c, device)
+                report.block_m = report.block_m or session.block_m()
+                for case, cw_, _ in [x for x in cases if x[2] == cfg_c]:
+                    batch, pad = build_batch(cw_, prefix_lens, shape, device, report.seed, cfg_c, allow_oob)
+                    capture = cw_ if capture_mode == "W" else cfg_c
+                    for path in PATHS:
+                        report.paths.append(session.run(case, path, batch, tol, capture, pad))
+                    eager, graph = report.paths[-2:]
+                    if case == "ddtree" and capture != cw_ and eager.status == "ok" and graph.status == "wrong":
+                        # Is it the backend or the capture width? Re-capture at W to tell them apart.
+                        diag = session.run("ddtree-capture-at-W", "graph", batch, tol, cw_, pad)
+                        report.paths.append(diag)
+                _merge(trace, importer.trace)
+    report.harness = trace
+
+
+def _interpreted() -> bool:
+    """Whether triton's own @jit helpers were created for the interpreter (decided at import)."""
+    import triton.language.standard as std
+
+    return type(std.cdiv).__name__ == "InterpretedFunction"
+
+
+def _merge(into: HarnessTrace, t) -> None:
+    into.real_modules = sorted(set(into.real_modules) | set(t.real_modules))
+    for k, v in t.provided_calls.items():
+        into.provided_calls[k] = into.provided_calls.get(k, 0) + v
+    into.stand_ins_called = sorted(set(into.stand_ins_called) | set(t.stand_ins_called))
+    for src, dst in ((t.reads, into.reads), (t.missing, into.missing)):
+        for k, v in src.items():
+            dst[k] = sorted(set(dst.get(k, [])) | set(v))
+
+
+def _verdict(report: SmokeReport) -> None:
+    paths = report.paths
+    crashed = [p for p in paths if p.status in ("crash", "pending")]
+    controls = [p for p in paths if p.case in ("control", "seed")]
+    ddtree = [p for p in paths if p.case == "ddtree"]
+    w, c, bm = report.width, report.num_draft_tokens, report.block_m
+    if bm:
+        need, have = -(-w // bm), -(-c // bm)
+        report.config_facts = {"verify_width": w, "num_draft_tokens": c, "row_block": bm,
+                               "captured_row_blocks": have, "needed_row_blocks": need,
+                               "cuda_graph_capture_at_C_covers_W": need <= have}
+        if need > have:
+            report.limitations.append(
+                f"CUDA-graph capture happens at the configured width C = {c}: the captured extend grid has "
+                f"{have} row block(s) of {bm}, W = {w} needs {need}. A backend-only fix cannot repair this; "
+                f"DDTree with CUDA graphs needs the graph runner to capture at W (or CUDA graphs off for verify).")
+    if crashed:
+        p = crashed[0]
+        report.exit_code, report.verdict = 2, f"harness failure in {p.case}/{p.path}: {p.error}"
+    elif any(p.status != "ok" for p in controls):
+        bad = ", ".join(f"{p.case}/{p.path} (W = C = {p.width})" for p in controls if p.status != "ok")
+        report.exit_code = 2
+        report.verdict = f"control wrong: {bad}; the harness or this release is broken at W == C, no verdict"
+    elif any(p.status != "ok" for p in ddtree):
+        bad = [p for p in ddtree if p.status != "ok"]
+        report.exit_code = 1
+        report.verdict = (f"bug: W == C is right but W = {w} != C = {c} is wrong on "
+                          + ", ".join(f"{p.path} ({p.wrong_tokens} wrong, {p.unwritten_tokens} unwritten of "
+                                      f"{p.tokens} tokens)" for p in bad))
+        diag = next((p for p in paths if p.case == "ddtree-capture-at-W"), None)
+        if diag is not None and diag.status == "ok":
+            report.verdict += ("; eager is right and the graph path is right when captured at W: the remaining "
+                               "failure is the capture width, not the backend")
+    else:
+        report.exit_code = 0
+        report.verdict = f"every path correct at W = {w}, C = {c} and at the W == C controls"
+
+
+def smoke_main(target: str, backend_file: str | None = None, fmt: str = "text", **kwargs) -> int:
+    """CLI body: run, print text (rich) or JSON, return the exit code."""
+    report = run_smoke(target, backend_file=backend_file, **kwargs)
+    if fmt == "json":
+        sys.stdout.write(report.to_json() + "\n")
+    else:
+        render_text(report)
+    return report.exit_code

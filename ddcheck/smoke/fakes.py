@@ -1,0 +1,144 @@
+"""Fakes for the objects the backend is handed: model runner, forward batch, KV pool, layer and
+verify input. Each is a :class:`~ddcheck.smoke.loader._Recording`, so the report lists exactly
+which attributes a release reads, and a read of something not faked fails with its name rather
+than returning a guess.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ddcheck.smoke.batch import Shape, VerifyBatch
+from ddcheck.smoke.loader import Trace, _Recording
+
+
+def kv_pool(batch: VerifyBatch, trace: Trace) -> _Recording:
+    """One-layer MHA token-to-KV pool over the batch's buffers."""
+    k_buf, v_buf = batch.k_buffer, batch.v_buffer
+
+    def set_kv_buffer(layer, loc, k, v, k_scale=None, v_scale=None, **_):
+        loc = getattr(loc, "args", (loc,))[0]  # a KVWriteLoc record carries the loc first
+        k_buf[loc] = k.reshape((-1,) + k_buf.shape[1:]).to(k_buf.dtype)
+        v_buf[loc] = v.reshape((-1,) + v_buf.shape[1:]).to(v_buf.dtype)
+
+    return _Recording(
+        "token_to_kv_pool", trace,
+        get_key_buffer=lambda layer_id: k_buf, get_value_buffer=lambda layer_id: v_buf,
+        get_kv_buffer=lambda layer_id: (k_buf, v_buf), get_v_head_dim=lambda: v_buf.shape[-1],
+        set_kv_buffer=set_kv_buffer, start_layer=0, dtype=k_buf.dtype, store_dtype=k_buf.dtype,
+        page_size=1, layer_num=1, size=k_buf.shape[0],
+    )
+
+
+def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device: str, trace: Trace,
+                 pool: _Recording) -> _Recording:
+    """A target-model runner configured with ``speculative_num_draft_tokens = C``."""
+    attn_arch = _attr_of_stand_in("sglang.srt.configs.model_config", "AttentionArch", "MHA")
+    server_args = _Recording(
+        "model_runner.server_args", trace,
+        speculative_num_draft_tokens=num_draft_tokens, speculative_num_steps=max(1, num_draft_tokens - 1),
+        speculative_eagle_topk=1, speculative_algorithm="EAGLE", triton_attention_num_kv_splits=8,
+        triton_attention_split_tile_size=None, disable_cuda_graph=False, chunked_prefill_size=8192,
+        enable_deterministic_inference=False, page_size=1, kv_cache_dtype="auto",
+        enable_dp_attention=False, attention_backend="triton",
+    )
+    model_config = _Recording(
+        "model_runner.model_config", trace,
+        attention_arch=attn_arch, num_attention_heads=shape.num_q_heads,
+        get_num_kv_heads=lambda *a: shape.num_kv_heads,
+        get_max_num_attention_heads=lambda: shape.num_q_heads,
+        context_len=shape.max_context_len, is_encoder_decoder=False, head_dim=shape.head_dim,
+        v_head_dim=shape.head_dim, swa_v_head_dim=shape.head_dim, hf_config=None,
+        num_key_value_heads=shape.num_kv_heads, is_hybrid_swa=False,
+    )
+    req_to_token_pool = _Recording("req_to_token_pool", trace, size=shape.max_bs, req_to_token=batch.req_to_token)
+    return _Recording(
+        "model_runner", trace,
+        req_to_token_pool=req_to_token_pool, token_to_kv_pool=pool,
+        token_to_kv_pool_allocator=_Recording("token_to_kv_pool_allocator", trace),
+        server_args=server_args, model_config=model_config, sliding_window_size=None,
+        hybrid_gdn_config=None, kimi_linear_config=None, device=device,
+        gpu_id=torch.device(device).index or 0, is_draft_worker=False, page_size=1,
+        dtype=shape.dtype, kv_cache_dtype=shape.dtype, linear_attn_model_spec=None,
+        kv_index_translator=kv_index_translator(batch.req_to_token, trace),
+        decode_num_tokens_per_req=lambda: num_draft_tokens,
+        spec_algorithm=_Recording("model_runner.spec_algorithm", trace, is_dspark=lambda: False,
+                                  is_eagle=lambda: True, is_ddtree=lambda: False),
+    )
+
+
+def kv_index_translator(req_to_token: torch.Tensor, trace: Trace) -> _Recording:
+    """0.5.23's KV index translator for a static (untranslated) pool: the read stream is a gather of
+    each request's ``req_to_token`` row; write ids are the batch's ``out_cache_loc``."""
+
+    def gather(req_pool_indices, seq_lens, indptr, out, kv_start_idx=None) -> bool:
+        for i, (row, n) in enumerate(zip(req_pool_indices.tolist(), seq_lens.tolist())):
+            start = int(kv_start_idx[i]) if kv_start_idx is not None else 0
+            lo = int(indptr[i])
+            out[lo: lo + n] = req_to_token[row, start: start + n].to(out.dtype)
+        return False  # ids stay in the pool's own (untranslated) space
+
+    def pack_read_stream(plan, *, req_pool_indices, seq_lens, indptr, out, kv_start_idx=None, kind=None, **_):
+        if kind is not None and getattr(kind, "__name__", "FULL") != "FULL":
+            raise NotImplementedError(f"ddcheck fake translator: id space {kind!r}")
+        return gather(req_pool_indices, seq_lens, indptr, out, kv_start_idx)
+
+    def fill_packed_read_stream(*, req_pool_indices, seq_lens, indptr, out, kv_start_idx=None,
+                                sliding_window=False, **_):  # 0.5.20-0.5.21
+        if sliding_window:
+            raise NotImplementedError("ddcheck fake translator: sliding-window id space")
+        return gather(req_pool_indices, seq_lens, indptr, out, kv_start_idx)
+
+    return _Recording("kv_index_translator", trace, pack_read_stream=pack_read_stream,
+                      fill_packed_read_stream=fill_packed_read_stream, reads_are_translated=False,
+                      write_ids=lambda fb, kind=None: fb.out_cache_loc, is_translating=False)
+
+
+def layer(shape: Shape, trace: Trace) -> _Recording:
+    """A RadixAttention-like decoder self-attention layer (no soft-cap, no window, no sinks)."""
+    attn_type = _attr_of_stand_in("sglang.srt.layers.radix_attention", "AttentionType", "DECODER")
+    return _Recording(
+        "layer", trace,
+        layer_id=0, tp_q_head_num=shape.num_q_heads, tp_k_head_num=shape.num_kv_heads,
+        tp_v_head_num=shape.num_kv_heads, qk_head_dim=shape.head_dim, v_head_dim=shape.head_dim,
+        head_dim=shape.head_dim, scaling=1.0 / math.sqrt(shape.head_dim), logit_cap=0.0,
+        logit_capping_method="tanh", is_cross_attention=False, attn_type=attn_type,
+        k_scale=None, v_scale=None, k_scale_float=None, v_scale_float=None,
+        sliding_window_size=-1, xai_temperature_len=-1, use_irope=False,
+    )
+
+
+def verify_input(width: int, custom_mask: torch.Tensor | None, trace: Trace, label: str) -> _Recording:
+    """An EagleVerifyInput-like spec_info: per-step width under both its old and new names."""
+    return _Recording(
+        label, trace, draft_token_num=width, num_tokens_per_req=width, custom_mask=custom_mask,
+        topk=1, spec_steps=max(1, width - 1), kv_indptr=None, kv_indices=None,
+        capture_hidden_mode=None, positions=None,
+    )
+
+
+def forward_batch(batch: VerifyBatch, mode: Any, spec_info: _Recording, pool: _Recording, trace: Trace,
+                  label: str = "forward_batch") -> _Recording:
+    """A TARGET_VERIFY ForwardBatch: seq_lens are the prefix lengths, extend_* are unset."""
+    return _Recording(
+        label, trace,
+        batch_size=batch.bs, forward_mode=mode, spec_info=spec_info,
+        req_pool_indices=batch.req_pool_indices, seq_lens=batch.seq_lens,
+        seq_lens_sum=int(batch.seq_lens.sum()), seq_lens_cpu=batch.seq_lens.cpu(),
+        out_cache_loc=batch.out_cache_loc, token_to_kv_pool=pool, encoder_lens=None,
+        extend_seq_lens=None, extend_prefix_lens=None, extend_start_loc=None,
+        extend_seq_lens_cpu=None, extend_prefix_lens_cpu=None, extend_num_tokens=None,
+        positions=None, num_token_non_padded=None, dcp_kv_mask=None,
+        kv_loc_plan=_Recording(f"{label}.kv_loc_plan", trace), out_cache_loc_is_physical=False,
+        mha_one_shot=False, attn_attend_prefix_cache=False,
+    )
+
+
+def _attr_of_stand_in(module: str, cls: str, member: str) -> Any:
+    """``module.cls.member`` as the loaded tree sees it (a stand-in unless provided)."""
+    import importlib
+
+    return getattr(getattr(importlib.import_module(module), cls), member)

@@ -1,0 +1,235 @@
+"""Run a target's own TritonAttnBackend in TARGET_VERIFY mode on a DDTree batch and judge it.
+
+Paths, each at W != C and as a control at W == C:
+
+* ``eager``: ``init_forward_metadata`` then ``forward_extend``;
+* ``graph``: ``init_cuda_graph_state``, the capture entry point with the batch a graph runner
+  captures (width C, dummy KV), then the replay entry point with the real batch, then
+  ``forward_extend`` with the metadata *as captured* (a shallow copy taken at capture: a real graph
+  keeps the scalars -- ``max_extend_len``, the grid -- and tensor addresses it was captured with;
+  replay may only refill those tensors in place). The entry points were renamed around 0.5.14:
+  ``init_forward_metadata_{capture,replay}_cuda_graph`` before, ``init_forward_metadata_out_graph``
+  (``in_capture=True``/``False``) plus ``init_forward_metadata_in_graph`` after.
+
+The output is poisoned (NaN) before the kernel runs, so rows the kernel never writes are counted
+as unwritten rather than read back from a previous run's memory.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import os
+import time
+import traceback
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import torch
+
+from ddcheck.smoke import fakes
+from ddcheck.smoke.batch import Shape, VerifyBatch, make_batch, reference
+from ddcheck.smoke.loader import HarnessError, LoadContext, SglangImporter
+from ddcheck.smoke.report import PathResult
+
+OLD_CAPTURE, OLD_REPLAY = "init_forward_metadata_capture_cuda_graph", "init_forward_metadata_replay_cuda_graph"
+OUT_GRAPH, IN_GRAPH = "init_forward_metadata_out_graph", "init_forward_metadata_in_graph"
+
+
+@contextmanager
+def poisoned_allocations(pad_rows: int = 0) -> Iterator[None]:
+    """Make ``torch.empty_like``/``Tensor.new_empty`` return NaN-filled floats while the backend
+    runs, optionally backed by ``pad_rows`` spare rows so an out-of-bounds launch stays in memory
+    the harness owns. Correct code never reads what it did not write, so this only exposes bugs."""
+    empty_like, new_empty = torch.empty_like, torch.Tensor.new_empty
+
+    def poison(out: torch.Tensor) -> torch.Tensor:
+        if not out.is_floating_point():
+            return out
+        if pad_rows and out.dim():
+            big = torch.full((out.shape[0] + pad_rows, *out.shape[1:]), float("nan"), dtype=out.dtype,
+                             device=out.device)
+            return big[: out.shape[0]]
+        return out.fill_(float("nan"))
+
+    torch.empty_like = lambda *a, **k: poison(empty_like(*a, **k))
+    torch.Tensor.new_empty = lambda self, *a, **k: poison(new_empty(self, *a, **k))
+    try:
+        yield
+    finally:
+        torch.empty_like, torch.Tensor.new_empty = empty_like, new_empty
+
+
+@contextmanager
+def triton_interpreter(on: bool) -> Iterator[None]:
+    """``TRITON_INTERPRET=1`` while the tree's kernels are defined and launched (CPU runs)."""
+    old = os.environ.get("TRITON_INTERPRET")
+    if on:
+        os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        yield
+    finally:
+        if on:
+            if old is None:
+                os.environ.pop("TRITON_INTERPRET", None)
+            else:
+                os.environ["TRITON_INTERPRET"] = old
+
+
+def _call(fn, **kwargs) -> Any:
+    """Call an entry point by parameter name, so argument order changes across releases are moot
+    while a renamed or new required parameter still fails loudly."""
+    params = inspect.signature(fn).parameters
+    accepted = {k: v for k, v in kwargs.items() if k in params}
+    return fn(**accepted)
+
+
+def _where(exc: BaseException) -> str:
+    """Innermost frame in the target's code (or the harness, if it never got there)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    tree = [f for f in frames if "ddcheck-smoke-" in f.filename]
+    f = (tree or frames or [None])[-1]
+    if f is None:
+        return "?"
+    name = f.filename.split("ddcheck-smoke-", 1)[-1].split("/", 1)[-1] if tree else os.path.basename(f.filename)
+    return f"{name}:{f.lineno} in {f.name}"
+
+
+def _tolist(value: Any) -> Any:
+    return value.tolist() if isinstance(value, torch.Tensor) else value
+
+
+def _metadata(md: Any, bs: int) -> dict[str, Any]:
+    def head(name: str) -> Any:
+        t = getattr(md, name, None)
+        return _tolist(t[: bs + 1]) if isinstance(t, torch.Tensor) else t
+
+    return {"qo_indptr": head("qo_indptr"), "mask_indptr": head("mask_indptr"),
+            "kv_indptr": head("kv_indptr"), "max_extend_len": _tolist(getattr(md, "max_extend_len", None))}
+
+
+class Session:
+    """One loaded release at one configured C: builds backends and runs paths on batches."""
+
+    def __init__(self, importer: SglangImporter, shape: Shape, num_draft_tokens: int, device: str):
+        self.importer, self.shape, self.c, self.device = importer, shape, num_draft_tokens, device
+        self.module = importer.load_backend()
+        self.backend_cls = getattr(self.module, "TritonAttnBackend", None)
+        if self.backend_cls is None:
+            raise HarnessError("the backend module defines no TritonAttnBackend")
+        self.mode = importer.forward_mode().TARGET_VERIFY
+        self.trace = importer.trace
+
+    def block_m(self) -> int | None:
+        """The extend kernel's row block for our head size (the grid's third axis unit)."""
+        for name in ("sglang.kernels.ops.attention.extend_attention",
+                     "sglang.srt.layers.attention.triton_ops.extend_attention"):
+            if self.importer.tree_has_module(name):
+                import importlib
+
+                fn = getattr(importlib.import_module(name), "_get_block_sizes_for_extend_attention", None)
+                if fn is not None:
+                    return int(fn(self.shape.head_dim, self.shape.head_dim)[3])
+        return None
+
+    def _backend(self, batch: VerifyBatch):
+        pool = fakes.kv_pool(batch, self.trace)
+        runner = fakes.model_runner(batch, self.shape, self.c, self.device, self.trace, pool)
+        return self.backend_cls(runner), pool
+
+    def run(self, case: str, path: str, batch: VerifyBatch, tol: tuple[float, float], capture_width: int,
+            pad_rows: int) -> PathResult:
+        result = PathResult(case=case, path=path, width=batch.width, num_draft_tokens=self.c,
+                            capture_width=capture_width if path == "graph" else None, tokens=batch.num_tokens)
+        start = time.perf_counter()
+        try:
+            out, md, entry = self._run(path, batch, capture_width, pad_rows)
+            result.entry_points = entry
+            result.metadata = _metadata(md, batch.bs)
+            self._judge(result, out, batch, tol)
+        except Exception as exc:  # any failure of the harness or the backend: never a verdict of 1
+            result.status = "crash"
+            result.error = f"{type(exc).__name__}: {exc} (at {_where(exc)})"
+        result.seconds = round(time.perf_counter() - start, 3)
+        return result
+
+    def _run(self, path: str, batch: VerifyBatch, capture_width: int, pad_rows: int):
+        backend, pool = self._backend(batch)
+        layer = fakes.layer(self.shape, self.trace)
+        spec = fakes.verify_input(batch.width, batch.custom_mask, self.trace, "spec_info")
+        fb = fakes.forward_batch(batch, self.mode, spec, pool, self.trace)
+        if path == "eager":
+            backend.init_forward_metadata(fb)
+            entry = ["init_forward_metadata", "forward_extend"]
+            md = backend.forward_metadata
+        else:
+            md, entry = self._capture_replay(backend, batch, fb, pool, capture_width)
+        with poisoned_allocations(pad_rows):
+            backend.forward_metadata = md
+            out = backend.forward_extend(batch.q, batch.k, batch.v, layer, fb)
+        return out, md, entry
+
+    def _capture_replay(self, backend, batch: VerifyBatch, fb, pool, cw: int):
+        bs, max_tokens = batch.bs, self.shape.max_bs * self.c
+        _call(backend.init_cuda_graph_state, max_bs=self.shape.max_bs, max_num_tokens=max_tokens)
+        # What a graph runner captures with: fill-value seq_lens, request slot 0, an all-ones mask.
+        fill = int(backend.get_cuda_graph_seq_len_fill_value())
+        cap_seq = torch.full((bs,), fill, dtype=torch.int64, device=self.device)
+        cap_req = torch.zeros(bs, dtype=torch.int64, device=self.device)
+        cap_spec = fakes.verify_input(cw, torch.ones(bs * cw * (fill + cw), dtype=torch.bool, device=self.device),
+                                      self.trace, "capture spec_info")
+        if hasattr(backend, OLD_CAPTURE) and not hasattr(backend, OUT_GRAPH):
+            _call(getattr(backend, OLD_CAPTURE), bs=bs, num_tokens=bs * cw, req_pool_indices=cap_req,
+                  seq_lens=cap_seq, encoder_lens=None, forward_mode=self.mode, spec_info=cap_spec)
+            captured = copy.copy(backend.forward_metadata)
+            _call(getattr(backend, OLD_REPLAY), bs=bs, req_pool_indices=batch.req_pool_indices,
+                  seq_lens=batch.seq_lens, seq_lens_sum=int(batch.seq_lens.sum()), encoder_lens=None,
+                  forward_mode=self.mode, spec_info=fb.spec_info, seq_lens_cpu=batch.seq_lens.cpu())
+            return captured, [OLD_CAPTURE, OLD_REPLAY, "forward_extend"]
+        if hasattr(backend, OUT_GRAPH):
+            cap_batch = _CaptureBatch(batch, cap_seq, cap_req, cw)
+            cap_fb = fakes.forward_batch(cap_batch, self.mode, cap_spec, pool, self.trace, "capture forward_batch")
+            getattr(backend, OUT_GRAPH)(cap_fb, in_capture=True)
+            getattr(backend, IN_GRAPH)(cap_fb)
+            captured = copy.copy(backend.forward_metadata)
+            getattr(backend, OUT_GRAPH)(fb, in_capture=False)
+            getattr(backend, IN_GRAPH)(fb)  # recorded ops re-run at replay (a no-op for this backend)
+            return captured, [f"{OUT_GRAPH}(in_capture=True)", IN_GRAPH, f"{OUT_GRAPH}(in_capture=False)",
+                              IN_GRAPH, "forward_extend"]
+        raise HarnessError("backend has no CUDA-graph metadata entry points (neither "
+                           f"{OLD_CAPTURE} nor {OUT_GRAPH})")
+
+    @staticmethod
+    def _judge(result: PathResult, out: torch.Tensor, batch: VerifyBatch, tol: tuple[float, float]) -> None:
+        shape = (batch.num_tokens, -1)
+        got = out.detach().double().cpu().reshape(shape)
+        ref = batch.ref.reshape(shape)
+        atol, rtol = tol
+        nan_rows = torch.isnan(got).any(dim=1)
+        err = (got - ref).abs()
+        bad = (err > atol + rtol * ref.abs()) | torch.isnan(got)
+        wrong_rows = bad.any(dim=1) & ~nan_rows
+        finite = err[~torch.isnan(err)]
+        result.unwritten_tokens = int(nan_rows.sum())
+        result.wrong_tokens = int(wrong_rows.sum())
+        result.max_abs_err = float(finite.max()) if finite.numel() else None
+        result.status = "ok" if not bad.any() else "wrong"
+
+
+class _CaptureBatch:
+    """The graph runner's capture-time view of a batch: same bs, dummy lengths, width ``cw``."""
+
+    def __init__(self, batch: VerifyBatch, seq_lens: torch.Tensor, req: torch.Tensor, cw: int):
+        self.bs, self.seq_lens, self.req_pool_indices = batch.bs, seq_lens, req
+        self.out_cache_loc = torch.zeros(batch.bs * cw, dtype=torch.int64, device=seq_lens.device)
+
+
+def build_batch(width: int, prefix_lens: list[int], shape: Shape, device: str, seed: int, c: int,
+                allow_oob: bool) -> tuple[VerifyBatch, int]:
+    """The batch plus the pad rows that keep a W < C launch inside harness memory."""
+    pad_rows = len(prefix_lens) * max(0, c - width) if allow_oob else 0
+    pad_mask = sum(max(0, c * (p + c) - width * (p + width)) for p in prefix_lens) if allow_oob else 0
+    batch = make_batch(width, prefix_lens, shape, device, seed, pad_rows=pad_rows, pad_mask=pad_mask)
+    batch.ref = reference(batch, shape, 1.0 / shape.head_dim ** 0.5)  # before any path touches the pool
+    return batch, pad_rows
+

@@ -1,0 +1,385 @@
+"""Load the Triton verify path of an sglang tree without importing sglang.
+
+Importing ``sglang`` pulls in ~30 packages, a CUDA torch and ``sgl_kernel``. The verify path needs
+only a handful of files, so :class:`SglangImporter` serves the ``sglang`` (and ``sgl_kernel``)
+namespace itself, deciding per module:
+
+* **real** -- the backend, the base backend, the kernel modules (``triton_ops/*`` up to 0.5.14,
+  ``kernels/ops/attention/*`` and ``kernels/ops/kvcache/*`` from 0.5.16) and a few stdlib-only
+  helpers are executed from the tree's own source;
+* **provided** -- a short, named list of helpers the backend calls while it is built or verifies
+  (``is_cuda``, ``get_spec``, ``envs``...). Each is implemented here in a few lines, or taken from
+  the tree's source (``ForwardMode``, ``TreeMaskMode``), and every call is recorded;
+* **stand-in** -- everything else. A stand-in can be imported, compared, used in ``isinstance`` and
+  annotations, but *calling* it raises :class:`StandInCalled` naming itself. A new runtime
+  dependency in a future release therefore surfaces as a harness error, never as a silent fake.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import tempfile
+import types
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum, auto
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any, Callable
+
+from ddcheck.sources import SourceTree
+
+BACKEND_MODULE = "sglang.srt.layers.attention.triton_backend"
+BACKEND_RELPATH = "sglang/srt/layers/attention/triton_backend.py"
+NAMESPACES = ("sglang", "sgl_kernel")
+
+# Modules executed from the tree. Kernel modules are matched by package so a release that adds a
+# helper module next to the kernels still loads it for real.
+REAL_MODULES = (
+    BACKEND_MODULE,
+    "sglang.srt.layers.attention.base_attn_backend",
+    "sglang.srt.layers.attention.triton_ops.*",
+    "sglang.srt.layers.attention.utils",  # create_flashinfer_kv_indices_triton up to 0.5.12
+    "sglang.srt.layers.attention.verify_mask",  # cuda-graph tree-mask buffer, 0.5.17+
+    "sglang.kernels.ops.attention.*",
+    "sglang.kernels.ops.kvcache.*",
+    "sglang.kernel_api_logging",  # @debug_kernel_api on the base backend (stdlib + torch)
+    "sglang.kernels.kernel_api_logging",
+    "sglang.srt.environ",  # envs: stdlib-only by design, gives the release's own defaults
+)
+
+
+class HarnessError(Exception):
+    """The harness could not run the target (bad tree, missing file, crash): exit code 2."""
+
+
+class StandInCalled(HarnessError):
+    """A stand-in for an sglang module member was called: the verify path needs something new."""
+
+
+@dataclass
+class Trace:
+    """What the run touched: provided helpers called, stand-ins called, fake attributes read."""
+
+    provided_calls: dict[str, int] = field(default_factory=dict)
+    stand_ins_called: list[str] = field(default_factory=list)
+    reads: dict[str, set[str]] = field(default_factory=dict)
+    missing: dict[str, set[str]] = field(default_factory=dict)
+    real_modules: list[str] = field(default_factory=list)
+
+    def call(self, name: str) -> None:
+        self.provided_calls[name] = self.provided_calls.get(name, 0) + 1
+
+
+# --------------------------------------------------------------------------- stand-ins
+
+
+class _StandInMeta(type):
+    """Metaclass of stand-ins: a class so ``isinstance``/``issubclass``/annotations work, but
+    calling it (instantiating, or calling it as a function/decorator) fails loudly."""
+
+    def __call__(cls, *args, **kwargs):
+        name = cls.__dict__.get("_ddcheck_name", cls.__name__)
+        trace: Trace | None = cls.__dict__.get("_ddcheck_trace")
+        if trace is not None:
+            trace.stand_ins_called.append(name)
+        raise StandInCalled(
+            f"stand-in `{name}` was called: the verify path of this release needs it, and ddcheck "
+            f"smoke does not load it (add it to ddcheck.smoke.loader)"
+        )
+
+    def __getattr__(cls, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        base = type.__getattribute__(cls, "_ddcheck_name")
+        child = _stand_in(f"{base}.{attr}", type.__getattribute__(cls, "_ddcheck_trace"))
+        type.__setattr__(cls, attr, child)
+        return child
+
+    def __getitem__(cls, item):  # Generic[...]-style annotations evaluated at import
+        return cls
+
+    def __repr__(cls):
+        return f"<ddcheck stand-in {cls.__dict__.get('_ddcheck_name')}>"
+
+
+def _stand_in(name: str, trace: Trace | None) -> type:
+    return _StandInMeta(name.rsplit(".", 1)[-1], (), {"_ddcheck_name": name, "_ddcheck_trace": trace})
+
+
+class _StandInModule(types.ModuleType):
+    """A module whose every unknown attribute is a stand-in (or, for a sub-module, the module)."""
+
+    def __init__(self, name: str, importer: "SglangImporter", provided: dict[str, Any] | None = None):
+        super().__init__(name)
+        self.__path__ = []  # importable as a package: sub-modules go through the importer again
+        self.__dict__["_ddcheck_importer"] = importer
+        for key, value in (provided or {}).items():
+            setattr(self, key, value)
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        importer: SglangImporter = self.__dict__["_ddcheck_importer"]
+        sub = f"{self.__name__}.{attr}"
+        if importer.tree_has_module(sub):
+            return importlib.import_module(sub)
+        value = _stand_in(sub, importer.trace)
+        setattr(self, attr, value)
+        return value
+
+
+# --------------------------------------------------------------------------- provided helpers
+
+
+def _extract(tree: SourceTree, relpath: str, names: tuple[str, ...], env: dict[str, Any],
+             ns: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Execute only the named top-level classes/functions of a tree file, in ``env``.
+
+    Used for small, self-contained definitions (``ForwardMode``, ``TreeMaskMode``) whose module is
+    too heavy to load. A name the file only imports (``from sglang.x import Name``) is followed
+    to that module's file, so a definition that moves between releases is still found.
+    """
+    ns = {"__name__": "ddcheck_extract", **env} if ns is None else ns
+    text = tree.read_text(relpath)
+    if text is None:
+        return {}
+    module = ast.parse(text)
+    defs = {n.name: n for n in module.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    for node in module.body:  # imported names first: local defs may use them
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sglang."):
+            wanted = tuple(a.name for a in node.names if a.name in names and a.name not in defs)
+            if wanted:
+                _extract(tree, node.module.replace(".", "/") + ".py", wanted, env, ns)
+    local = [defs[n] for n in names if n in defs]
+    exec(compile(ast.Module(body=local, type_ignores=[]), f"{tree.label}!{relpath}", "exec"), ns)
+    return {n: ns[n] for n in names if n in ns}
+
+
+class _Recording:
+    """A read-only bag of attributes that records which ones the backend reads (and misses)."""
+
+    def __init__(self, label: str, trace: Trace, **attrs: Any):
+        object.__setattr__(self, "_label", label)
+        object.__setattr__(self, "_trace", trace)
+        object.__setattr__(self, "_attrs", dict(attrs))
+
+    def __getattr__(self, name: str):
+        attrs, trace, label = self._attrs, self._trace, self._label
+        if name in attrs:
+            trace.reads.setdefault(label, set()).add(name)
+            return attrs[name]
+        if not name.startswith("__"):
+            trace.missing.setdefault(label, set()).add(name)
+        raise AttributeError(f"{label} (ddcheck fake) has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._attrs[name] = value
+
+
+def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
+    """The helpers the verify path calls, by module. Everything not listed is a stand-in."""
+    trace, ctx, tree = importer.trace, importer.context, importer.tree
+
+    def rec(name: str, fn: Callable) -> Callable:
+        def wrapper(*args, **kwargs):
+            trace.call(name)
+            return fn(*args, **kwargs)
+
+        wrapper.__name__ = name.rsplit(".", 1)[-1]
+        wrapper.__qualname__ = wrapper.__name__
+        return wrapper
+
+    def const(name: str, value: Any) -> Callable:
+        return rec(name, lambda *a, **k: value)
+
+    import torch
+
+    on_cuda = ctx.device.startswith("cuda")
+
+    def core_count(device_id: int = 0) -> int:
+        return torch.cuda.get_device_properties(device_id).multi_processor_count if on_cuda else 0
+
+    def bool_env(name: str, default: str = "false") -> bool:
+        return os.getenv(name, default).lower() in ("true", "1")
+
+    def int_env(name: str, default: int = 0) -> int:
+        value = os.getenv(name)
+        return int(value) if value and value.strip().lstrip("-").isdigit() else default
+
+    def pdl() -> bool:
+        return on_cuda and torch.cuda.get_device_capability()[0] >= 9
+
+    utils = {
+        "is_cuda": const("utils.is_cuda", on_cuda),
+        "get_bool_env_var": rec("utils.get_bool_env_var", bool_env),
+        "get_int_env_var": rec("utils.get_int_env_var", int_env),
+        "get_device_core_count": rec("utils.get_device_core_count", core_count),
+        "next_power_of_2": rec("utils.next_power_of_2", lambda n: 1 << (n - 1).bit_length() if n > 0 else 1),
+    }
+    for flag in ("is_hip", "is_npu", "is_xpu", "is_cpu", "is_musa", "is_gfx95_supported",
+                 "is_gfx942_supported", "is_gfx1250_supported"):
+        utils[flag] = const(f"utils.{flag}", False)
+
+    spec = _Recording("get_spec()", trace, speculative_num_draft_tokens=ctx.num_draft_tokens,
+                      speculative_num_steps=ctx.num_steps, speculative_eagle_topk=ctx.topk,
+                      speculative_algorithm=None)
+    parallel = _Recording("get_parallel()", trace, attn_tp_size=1, attn_dcp_size=1, attn_dcp_rank=0,
+                          attn_tp_rank=0, tp_size=1, dcp_group=None)
+    # 0.5.23 moved server args behind get_exec()/get_schedule().
+    execution = _Recording(
+        "get_exec()", trace,
+        kernel=_Recording("get_exec().kernel", trace, enable_lean_attention=False, triton_attention_num_kv_splits=8,
+                          triton_attention_split_tile_size=None),
+        dllm=_Recording("get_exec().dllm", trace, dllm_algorithm=None),
+        deterministic=_Recording("get_exec().deterministic", trace, enable_deterministic_inference=False))
+    schedule = _Recording("get_schedule()", trace, chunked_prefill_size=8192, page_size=1)
+
+    enum_env = {"IntEnum": IntEnum, "Enum": Enum, "auto": auto, "_is_cpu": False, "_is_npu": False}
+    forward_mode = _extract(tree, "sglang/srt/model_executor/forward_batch_info.py", ("ForwardMode",), enum_env)
+    tree_mask = _extract(tree, "sglang/srt/speculative/eagle_utils.py",
+                         ("TreeMaskMode", "default_tree_mask_mode"), enum_env)
+    if "default_tree_mask_mode" in tree_mask:
+        tree_mask["default_tree_mask_mode"] = rec("eagle_utils.default_tree_mask_mode",
+                                                  tree_mask["default_tree_mask_mode"])
+
+    class KVWriteLoc:
+        """Stand-in for ``memory_pool.KVWriteLoc``: a plain record of the write locations."""
+
+        def __init__(self, *args, **kwargs):
+            trace.call("memory_pool.KVWriteLoc")
+            self.args, self.kwargs = args, kwargs
+
+        @classmethod
+        def for_batch(cls, forward_batch, *, swa_loc=None, full_loc=None):  # 0.5.23
+            return cls(forward_batch.out_cache_loc, swa_loc, full_loc)
+
+    return {
+        "sglang.srt.utils": utils,
+        "sglang.srt.utils.common": utils,
+        "sgl_kernel.utils": {"is_arch_support_pdl": rec("sgl_kernel.is_arch_support_pdl", pdl)},
+        "sglang.srt.model_executor.forward_batch_info": forward_mode,
+        "sglang.srt.speculative.eagle_utils": tree_mask,
+        "sglang.srt.runtime_context": {"get_spec": rec("runtime_context.get_spec", lambda: spec),
+                                       "get_parallel": rec("runtime_context.get_parallel", lambda: parallel),
+                                       "get_exec": rec("runtime_context.get_exec", lambda: execution),
+                                       "get_schedule": rec("runtime_context.get_schedule", lambda: schedule)},
+        "sglang.srt.layers.dp_attention": {"get_attention_tp_size": const("dp_attention.get_attention_tp_size", 1)},
+        "sglang.srt.configs.hybrid_arch": {n: const(f"hybrid_arch.{n}", None) for n in
+                                           ("mambaish_config", "hybrid_gdn_config", "kimi_linear_config",
+                                            "linear_attn_model_spec")},
+        # CUDA graphs are on (we exercise the capture/replay entry points), not the breakable kind.
+        "sglang.srt.model_executor.cuda_graph_config": {
+            "cuda_graph_fully_disabled": const("cuda_graph_config.cuda_graph_fully_disabled", False),
+            "check_cuda_graph_backend": const("cuda_graph_config.check_cuda_graph_backend", False)},
+        "sglang.srt.mem_cache.memory_pool": {"KVWriteLoc": KVWriteLoc},
+    }
+
+
+# --------------------------------------------------------------------------- the importer
+
+
+@dataclass
+class LoadContext:
+    """Start-up configuration the provided helpers answer with."""
+
+    device: str
+    num_draft_tokens: int
+    num_steps: int
+    topk: int = 1
+
+
+class SglangImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves ``sglang.*`` from a :class:`SourceTree`; install with ``with importer:``.
+
+    Real modules are written to a private temp directory first so Triton (which reads a kernel's
+    source with ``inspect``) and tracebacks see ordinary files.
+    """
+
+    def __init__(self, tree: SourceTree, context: LoadContext, backend_source: str | None = None):
+        self.tree, self.context, self.trace = tree, context, Trace()
+        root = tree.package_root("sglang")
+        if root is None:
+            raise HarnessError(f"{tree.label}: no sglang package in this target")
+        self._prefix = f"{root}/" if root else ""
+        self._paths = {f.relpath: f for f in tree.files}
+        self._backend_source = backend_source
+        self._tmp = Path(tempfile.mkdtemp(prefix="ddcheck-smoke-"))
+        self._saved: dict[str, types.ModuleType] = {}
+        self._provided: dict[str, dict[str, Any]] | None = None
+
+    # -- tree lookups
+    def _relpath(self, fullname: str) -> tuple[str, bool] | None:
+        """(relpath, is_package) of a module in the tree, or None."""
+        base = self._prefix + fullname.replace(".", "/")
+        if f"{base}.py" in self._paths:
+            return f"{base}.py", False
+        if f"{base}/__init__.py" in self._paths:
+            return f"{base}/__init__.py", True
+        return None
+
+    def tree_has_module(self, fullname: str) -> bool:
+        return self._relpath(fullname) is not None
+
+    def is_real(self, fullname: str) -> bool:
+        hit = self._relpath(fullname)
+        return hit is not None and not hit[1] and any(fnmatch(fullname, p) for p in REAL_MODULES)
+
+    # -- finder protocol
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.split(".")[0] not in NAMESPACES:
+            return None
+        if self.is_real(fullname):
+            relpath = self._relpath(fullname)[0]
+            text = self._backend_source if fullname == BACKEND_MODULE and self._backend_source is not None \
+                else self._paths[relpath].read_bytes().decode("utf-8")
+            disk = self._tmp / relpath
+            disk.parent.mkdir(parents=True, exist_ok=True)
+            disk.write_text(text, encoding="utf-8")
+            self.trace.real_modules.append(fullname)
+            return importlib.util.spec_from_file_location(fullname, disk)
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+
+    def create_module(self, spec):
+        if self._provided is None:
+            self._provided = _provided(self)
+        return _StandInModule(spec.name, self, self._provided.get(spec.name))
+
+    def exec_module(self, module):
+        pass
+
+    # -- installation
+    def __enter__(self) -> "SglangImporter":
+        for name in list(sys.modules):
+            if name.split(".")[0] in NAMESPACES:
+                self._saved[name] = sys.modules.pop(name)
+        sys.meta_path.insert(0, self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.meta_path.remove(self)
+        for name in list(sys.modules):
+            if name.split(".")[0] in NAMESPACES:
+                del sys.modules[name]
+        sys.modules.update(self._saved)
+
+    def load_backend(self) -> types.ModuleType:
+        """Import the backend module (must be inside ``with self:``)."""
+        if not self.tree_has_module(BACKEND_MODULE):
+            raise HarnessError(f"{self.tree.label}: no {BACKEND_RELPATH} in this target")
+        try:
+            return importlib.import_module(BACKEND_MODULE)
+        except HarnessError:
+            raise
+        except Exception as exc:  # an import-time failure is the harness's, never a verdict
+            raise HarnessError(f"importing {BACKEND_MODULE} failed: {type(exc).__name__}: {exc}") from exc
+
+    def forward_mode(self):
+        mode = self._provided and self._provided["sglang.srt.model_executor.forward_batch_info"].get("ForwardMode")
+        if mode is None:
+            raise HarnessError(f"{self.tree.label}: ForwardMode not found in forward_batch_info.py")
+        return mode

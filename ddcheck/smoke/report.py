@@ -1,0 +1,107 @@
+"""Result models for ``ddcheck smoke`` and their text rendering.
+
+Exit codes: 0 every path correct; 1 the controls (W == C) are right but a W != C path is wrong --
+the bug; 2 the harness itself failed (a control wrong, a crash, a bad target, a refused
+configuration). A crash is never reported as 1.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, Field
+
+Status = Literal["ok", "wrong", "crash", "pending"]
+
+
+class PathResult(BaseModel):
+    case: str  # "ddtree" (W != C), "control" (W == C), "seed" (budget 7, C = 8)
+    path: str  # "eager" | "graph"
+    width: int  # W, tokens verified per request
+    num_draft_tokens: int  # C, speculative_num_draft_tokens the backend was built with
+    capture_width: Optional[int] = None  # width the graph was captured at (graph path only)
+    status: Status = "pending"
+    tokens: int = 0
+    wrong_tokens: int = 0
+    unwritten_tokens: int = 0
+    max_abs_err: Optional[float] = None
+    metadata: dict[str, Any] = Field(default_factory=dict)  # qo_indptr, mask_indptr, kv_indptr, max_extend_len
+    entry_points: list[str] = Field(default_factory=list)
+    error: Optional[str] = None
+    seconds: float = 0.0
+
+    @property
+    def is_control(self) -> bool:
+        return self.width == self.num_draft_tokens
+
+
+class HarnessTrace(BaseModel):
+    """What the backend touched: sglang files run for real, helpers provided, fake attributes."""
+
+    real_modules: list[str] = Field(default_factory=list)
+    provided_calls: dict[str, int] = Field(default_factory=dict)
+    stand_ins_called: list[str] = Field(default_factory=list)
+    reads: dict[str, list[str]] = Field(default_factory=dict)
+    missing: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class SmokeReport(BaseModel):
+    target: str
+    backend: str  # where the backend source came from
+    device: str
+    dtype: str
+    budget: int
+    width: int
+    num_draft_tokens: int
+    prefix_lens: list[int] = Field(default_factory=list)
+    heads: str = ""  # "q/kv x head_dim"
+    block_m: Optional[int] = None  # extend kernel row block for this head size on this device
+    seed: int = 0
+    tolerance: dict[str, float] = Field(default_factory=dict)
+    paths: list[PathResult] = Field(default_factory=list)
+    exit_code: int = 2
+    verdict: str = ""
+    limitations: list[str] = Field(default_factory=list)
+    config_facts: dict[str, Any] = Field(default_factory=dict)  # for `ddcheck config`
+    harness: HarnessTrace = Field(default_factory=HarnessTrace)
+    seconds: float = 0.0
+
+    def to_json(self, indent: int = 2) -> str:
+        return json.dumps(self.model_dump(mode="json"), indent=indent)
+
+
+def render_text(report: SmokeReport, console=None) -> None:
+    """Print a compact human summary with rich."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    console.print(f"[bold]ddcheck smoke[/] {report.target}  backend: {report.backend}")
+    console.print(f"device {report.device} {report.dtype}, heads {report.heads}, prefixes {report.prefix_lens}, "
+                  f"W = budget {report.budget} + 1 = {report.width}, C = {report.num_draft_tokens}, "
+                  f"row block {report.block_m}")
+    table = Table(show_lines=False)
+    for col in ("case", "path", "W", "C", "status", "wrong", "unwritten", "max err", "qo_indptr", "max_extend_len"):
+        table.add_column(col)
+    for p in report.paths:
+        style = {"ok": "green", "wrong": "red", "crash": "magenta"}.get(p.status, "")
+        qo = p.metadata.get("qo_indptr")
+        table.add_row(p.case, p.path + (f"@{p.capture_width}" if p.capture_width else ""), str(p.width),
+                      str(p.num_draft_tokens), f"[{style}]{p.status}[/]", str(p.wrong_tokens),
+                      str(p.unwritten_tokens), "" if p.max_abs_err is None else f"{p.max_abs_err:.2e}",
+                      _short(qo), str(p.metadata.get("max_extend_len", "")))
+    console.print(table)
+    for p in report.paths:
+        if p.error:
+            console.print(f"[magenta]{p.case}/{p.path}[/]: {p.error}")
+    for note in report.limitations:
+        console.print(f"[yellow]limitation[/]: {note}")
+    colour = {0: "green", 1: "red"}.get(report.exit_code, "magenta")
+    console.print(f"[bold {colour}]exit {report.exit_code}[/]: {report.verdict}")
+
+
+def _short(values: Any, n: int = 6) -> str:
+    if not isinstance(values, list):
+        return "" if values is None else str(values)
+    return str(values if len(values) <= n else values[:n] + ["..."])

@@ -1,0 +1,203 @@
+"""Where source files come from: a file, a directory, a wheel (read as a zip), ``sglang==VER``
+(downloaded once with pip into a user cache) or the installed sglang (found without importing it).
+
+Everything downstream sees :class:`SourceFile` objects and never touches the disk or the zip itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Callable, Iterator
+
+PACKAGE_VERSION_RE = re.compile(r"^sglang==(?P<version>[0-9][0-9A-Za-z.+\-]*)$")
+# Directories that never hold code we scan; skipping them keeps a git checkout scan fast.
+SKIPPED_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".mypy_cache", "build", "dist"}
+
+
+class TargetError(Exception):
+    """A target that cannot be opened at all (missing path, failed download, bad zip)."""
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One Python source of a target.
+
+    ``display`` is what reports show (``WHEEL!member`` for wheel members); ``relpath`` is the
+    posix path inside the tree (``sglang/srt/...`` for packages) and is what analyses key on.
+    """
+
+    display: str
+    relpath: str
+    _read: Callable[[], bytes] = field(repr=False, compare=False)
+    disk_path: Path | None = field(default=None, compare=False)
+
+    def read_bytes(self) -> bytes:
+        return self._read()
+
+    @property
+    def module(self) -> str:
+        """Dotted module name derived from ``relpath`` (``a/b/__init__.py`` -> ``a.b``)."""
+        parts = list(PurePosixPath(self.relpath).with_suffix("").parts)
+        if parts and parts[-1] == "__init__":
+            parts.pop()
+        return ".".join(parts)
+
+
+@dataclass
+class SourceTree:
+    """A scanned target: its Python files and a way to look files up by tree-relative path."""
+
+    label: str
+    kind: str  # "file" | "dir" | "wheel"
+    files: list[SourceFile]
+    root: Path | None = None  # directory on disk, for "dir" and "file" targets
+    wheel: Path | None = None
+
+    def find(self, suffix: str) -> SourceFile | None:
+        """The file whose relpath ends with ``suffix`` (posix), preferring the shortest match."""
+        suffix = suffix.lstrip("/")
+        hits = [f for f in self.files if f.relpath == suffix or f.relpath.endswith("/" + suffix)]
+        return min(hits, key=lambda f: len(f.relpath)) if hits else None
+
+    def read_text(self, suffix: str) -> str | None:
+        f = self.find(suffix)
+        return None if f is None else f.read_bytes().decode("utf-8")
+
+    def package_root(self, package: str = "sglang") -> str | None:
+        """The relpath prefix under which ``package/`` lives (``""`` for a wheel), or None."""
+        for f in self.files:
+            parts = PurePosixPath(f.relpath).parts
+            if package in parts:
+                i = parts.index(package)
+                if parts[i + 1 : i + 2] and f.relpath.endswith(".py"):
+                    return "/".join(parts[:i])
+        return None
+
+
+def cache_dir() -> Path:
+    """Per-user cache for downloaded wheels and the scan cache (``DDCHECK_CACHE`` overrides)."""
+    env = os.environ.get("DDCHECK_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ddcheck"
+
+
+def installed_sglang() -> Path | None:
+    """Directory of the installed ``sglang`` package, located without importing it."""
+    try:
+        spec = importlib.util.find_spec("sglang")
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        for loc in spec.submodule_search_locations:
+            if Path(loc).is_dir():
+                return Path(loc)
+    if spec.origin and spec.origin not in ("namespace", "built-in"):
+        return Path(spec.origin).parent
+    return None
+
+
+def download_wheel(version: str, dest: Path | None = None) -> Path:
+    """``pip download --no-deps sglang==VERSION`` into the cache, once; returns the wheel path."""
+    dest = dest or cache_dir() / "wheels"
+    dest.mkdir(parents=True, exist_ok=True)
+    existing = _cached_wheel(dest, version)
+    if existing:
+        return existing
+    base = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(dest)]
+    attempts = [
+        base + [f"sglang=={version}"],
+        # From 0.5.12 on the wheels are tagged cp311-manylinux; on another Python or platform pip
+        # would find nothing, yet the Python sources inside are what we read.
+        base + ["--python-version", "3.11", "--implementation", "cp", "--platform", "manylinux_2_34_x86_64",
+                "--platform", "any", f"sglang=={version}"],
+    ]
+    last = ""
+    for cmd in attempts:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        found = _cached_wheel(dest, version)
+        if found:
+            return found
+        last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        last = last[0]
+    raise TargetError(f"could not download sglang=={version}: {last}")
+
+
+def _cached_wheel(dest: Path, version: str) -> Path | None:
+    hits = sorted(dest.glob(f"sglang-{version}-*.whl"))
+    return hits[0] if hits else None
+
+
+def open_target(target: str) -> SourceTree:
+    """Open a file, directory, wheel or ``sglang==VER`` as a :class:`SourceTree`."""
+    m = PACKAGE_VERSION_RE.match(target.strip())
+    if m:
+        wheel = download_wheel(m.group("version"))
+        return _open_wheel(wheel, label=target)
+    path = Path(target)
+    if not path.exists():
+        raise TargetError(f"{target}: no such file or directory")
+    if path.is_dir():
+        return _open_dir(path)
+    if path.suffix == ".whl" or zipfile.is_zipfile(path) and path.suffix in (".zip", ".whl"):
+        return _open_wheel(path, label=str(path))
+    return SourceTree(label=str(path), kind="file", root=path.parent,
+                      files=[_disk_file(path, display=str(path), relpath=path.name)])
+
+
+def _disk_file(path: Path, display: str, relpath: str) -> SourceFile:
+    return SourceFile(display=display, relpath=relpath, _read=path.read_bytes, disk_path=path)
+
+
+def _open_dir(path: Path) -> SourceTree:
+    # A package directory (site-packages/sglang) keeps its own name in relpath, so module names
+    # and tree lookups read the same as for a wheel or a checkout.
+    prefix = f"{path.resolve().name}/" if (path / "__init__.py").is_file() else ""
+    files = []
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS and not d.startswith("."))
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                p = Path(dirpath) / name
+                rel = prefix + p.relative_to(path).as_posix()
+                files.append(_disk_file(p, display=str(p), relpath=rel))
+    return SourceTree(label=str(path), kind="dir", files=files, root=path)
+
+
+def _open_wheel(wheel: Path, label: str) -> SourceTree:
+    try:
+        zf = zipfile.ZipFile(wheel)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise TargetError(f"{wheel}: not a readable wheel ({exc})") from exc
+    files = []
+    for info in zf.infolist():
+        if info.is_dir() or not info.filename.endswith(".py"):
+            continue
+        member = info.filename
+        files.append(SourceFile(display=f"{wheel}!{member}", relpath=member,
+                                _read=_member_reader(zf, member)))
+    return SourceTree(label=label, kind="wheel", files=files, wheel=wheel)
+
+
+def _member_reader(zf: zipfile.ZipFile, member: str) -> Callable[[], bytes]:
+    return lambda: zf.read(member)
+
+
+def iter_files(trees: list[SourceTree]) -> Iterator[SourceFile]:
+    for tree in trees:
+        yield from tree.files
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()

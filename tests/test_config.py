@@ -1,0 +1,393 @@
+"""``ddcheck config`` against real SGLang releases (downloaded at test time with
+``open_target("sglang==X")``) and a DDTree-enabled tree built from 0.5.16 the way the open DDTree PRs
+do it (sgl-project/sglang#29907, "Add DDTree speculative decoding": registers ``DDTREE`` in
+``SpeculativeAlgorithm``, adds ``--speculative-ddtree-budget`` (default block size - 1), rejects
+page_size != 1, and in its CUDA-graph change captures target verify at ``ddtree_budget + 1``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from ddcheck.launch import check_launch, config_main
+from ddcheck.launch.flags import flag_table
+from ddcheck.sources import open_target
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "launch"
+network = pytest.mark.network
+
+
+def argv_of(name: str) -> list[str]:
+    lines = (FIX / name).read_text().splitlines()
+    return [ln for ln in lines if ln and not ln.startswith("#")]
+
+
+_TREES: dict[str, object] = {}
+
+
+def release(ver: str):
+    if ver not in _TREES:
+        _TREES[ver] = open_target(f"sglang=={ver}")
+    return _TREES[ver]
+
+
+def run(ver_or_tree, argv, file=None):
+    tree = release(ver_or_tree) if isinstance(ver_or_tree, str) else ver_or_tree
+    return check_launch(argv, tree=tree, file=file)
+
+
+def base(*extra: str) -> list[str]:
+    return ["python", "-m", "sglang.launch_server", "--model-path", "m", "--max-running-requests", "32", *extra]
+
+
+# ---------------------------------------------------------------------------------------------
+# the DDTree-enabled tree (built at test time; no SGLang source is kept in the repository)
+# ---------------------------------------------------------------------------------------------
+
+DDTREE_FIELD = '''    speculative_ddtree_budget: A[
+        Optional[int],
+        "DDTREE only. Tree node budget; the target verifies budget + 1 tokens per request. Defaults to block size - 1.",
+    ] = None
+'''
+DDTREE_HOOK = '''
+
+def _handle_ddtree(server_args: ServerArgs) -> None:
+    if server_args.page_size != 1:
+        raise ValueError(
+            "DDTREE currently supports only page_size == 1. "
+            f"Got page_size={server_args.page_size}."
+        )
+    _handle_dflash(server_args)
+'''
+DDTREE_CAPTURE = '''
+        if model_runner.spec_algorithm.is_ddtree() and not model_runner.is_draft_worker:
+            self.speculative_num_draft_tokens = model_runner.server_args.speculative_ddtree_budget + 1
+'''
+
+
+def _patch(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{path}: anchor not found"
+    path.write_text(text.replace(old, new, 1))
+
+
+def build_ddtree_tree(dest: Path, capture_at_w: bool = False) -> Path:
+    """0.5.16 (fixed-width triton verify) + the DDTree flag, algorithm name and hook."""
+    wheel = release("0.5.16").wheel
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(dest, [m for m in zf.namelist() if m.startswith("sglang/") and m.endswith(".py")])
+    srt = dest / "sglang" / "srt"
+    _patch(srt / "server_args.py", "    speculative_dspark_block_size: A[", DDTREE_FIELD + "    speculative_dspark_block_size: A[")
+    _patch(srt / "speculative" / "spec_info.py", "    DFLASH = auto()\n", "    DFLASH = auto()\n    DDTREE = auto()\n")
+    _patch(srt / "speculative" / "spec_info.py", "        if self.is_dflash():\n            _handle_dflash(server_args)",
+           "        if self.is_ddtree():\n            _handle_ddtree(server_args)\n"
+           "        elif self.is_dflash():\n            _handle_dflash(server_args)")
+    _patch(srt / "speculative" / "spec_info.py", "            _handle_dflash,\n", "            _handle_dflash,\n            _handle_ddtree,\n")
+    _patch(srt / "speculative" / "spec_info.py", "    def is_dflash(self) -> bool:",
+           "    def is_ddtree(self) -> bool:\n        return self == SpeculativeAlgorithm.DDTREE\n\n    def is_dflash(self) -> bool:")
+    hook = srt / "arg_groups" / "speculative_hook.py"
+    hook.write_text(hook.read_text() + DDTREE_HOOK)
+    if capture_at_w:
+        runner = srt / "model_executor" / "runner" / "decode_cuda_graph_runner.py"
+        text = runner.read_text()
+        m = re.search(r"        self\.speculative_num_draft_tokens = \(\n.*?\n        \)\n", text, re.S)
+        runner.write_text(text[: m.end()] + DDTREE_CAPTURE + text[m.end():])
+    return dest / "sglang"
+
+
+@pytest.fixture(scope="module")
+def ddtree_tree(tmp_path_factory):
+    return open_target(str(build_ddtree_tree(tmp_path_factory.mktemp("ddtree"))))
+
+
+@pytest.fixture(scope="module")
+def ddtree_capture_tree(tmp_path_factory):
+    return open_target(str(build_ddtree_tree(tmp_path_factory.mktemp("ddtree_w"), capture_at_w=True)))
+
+
+def ids(report, level="error"):
+    return report.ids(level)
+
+
+# ---------------------------------------------------------------------------------------------
+# parsing: flag sets per release, abbreviations, unknown names
+# ---------------------------------------------------------------------------------------------
+
+DOCS = sorted(p.name for p in FIX.glob("docs_*.argv"))
+
+
+@network
+@pytest.mark.parametrize("name", DOCS)
+def test_docs_commands_pass_on_their_release(name):
+    r = run("0.5.10", argv_of(name))
+    assert r.exit_code == 0, r.findings
+    assert r.settings.algorithm in ("EAGLE", "EAGLE3", "STANDALONE")
+
+
+@network
+@pytest.mark.parametrize("name", DOCS)
+def test_docs_commands_fail_where_cuda_graph_max_bs_is_ambiguous(name):
+    argv = argv_of(name)
+    r = run("0.5.23", argv)
+    if "--cuda-graph-max-bs" in argv:
+        assert ids(r) == {"parse-ambiguous-flag"}
+        assert "0.5.23" in r.findings[0].message and "--cuda-graph-max-bs-decode" in r.findings[0].message
+    else:
+        assert "parse-ambiguous-flag" not in ids(r)
+
+
+@network
+def test_cuda_graph_max_bs_is_a_deprecated_alias_on_0_5_16():
+    r = run("0.5.16", base("--speculative-algorithm", "EAGLE", "--cuda-graph-max-bs", "8"))
+    assert not ids(r) and r.settings.cuda_graph_max_bs == 8
+
+
+@network
+def test_unknown_flag_names_the_release():
+    argv = base("--speculative-algorithm", "EAGLE", "--speculative-dflash-block-size", "8")
+    r = run("0.5.10", argv)
+    assert ids(r) == {"parse-unknown-flag"} and "0.5.10" in r.findings[0].message
+    assert "parse-unknown-flag" not in ids(run("0.5.16", argv))
+
+
+@network
+def test_ddtree_budget_flag_unknown_on_releases():
+    for ver in ("0.5.16", "0.5.23"):
+        r = run(ver, base("--speculative-algorithm", "DFLASH", "--speculative-ddtree-budget", "16"))
+        assert ids(r) == {"parse-unknown-flag"} and ver in r.findings[0].message
+
+
+@network
+def test_ddtree_algorithm_unknown_on_releases(ddtree_tree):
+    r = run("0.5.10", base("--speculative-algorithm", "DDTREE"))  # argparse choices: exit 2
+    assert ids(r) == {"unknown-algorithm"} and r.findings[0].consequence == "PARSE" and "0.5.10" in r.findings[0].message
+    r = run("0.5.23", base("--speculative-algorithm", "DDTREE"))  # registry lookup at start-up
+    assert ids(r) == {"unknown-algorithm"} and r.findings[0].consequence == "REJECT" and "0.5.23" in r.findings[0].message
+    assert "unknown-algorithm" not in ids(run(ddtree_tree, base("--speculative-algorithm", "DDTREE")))
+
+
+@network
+def test_prefix_abbreviations_follow_argparse():
+    r = run("0.5.10", base("--speculative-algo", "EAGLE", "--speculative-num-st", "3", "--speculative-eagle", "1",
+                           "--speculative-num-draft", "4"))
+    assert not ids(r) and (r.settings.num_steps, r.settings.eagle_topk, r.settings.num_draft_tokens) == (3, 1, 4)
+    r = run("0.5.10", base("--speculative-algorithm", "EAGLE", "--speculative-d", "x"))
+    assert ids(r) == {"parse-ambiguous-flag"}
+
+
+@network
+def test_invalid_value_and_missing_model():
+    assert ids(run("0.5.10", base("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "x"))) == \
+        {"parse-invalid-value"}
+    assert ids(run("0.5.10", ["--speculative-algorithm", "EAGLE"])) == {"parse-invalid-value"}  # --model-path required
+
+
+@network
+def test_config_file_merges_like_sglang(ddtree_tree):
+    r = run(ddtree_tree, [], file=str(FIX / "origin_ddtree.yaml"))
+    assert ids(r) == {"verify-width"} and not r.settings.cuda_graph
+    r = run(ddtree_tree, ["--speculative-ddtree-budget", "7"], file=str(FIX / "origin_ddtree.yaml"))  # CLI wins
+    assert not ids(r) and r.settings.verify_width == 8
+    assert run("0.5.10", [], file=str(FIX / "eagle_ok.yaml")).exit_code == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# the origin case, exact
+# ---------------------------------------------------------------------------------------------
+
+@network
+def test_origin_ddtree_budget_16_is_corrupt(ddtree_tree):
+    r = run(ddtree_tree, argv_of("origin_ddtree.argv") + ["--disable-cuda-graph"])
+    assert ids(r) == {"verify-width"} and r.exit_code == 1
+    f = r.findings[0]
+    assert f.consequence == "CORRUPT" and f.backend == "triton"
+    assert (r.settings.verify_width, r.settings.num_draft_tokens) == (17, 8)
+    assert f.evidence and all(e.path.endswith("layers/attention/triton_backend.py") and e.line > 0 for e in f.evidence)
+    assert "--speculative-ddtree-budget 7" in f.fix and "ddcheck fix" in f.fix
+
+
+@network
+def test_origin_budget_7_is_clean(ddtree_tree):
+    r = run(ddtree_tree, argv_of("origin_ddtree.argv") + ["--speculative-ddtree-budget", "7"])
+    assert r.exit_code == 0 and not ids(r, None) - {"sglang-max-running-requests"}
+    r = run(ddtree_tree, [a for a in argv_of("origin_ddtree.argv") if a not in ("--speculative-ddtree-budget", "16")])
+    assert r.settings.ddtree_budget == 7 and r.exit_code == 0  # default budget = block size - 1
+
+
+@network
+def test_origin_after_ddcheck_fix_is_clean(ddtree_tree, tmp_path):
+    from ddcheck.fixer import fix_tree
+
+    out = tmp_path / "sglang"  # named like the package whether fix writes it flat or nested
+    fix_tree(str(ddtree_tree.root), out)
+    fixed = open_target(str(next(p for p in (out / "sglang", out) if (p / "srt").is_dir())))
+    r = run(fixed, argv_of("origin_ddtree.argv") + ["--disable-cuda-graph"])
+    assert "verify-width" not in ids(r), r.findings
+
+
+@network
+def test_origin_with_cuda_graphs_crashes_without_capture_at_w(ddtree_tree, ddtree_capture_tree):
+    r = run(ddtree_tree, argv_of("origin_ddtree.argv"))
+    assert ids(r) == {"verify-width", "verify-graph-width"}
+    g = next(f for f in r.findings if f.id == "verify-graph-width")
+    assert g.consequence == "CRASH" and "cuda_graph_runner" in g.evidence[0].path
+    r = run(ddtree_capture_tree, argv_of("origin_ddtree.argv"))
+    assert "verify-graph-width" not in ids(r)
+    assert run(ddtree_tree, argv_of("origin_ddtree.argv") + ["--speculative-ddtree-budget", "7"]).exit_code == 0
+
+
+@network
+def test_ddtree_page_size_rejected_by_the_pr_hook(ddtree_tree):
+    argv = argv_of("origin_ddtree.argv") + ["--speculative-ddtree-budget", "7"]
+    assert "sglang-ddtree-page-size" in ids(run(ddtree_tree, argv + ["--page-size", "16"]))
+    assert "sglang-ddtree-page-size" not in ids(run(ddtree_tree, argv + ["--page-size", "1"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# tree verify vs the custom mask
+# ---------------------------------------------------------------------------------------------
+
+@network
+def test_tree_verify_on_backend_ignoring_custom_mask(ddtree_tree):
+    argv = [a if a != "triton" else "trtllm_mha" for a in argv_of("origin_ddtree.argv")] + \
+        ["--speculative-ddtree-budget", "7"]
+    r = run(ddtree_tree, argv)
+    assert "tree-mask" in ids(r) and "trtllm_mha_backend.py" in r.findings[0].evidence[0].path
+    eagle = base("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "4")
+    assert "tree-mask" in ids(run("0.5.10", eagle + ["--speculative-eagle-topk", "2", "--attention-backend", "torch_native"]))
+    assert "tree-mask" not in ids(run("0.5.10", eagle + ["--speculative-eagle-topk", "1", "--attention-backend", "torch_native"]))
+    assert "tree-mask" not in ids(run("0.5.10", eagle + ["--speculative-eagle-topk", "2", "--attention-backend", "triton"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# EAGLE shapes
+# ---------------------------------------------------------------------------------------------
+
+def eagle(steps, topk, draft, *extra, algo="EAGLE"):
+    return base("--speculative-algorithm", algo, "--speculative-num-steps", str(steps), "--speculative-eagle-topk",
+                str(topk), "--speculative-num-draft-tokens", str(draft), *extra)
+
+
+@network
+def test_eagle_tree_too_small():
+    r = run("0.5.16", eagle(2, 2, 8))  # 7 nodes > 2 + 1*4
+    assert "eagle-tree-size" in ids(r) and r.findings[-1].consequence == "CRASH"
+    assert "eagle-tree-size" not in ids(run("0.5.16", eagle(2, 2, 7)))
+
+
+@network
+def test_topk_on_mla_backend_that_only_supports_topk_1():
+    r = run("0.5.23", eagle(3, 2, 4, "--attention-backend", "flashmla"))
+    f = next(f for f in r.findings if f.id == "mla-topk")
+    assert f.level == "error" and f.consequence == "CRASH" and "flashmla_backend.py" in f.evidence[0].path
+    assert "mla-topk" not in ids(run("0.5.23", eagle(3, 1, 4, "--attention-backend", "flashmla")), None)
+
+
+@network
+def test_multi_layer_eagle_draft_tokens():
+    r = run("0.5.16", eagle(3, 2, 6, "--enable-multi-layer-eagle"))
+    f = next(f for f in r.findings if f.id == "multi-layer-eagle")
+    assert f.consequence == "CRASH" and "multi_layer_eagle" in f.evidence[0].path
+    assert "multi-layer-eagle" not in ids(run("0.5.16", eagle(3, 2, 4, "--enable-multi-layer-eagle")))
+
+
+@network
+def test_eagle_shape_flags_all_or_none():
+    r = run("0.5.10", base("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3"))
+    assert "eagle-params" in ids(r)
+    r = run("0.5.10", base("--speculative-algorithm", "EAGLE"))
+    assert r.exit_code == 0 and r.settings.auto_params
+
+
+# ---------------------------------------------------------------------------------------------
+# what SGLang itself rejects or rewrites at start-up, per release
+# ---------------------------------------------------------------------------------------------
+
+@network
+def test_trtllm_mha_topk():
+    assert "sglang-trtllm-mha-topk" in ids(run("0.5.10", eagle(3, 4, 8, "--attention-backend", "trtllm_mha")))
+    assert "sglang-trtllm-mha-topk" not in ids(run("0.5.10", eagle(3, 1, 4, "--attention-backend", "trtllm_mha")))
+
+
+@network
+def test_topk_page_size_allow_list_differs_by_release():
+    argv = eagle(3, 4, 8, "--attention-backend", "triton", "--page-size", "16")
+    r = run("0.5.10", argv)  # 0.5.10 allows flashinfer, fa3 only
+    f = next(f for f in r.findings if f.id == "sglang-topk-page-size")
+    assert "flashinfer, fa3" in f.message and f.evidence[0].path.endswith("server_args.py")
+    assert "sglang-topk-page-size" not in ids(run("0.5.16", argv))  # triton added to the allow-list
+    assert "sglang-topk-page-size" not in ids(run("0.5.10", eagle(3, 4, 8, "--attention-backend", "flashinfer",
+                                                                  "--page-size", "16")))
+
+
+@network
+def test_spec_v2_env_with_topk():
+    argv = ["SGLANG_ENABLE_SPEC_V2=True"] + eagle(3, 4, 8)
+    assert "sglang-spec-v2-topk" in ids(run("0.5.10", argv))
+    assert "sglang-spec-v2-topk" not in ids(run("0.5.10", ["SGLANG_ENABLE_SPEC_V2=True"] + eagle(3, 1, 4)))
+    assert "sglang-spec-v2-topk" not in ids(run("0.5.16", argv))  # 0.5.16 removed the env var and the rule
+
+
+@network
+def test_topk_1_rewrites_draft_tokens():
+    r = run("0.5.23", eagle(3, 1, 8))
+    assert "sglang-eagle-topk1-draft" in ids(r, "warning") and r.exit_code == 0 and r.settings.num_draft_tokens == 4
+    assert "sglang-eagle-topk1-draft" not in ids(run("0.5.23", eagle(3, 1, 4)), None)
+
+
+@network
+def test_dflash_block_size_vs_draft_tokens():
+    dflash = base("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d",
+                  "--speculative-dflash-block-size", "8")
+    assert "sglang-dflash-block-size" in ids(run("0.5.16", dflash + ["--speculative-num-draft-tokens", "16"]))
+    assert run("0.5.16", dflash + ["--speculative-num-draft-tokens", "8"]).exit_code == 0
+    assert "sglang-dflash-steps" in ids(run("0.5.16", dflash + ["--speculative-num-steps", "3"]), "warning")
+
+
+@network
+def test_dp_attention_rejections():
+    dp = ["--enable-dp-attention", "--tp-size", "2", "--dp-size", "2"]
+    assert "sglang-standalone-dp-attention" in ids(run("0.5.10", eagle(3, 1, 4, *dp, algo="STANDALONE")))
+    assert "sglang-ngram-dp-attention" in ids(run("0.5.10", base("--speculative-algorithm", "NGRAM", *dp)))
+    assert run("0.5.10", eagle(3, 1, 4, *dp)).exit_code == 0
+    dflash = base("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d",
+                  "--speculative-dflash-block-size", "8", *dp)
+    assert "sglang-dflash-dp-attention" in ids(run("0.5.16", dflash))
+    assert "sglang-dflash-dp-attention" not in ids(run("0.5.23", dflash))  # 0.5.23 supports it (conditionally)
+
+
+# ---------------------------------------------------------------------------------------------
+# outputs, exit codes, cache, speed
+# ---------------------------------------------------------------------------------------------
+
+@network
+def test_config_main_json_and_exit_codes(capsys, ddtree_tree):
+    root = str(ddtree_tree.root)
+    assert config_main(argv_of("origin_ddtree.argv") + ["--disable-cuda-graph"], sglang=root, fmt="json") == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["release"] == "0.5.16" and data["findings"][0]["id"] == "verify-width"
+    assert data["findings"][0]["consequence"] == "CORRUPT" and data["settings"]["verify_width"] == 17
+    assert config_main(argv_of("origin_ddtree.argv") + ["--speculative-ddtree-budget", "7"], sglang=root) == 0
+    assert "no findings" in capsys.readouterr().out
+    assert config_main([], sglang=root) == 2
+    assert config_main(["--model-path", "m"], sglang="/nonexistent/sglang") == 2
+    assert config_main(["--model-path", "m"], sglang=root, fmt="xml") == 2
+
+
+@network
+def test_flag_table_cached_and_fast(tmp_path, monkeypatch):
+    import time
+
+    tree = release("0.5.23")
+    monkeypatch.setenv("DDCHECK_CACHE", str(tmp_path))
+    first = flag_table(tree)
+    assert list((tmp_path / "flags").glob("*.json"))
+    assert flag_table(tree) == first
+    t0 = time.perf_counter()
+    run(tree, eagle(3, 4, 8, "--attention-backend", "triton"))
+    assert time.perf_counter() - t0 < 1.0
