@@ -51,6 +51,7 @@ class Finding(BaseModel):
     relpath: str = Field(default="", exclude=True)
     fix: FixPlan | None = Field(default=None, exclude=True)
     statement: str = Field(default="", exclude=True)
+    stmt_line: int = Field(default=0, exclude=True)  # first line of the enclosing statement
 
 
 class FileError(BaseModel):
@@ -63,6 +64,11 @@ class ScanResult(BaseModel):
     files_scanned: int = 0
     errors: list[FileError] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
+    # Internal: suppression comments per relpath and display paths, applied by ddcheck.api.
+    suppressions: dict = Field(default_factory=dict, exclude=True)
+    displays: dict[str, str] = Field(default_factory=dict, exclude=True)
+    notes: list[str] = Field(default_factory=list, exclude=True)
+    sources: dict[str, list[str]] = Field(default_factory=dict, exclude=True)  # lines of files with findings
 
     def at_or_above(self, severity: Severity) -> list[Finding]:
         return [f for f in self.findings if f.severity.rank >= severity.rank]

@@ -206,6 +206,7 @@ class Engine:
     def _finding(self, r: Reported) -> Finding:
         rule, severity = RULE_BY_KIND[r.kind]
         model, func = r.fp.model, r.fp.func
+        stmt_text, stmt_line = _statement(model, r.node)
         l1, c1, l2, c2 = model.span(r.node)
         symbol = model.code(r.node)
         spec_info = r.fp.spec_info_expr()
@@ -232,7 +233,7 @@ class Engine:
         return Finding(rule=rule, severity=severity, path=model.source.display, relpath=model.source.relpath,
                        line=l1, column=c1, end_line=l2, end_column=c2, function=func.qualname, symbol=symbol,
                        message=message, replacement=replacement, hint=hint, fix_safety=fix.safety if fix else None,
-                       fix=fix, statement=_statement_text(model, r.node))
+                       fix=fix, statement=stmt_text, stmt_line=stmt_line)
 
 
 def per_step_expression(spec_info: str, c_expr: str, width_api: str) -> str:
@@ -243,11 +244,15 @@ def per_step_expression(spec_info: str, c_expr: str, width_api: str) -> str:
     return f'(getattr({spec_info}, "draft_token_num", None) or {c_expr})'
 
 
-def _statement_text(model: ModuleModel, node: ast.AST) -> str:
-    while node is not None and not isinstance(node, ast.stmt):
-        node = model.parent(node)
-    return ast.unparse(node) if node is not None and not isinstance(node, (ast.If, ast.For, ast.While, ast.With)) \
-        else (ast.unparse(node.test) if isinstance(node, (ast.If, ast.While)) else "")
+def _statement(model: ModuleModel, node: ast.AST) -> tuple[str, int]:
+    """Normalized text and first line of the statement around ``node`` (for baselines and suppressions)."""
+    stmt = node
+    while stmt is not None and not isinstance(stmt, ast.stmt):
+        stmt = model.parent(stmt)
+    if stmt is None:
+        return "", node.lineno
+    header = stmt.test if isinstance(stmt, (ast.If, ast.While)) else stmt.iter if isinstance(stmt, ast.For) else stmt
+    return ast.unparse(header), stmt.lineno
 
 
 def _param_for(func: FunctionInfo, call: ast.Call, arg: ast.expr, keyword: str | None, bound: bool) -> str | None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 
-from ..findings import FileError, Finding, ScanResult
+from .. import suppressions
+from ..findings import FileError, ScanResult
 from ..sources import SourceFile, SourceTree
 from .engine import Engine
 from .module import ModuleModel, SourceError
@@ -86,34 +88,35 @@ STORE_RE = re.compile(rb"\s*self\.(\w+)\s*(?::[^=]*)?=(?!=)")
 STORE_OPEN_RE = re.compile(rb"\s*self\.(\w+)\s*(?::[^=]*)?=\s*\(?\s*$")
 
 
-def scan_trees(trees: list[SourceTree], vocab: Vocabulary = DEFAULT_VOCABULARY) -> ScanResult:
+def scan_trees(trees: list[SourceTree], vocab: Vocabulary = DEFAULT_VOCABULARY,
+               wants_path: Callable[[str], bool] = lambda relpath: True) -> ScanResult:
+    """Analyse every tree; suppression comments are applied by :mod:`ddcheck.api`, which also
+    filters rules, so the result here is the raw model plus ``suppressions`` per file."""
     result = ScanResult()
-    findings: list[Finding] = []
     for tree in trees:
         index = TreeIndex(tree)
         models: dict[str, ModuleModel | None] = {}
         errors: dict[str, str] = {}
 
         def load(module: str, _index=index, _models=models, _errors=errors) -> ModuleModel | None:
+            """Helper modules reached from a verify branch, parsed on first use."""
             if module in _models:
                 return _models[module]
             f = _index.lookup(module)
             _models[module] = None
-            if f is None:
-                return None
-            try:
-                data = f.read_bytes()
-                # A module reached only as a helper is worth parsing only if it can read C itself
-                # or receives it; both need the C attribute name or a parameter, so parse it.
-                _models[module] = ModuleModel.parse(f, data)
-            except (SourceError, OSError) as exc:
-                _errors[f.display] = str(exc)
+            if f is not None:
+                try:
+                    _models[module] = ModuleModel.parse(f)
+                except (SourceError, OSError) as exc:
+                    _errors[f.display] = str(exc)
             return _models[module]
 
         engine = Engine(vocab=vocab, load_module=load, width_api=width_api(tree),
-                        inherited_c_attrs=frozenset({"num_draft_tokens", "speculative_num_draft_tokens"}))
+                        inherited_c_attrs=INHERITED_C_ATTRS)
         explicit = tree.kind == "file"
         for f in tree.files:
+            if not wants_path(f.relpath):
+                continue
             result.files_scanned += 1
             try:
                 data = f.read_bytes()
@@ -121,34 +124,40 @@ def scan_trees(trees: list[SourceTree], vocab: Vocabulary = DEFAULT_VOCABULARY) 
                 errors[f.display] = f"cannot be read: {exc.strerror or exc}"
                 continue
             try:
-                data.decode("utf-8")
+                text = data.decode("utf-8")
             except UnicodeDecodeError as exc:
                 errors[f.display] = f"not UTF-8: {exc.reason} at byte {exc.start}"
                 continue
+            if suppressions.MARKER in data:
+                result.suppressions[f.relpath] = suppressions.parse(text)
+                result.displays[f.relpath] = f.display
             if not needs_analysis(data, vocab):
                 if explicit:
                     _syntax_check(f, data, errors)
                 continue
-            model = models.get(f.module)
-            if model is None and f.module not in models:
+            if f.module not in models:
                 try:
-                    model = models[f.module] = ModuleModel.parse(f, data)
+                    models[f.module] = ModuleModel.parse(f, data)
                 except SourceError as exc:
                     models[f.module] = None
                     errors[f.display] = str(exc)
-                    continue
-            if model is not None:
-                engine.analyze(model)
-        for display, message in errors.items():
-            result.errors.append(FileError(path=display, message=message))
-        findings.extend(engine.findings())
-    findings.sort(key=lambda f: (f.path, f.line, f.column, f.rule))
-    result.findings = findings
+            if models[f.module] is not None:
+                engine.analyze(models[f.module])
+        result.errors.extend(FileError(path=p, message=m) for p, m in errors.items())
+        result.findings.extend(engine.findings())
+        for r in engine.reported.values():
+            result.sources.setdefault(r.fp.model.source.display, r.fp.model.lines)
+    result.findings.sort(key=lambda f: (f.path, f.line, f.column, f.rule))
     return result
+
+
+# Subclasses read `self.num_draft_tokens` that a base class in another module set from C.
+INHERITED_C_ATTRS = frozenset({"num_draft_tokens", "speculative_num_draft_tokens"})
 
 
 def _syntax_check(f: SourceFile, data: bytes, errors: dict[str, str]) -> None:
     try:
         ast.parse(data)
-    except SyntaxError as exc:
-        errors[f.display] = f"does not parse: {exc.msg} (line {exc.lineno}, column {exc.offset})"
+    except (SyntaxError, ValueError) as exc:
+        where = f" (line {exc.lineno}, column {exc.offset})" if isinstance(exc, SyntaxError) else ""
+        errors[f.display] = f"does not parse: {getattr(exc, 'msg', exc)}{where}"

@@ -24,7 +24,7 @@ def default_shape(device: str, dtype: str | None = None):
     if device == "cpu":
         return Shape(dtype=getattr(torch, dtype or "float32"))
     return Shape(num_q_heads=32, num_kv_heads=8, head_dim=128, dtype=getattr(torch, dtype or "bfloat16"),
-                 max_context_len=8192, pool_size=40000, max_bs=16)
+                 max_context_len=16384, pool_size=65536, max_bs=32)
 
 
 def default_prefix_lens(device: str) -> list[int]:
@@ -79,7 +79,8 @@ def run_smoke(
     width = budget + 1
     label = backend_file or ("<backend_source>" if backend_source is not None else f"{target}!{BACKEND_RELPATH}")
     report = SmokeReport(target=target, backend=label, device=device, dtype=dtype or "", budget=budget,
-                         width=width, num_draft_tokens=num_draft_tokens, seed=seed)
+                         width=width, num_draft_tokens=num_draft_tokens, seed=seed,
+                         graph_capture_width=graph_capture_width)
     try:
         _run(report, target, backend_file, backend_source, prefix_lens, dtype, allow_out_of_bounds,
              graph_capture_width, seed_case)
@@ -104,7 +105,7 @@ def _isolated(args: dict, timeout: float) -> SmokeReport:
                                      else f"{args['target']}!{BACKEND_RELPATH}")
     fail = SmokeReport(target=args["target"], backend=label, device=args["device"], dtype=args["dtype"] or "",
                        budget=args["budget"], width=args["budget"] + 1, num_draft_tokens=args["num_draft_tokens"],
-                       seed=args["seed"])
+                       seed=args["seed"], graph_capture_width=args["graph_capture_width"])
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -197,6 +198,7 @@ def _interpreted() -> bool:
 
 def _merge(into: HarnessTrace, t) -> None:
     into.real_modules = sorted(set(into.real_modules) | set(t.real_modules))
+    into.files = sorted(set(into.files) | set(t.files))
     for k, v in t.provided_calls.items():
         into.provided_calls[k] = into.provided_calls.get(k, 0) + v
     into.stand_ins_called = sorted(set(into.stand_ins_called) | set(t.stand_ins_called))
@@ -216,7 +218,12 @@ def _verdict(report: SmokeReport) -> None:
         report.config_facts = {"verify_width": w, "num_draft_tokens": c, "row_block": bm,
                                "captured_row_blocks": have, "needed_row_blocks": need,
                                "cuda_graph_capture_at_C_covers_W": need <= have}
-        if need > have:
+        if need > have and report.graph_capture_width == "W":
+            report.limitations.append(
+                f"the graph path was captured at W = {w} (--graph-capture-width W), emulating a graph runner "
+                f"that captures at the verify width; SGLang's runner captures at C = {c}, whose grid covers "
+                f"{have} of the {need} row blocks W needs.")
+        elif need > have:
             report.limitations.append(
                 f"CUDA-graph capture happens at the configured width C = {c}: the captured extend grid has "
                 f"{have} row block(s) of {bm}, W = {w} needs {need}. A backend-only fix cannot repair this; "

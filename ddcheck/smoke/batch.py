@@ -22,7 +22,9 @@ class Shape:
     num_kv_heads: int = 2
     head_dim: int = 32
     dtype: torch.dtype = torch.float32
-    max_context_len: int = 256
+    # Graph-state buffers are sized from these (mask: max_bs * C * (max_context_len + C) cells), so
+    # keep the context long relative to the batch, as in a real deployment.
+    max_context_len: int = 1024
     pool_size: int = 1024
     max_bs: int = 8
 

@@ -170,7 +170,7 @@ class Session:
         return out, md, entry
 
     def _capture_replay(self, backend, batch: VerifyBatch, fb, pool, cw: int):
-        bs, max_tokens = batch.bs, self.shape.max_bs * self.c
+        bs, max_tokens = batch.bs, self.shape.max_bs * cw  # the runner sizes its state for its capture width
         _call(backend.init_cuda_graph_state, max_bs=self.shape.max_bs, max_num_tokens=max_tokens)
         # What a graph runner captures with: fill-value seq_lens, request slot 0, an all-ones mask.
         fill = int(backend.get_cuda_graph_seq_len_fill_value())

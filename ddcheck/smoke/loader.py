@@ -22,12 +22,12 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
+import re
 import sys
 import tempfile
 import types
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum, auto
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any, Callable
 
@@ -53,6 +53,11 @@ REAL_MODULES = (
 )
 
 
+def _is_real_name(module: str) -> bool:
+    """``module`` matches a REAL_MODULES pattern, ``*`` standing for one dotted component."""
+    return any(re.fullmatch(re.escape(p).replace(r"\*", r"[^.]+"), module) for p in REAL_MODULES)
+
+
 class HarnessError(Exception):
     """The harness could not run the target (bad tree, missing file, crash): exit code 2."""
 
@@ -70,6 +75,7 @@ class Trace:
     reads: dict[str, set[str]] = field(default_factory=dict)
     missing: dict[str, set[str]] = field(default_factory=dict)
     real_modules: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # tree relpaths read: what a GPU run must carry
 
     def call(self, name: str) -> None:
         self.provided_calls[name] = self.provided_calls.get(name, 0) + 1
@@ -136,7 +142,7 @@ class _StandInModule(types.ModuleType):
 # --------------------------------------------------------------------------- provided helpers
 
 
-def _extract(tree: SourceTree, relpath: str, names: tuple[str, ...], env: dict[str, Any],
+def _extract(tree: SourceTree, relpath: str, names: tuple[str, ...], env: dict[str, Any], files: list[str],
              ns: dict[str, Any] | None = None) -> dict[str, Any]:
     """Execute only the named top-level classes/functions of a tree file, in ``env``.
 
@@ -145,19 +151,44 @@ def _extract(tree: SourceTree, relpath: str, names: tuple[str, ...], env: dict[s
     to that module's file, so a definition that moves between releases is still found.
     """
     ns = {"__name__": "ddcheck_extract", **env} if ns is None else ns
-    text = tree.read_text(relpath)
-    if text is None:
+    hit = tree.find(relpath)
+    if hit is None:
         return {}
-    module = ast.parse(text)
+    files.append(hit.relpath)
+    module = ast.parse(hit.read_bytes().decode("utf-8"))
     defs = {n.name: n for n in module.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
     for node in module.body:  # imported names first: local defs may use them
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sglang."):
             wanted = tuple(a.name for a in node.names if a.name in names and a.name not in defs)
             if wanted:
-                _extract(tree, node.module.replace(".", "/") + ".py", wanted, env, ns)
+                _extract(tree, node.module.replace(".", "/") + ".py", wanted, env, files, ns)
     local = [defs[n] for n in names if n in defs]
     exec(compile(ast.Module(body=local, type_ignores=[]), f"{tree.label}!{relpath}", "exec"), ns)
     return {n: ns[n] for n in names if n in ns}
+
+
+EXTRACTED = (("sglang/srt/model_executor/forward_batch_info.py", ("ForwardMode",)),
+             ("sglang/srt/speculative/eagle_utils.py", ("TreeMaskMode", "default_tree_mask_mode")))
+
+
+def verify_path_files(tree: SourceTree) -> list:
+    """The tree files a smoke run may read: every module matching ``REAL_MODULES`` and the files
+    the extracted definitions come from. Enough to run the harness on a machine with no sglang
+    (copy them into a directory and pass that as the target)."""
+    root = tree.package_root("sglang")
+    prefix = f"{root}/" if root else ""
+    out = []
+    for f in tree.files:
+        rel = f.relpath[len(prefix):] if f.relpath.startswith(prefix) else None
+        if rel and not rel.endswith("__init__.py"):
+            module = rel[:-3].replace("/", ".")
+            if _is_real_name(module):
+                out.append(f)
+    files: list[str] = []
+    env = {"IntEnum": IntEnum, "Enum": Enum, "auto": auto, "_is_cpu": False, "_is_npu": False}
+    for relpath, names in EXTRACTED:
+        _extract(tree, relpath, names, env, files)
+    return out + [tree.find(r) for r in dict.fromkeys(files) if tree.find(r) not in out]
 
 
 class _Recording:
@@ -240,9 +271,9 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
     schedule = _Recording("get_schedule()", trace, chunked_prefill_size=8192, page_size=1)
 
     enum_env = {"IntEnum": IntEnum, "Enum": Enum, "auto": auto, "_is_cpu": False, "_is_npu": False}
-    forward_mode = _extract(tree, "sglang/srt/model_executor/forward_batch_info.py", ("ForwardMode",), enum_env)
-    tree_mask = _extract(tree, "sglang/srt/speculative/eagle_utils.py",
-                         ("TreeMaskMode", "default_tree_mask_mode"), enum_env)
+    (fb_path, fb_names), (eu_path, eu_names) = EXTRACTED
+    forward_mode = _extract(tree, fb_path, fb_names, enum_env, trace.files)
+    tree_mask = _extract(tree, eu_path, eu_names, enum_env, trace.files)
     if "default_tree_mask_mode" in tree_mask:
         tree_mask["default_tree_mask_mode"] = rec("eagle_utils.default_tree_mask_mode",
                                                   tree_mask["default_tree_mask_mode"])
@@ -327,7 +358,7 @@ class SglangImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def is_real(self, fullname: str) -> bool:
         hit = self._relpath(fullname)
-        return hit is not None and not hit[1] and any(fnmatch(fullname, p) for p in REAL_MODULES)
+        return hit is not None and not hit[1] and _is_real_name(fullname)
 
     # -- finder protocol
     def find_spec(self, fullname, path=None, target=None):
@@ -341,6 +372,7 @@ class SglangImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             disk.parent.mkdir(parents=True, exist_ok=True)
             disk.write_text(text, encoding="utf-8")
             self.trace.real_modules.append(fullname)
+            self.trace.files.append(relpath)
             return importlib.util.spec_from_file_location(fullname, disk)
         return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
 

@@ -40,6 +40,7 @@ class HarnessTrace(BaseModel):
     """What the backend touched: sglang files run for real, helpers provided, fake attributes."""
 
     real_modules: list[str] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)  # tree files read (what a GPU run must carry)
     provided_calls: dict[str, int] = Field(default_factory=dict)
     stand_ins_called: list[str] = Field(default_factory=list)
     reads: dict[str, list[str]] = Field(default_factory=dict)
@@ -57,6 +58,7 @@ class SmokeReport(BaseModel):
     prefix_lens: list[int] = Field(default_factory=list)
     heads: str = ""  # "q/kv x head_dim"
     block_m: Optional[int] = None  # extend kernel row block for this head size on this device
+    graph_capture_width: str = "C"  # "C": capture as SGLang's graph runner does; "W": at the verify width
     seed: int = 0
     tolerance: dict[str, float] = Field(default_factory=dict)
     paths: list[PathResult] = Field(default_factory=list)

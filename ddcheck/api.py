@@ -1,0 +1,68 @@
+"""The Python API behind the command line: ``scan``, target resolution and the default target."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import suppressions
+from .analysis.scan import scan_trees
+from .findings import FileError, Finding, ScanResult
+from .settings import Settings, load_settings
+from .sources import SourceTree, TargetError, installed_sglang, open_target
+
+
+def demo_dir() -> Path:
+    """The bundled demo (``fixtures/demo``), scanned when no sglang is installed."""
+    try:
+        from importlib import resources
+
+        return Path(str(resources.files("ddcheck._fixtures"))) / "demo"
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parents[1] / "fixtures" / "demo"
+
+
+def default_targets() -> tuple[list[str], str]:
+    """The installed sglang (located, not imported), or the demo with a note saying so."""
+    pkg = installed_sglang()
+    if pkg is not None:
+        return [str(pkg)], f"scanning the installed sglang at {pkg}"
+    return [str(demo_dir())], ("sglang is not installed here: scanning the bundled demo in fixtures/demo "
+                               "(pass a path, a wheel or sglang==VERSION to scan a real tree)")
+
+
+def open_targets(targets: list[str]) -> tuple[list[SourceTree], list[FileError]]:
+    trees, errors = [], []
+    for t in targets:
+        try:
+            trees.append(open_target(t))
+        except TargetError as exc:
+            errors.append(FileError(path=t, message=str(exc)))
+    return trees, errors
+
+
+def scan(targets: list[str] | None = None, *, settings: Settings | None = None) -> ScanResult:
+    """Scan files, directories, wheels or ``sglang==VER`` targets; None scans the default target.
+
+    Suppression comments and ``select``/``ignore`` are applied; targets that cannot be opened are
+    reported in ``errors``.
+    """
+    notes = []
+    if not targets:
+        targets, note = default_targets()
+        notes.append(note)
+    if settings is None:
+        settings = load_settings(Path(targets[0]) if Path(targets[0]).exists() else Path.cwd())
+    trees, open_errors = open_targets(targets)
+    result = scan_trees(trees, settings.vocabulary(), settings.wants_path)
+    result.errors[:0] = open_errors
+    result.notes = notes
+    selected = [f for f in result.findings if settings.wants(f)]
+    result.findings = [f for f in suppressions.apply(selected, result.suppressions, result.displays)
+                       if settings.wants(f)]
+    result.findings.sort(key=lambda f: (f.path, f.line, f.column, f.rule))
+    return result
+
+
+def scan_paths(paths: list[str]) -> list[Finding]:
+    """Convenience for test suites: the findings of ``scan(paths)``."""
+    return scan(paths).findings

@@ -1,0 +1,236 @@
+"""The ``ddcheck`` command line. Exit codes: 0 clean, 1 findings (or files that could not be
+scanned), 2 usage or internal error."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+from .findings import Severity
+
+app = typer.Typer(
+    add_completion=True,
+    no_args_is_help=False,
+    rich_markup_mode="rich",
+    help="Find and fix SGLang attention backends that lay out the speculative-decoding verify batch "
+         "with the width fixed at start-up (C) instead of the verify input's per-step width (W).",
+)
+out = Console(soft_wrap=True, highlight=False)
+err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+class Exit2(Exception):
+    """Usage error: printed without a traceback, exit code 2."""
+
+
+def _settings(target: Optional[str], config: Optional[Path], select, ignore, fail_on):
+    from .settings import SettingsError, load_settings
+
+    start = Path(target) if target and Path(target).exists() else Path.cwd()
+    try:
+        settings = load_settings(start, config)
+    except SettingsError as exc:
+        raise Exit2(str(exc)) from exc
+    from .rules import all_rules
+
+    for flag, values in (("--select", select), ("--ignore", ignore)):
+        unknown = [v for v in values or [] if v.upper() not in all_rules()]
+        if unknown:
+            raise Exit2(f"{flag}: unknown rule id(s) {', '.join(unknown)}; see `ddcheck rules`")
+    if select:
+        settings.select = [s.upper() for s in select]
+    if ignore:
+        settings.ignore = [*settings.ignore, *(s.upper() for s in ignore)]
+    if fail_on:
+        settings.fail_on = fail_on
+    return settings
+
+
+@app.command()
+def scan(
+    targets: List[str] = typer.Argument(None, help="Files, directories, wheels or sglang==VERSION. "
+                                                   "Default: the installed sglang, else the bundled demo."),
+    fmt: str = typer.Option("text", "--format", "-f", help="text | json | sarif | github"),
+    fail_on: Optional[Severity] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1 (default: error)."),
+    select: List[str] = typer.Option(None, "--select", help="Only these rule ids (repeatable)."),
+    ignore: List[str] = typer.Option(None, "--ignore", help="Never these rule ids (repeatable)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml to read [tool.ddcheck] from."),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Report only findings not in this baseline."),
+    write_baseline: Optional[Path] = typer.Option(None, "--write-baseline", help="Record today's findings and exit 0."),
+) -> None:
+    """Find verify-path uses of the start-up width C.
+
+    Example: [bold]ddcheck scan sglang==0.5.10 --format json[/bold]
+    """
+    from . import baseline as bl
+    from .api import scan as run_scan
+    from .reporters import FORMATS, render
+
+    if fmt not in FORMATS:
+        raise Exit2(f"--format must be one of {', '.join(FORMATS)}")
+    for t in targets or []:
+        if "==" not in t and not Path(t).exists():
+            raise Exit2(f"{t}: no such file or directory")
+    settings = _settings((targets or [None])[0], config, select, ignore, fail_on)
+    result = run_scan(list(targets or []), settings=settings)
+    if write_baseline:
+        n = bl.write(write_baseline, result.findings)
+        err.print(f"wrote {n} findings to baseline {write_baseline}")
+        raise typer.Exit(0)
+    if baseline:
+        try:
+            result.findings = bl.new_findings(result.findings, bl.load(baseline))
+        except bl.BaselineError as exc:
+            raise Exit2(str(exc)) from exc
+    render(result, fmt, out, result.sources)
+    failing = result.at_or_above(settings.fail_on)
+    raise typer.Exit(1 if failing or result.errors else 0)
+
+
+@app.command()
+def fix(
+    targets: List[str] = typer.Argument(None, help="Files or directories to fix in place; with --out, a wheel or sglang==VERSION too."),
+    diff: bool = typer.Option(False, "--diff", help="Print a unified diff; write nothing."),
+    check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 when fixes are pending."),
+    unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="Also apply unsafe fixes (buffer sizes, bounds)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Write a patched copy of the whole tree here (wheels are never modified)."),
+    installed: bool = typer.Option(False, "--installed", help="Patch the installed sglang in place, after writing backups."),
+    exit_non_zero_on_fix: bool = typer.Option(False, "--exit-non-zero-on-fix", help="Exit 1 when files were changed (pre-commit)."),
+    verify: bool = typer.Option(False, "--verify", help="Run `ddcheck smoke` on the fixed tree; fail unless it passes."),
+    config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml to read [tool.ddcheck] from."),
+) -> None:
+    """Rewrite verify-path uses of C to the verify input's per-step width, format-preserving.
+
+    Example: [bold]ddcheck fix sglang==0.5.10 --out /tmp/sglang-fixed[/bold]
+    """
+    from .fixer import fix_main
+
+    if sum(bool(x) for x in (diff, check)) > 1:
+        raise Exit2("--diff and --check exclude each other")
+    if installed and targets:
+        raise Exit2("--installed takes no targets")
+    if not installed and not targets:
+        raise Exit2("give files/directories to fix, a wheel/sglang==VERSION with --out, or --installed")
+    settings = _settings((targets or [None])[0], config, None, None, None)
+    code = fix_main(list(targets or []), settings=settings, diff=diff, check=check, unsafe=unsafe_fixes,
+                    out_dir=out_dir, installed=installed, exit_non_zero_on_fix=exit_non_zero_on_fix,
+                    verify=verify, console=out, err=err)
+    raise typer.Exit(code)
+
+
+@app.command()
+def smoke(
+    target: str = typer.Argument(..., help="An sglang tree: directory, wheel, sglang==VERSION, or 'installed'."),
+    backend_file: Optional[Path] = typer.Option(None, "--backend-file", help="Run this (fixed) triton_backend.py instead of the tree's."),
+    fmt: str = typer.Option("text", "--format", "-f", help="text | json"),
+    budget: int = typer.Option(16, "--budget", help="DDTree budget: the verify width is W = budget + 1."),
+    num_draft_tokens: int = typer.Option(8, "--num-draft-tokens", help="C, speculative_num_draft_tokens."),
+    device: str = typer.Option("cpu", "--device", help="cpu (Triton interpreter) or cuda."),
+    allow_out_of_bounds: bool = typer.Option(False, "--allow-out-of-bounds", help="Run W < C even where the buggy path writes out of bounds."),
+) -> None:
+    """Run the tree's real Triton verify path at W != C and compare with a reference.
+
+    Exit 0: every path correct; 1: the control passes but W != C is wrong (the bug); 2: harness failure.
+    Example: [bold]ddcheck smoke sglang==0.5.10[/bold]
+    """
+    try:
+        from .smoke import smoke_main
+    except ImportError as exc:
+        raise Exit2(f"the smoke test needs torch and triton ({exc}); pip install 'ddcheck[smoke]'") from exc
+    if fmt not in ("text", "json"):
+        raise Exit2("--format must be text or json")
+    raise typer.Exit(smoke_main(target, backend_file=str(backend_file) if backend_file else None, fmt=fmt,
+                                budget=budget, num_draft_tokens=num_draft_tokens, device=device,
+                                allow_out_of_bounds=allow_out_of_bounds))
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def config(
+    ctx: typer.Context,
+    file: Optional[Path] = typer.Option(None, "--file", help="SGLang --config YAML file."),
+    sglang: Optional[str] = typer.Option(None, "--sglang", help="PATH | WHEEL | sglang==VERSION (default: the installed one, not imported)."),
+    fmt: str = typer.Option("text", "--format", "-f", help="text | json"),
+) -> None:
+    """Check an SGLang speculative-decoding launch before it runs.
+
+    Example: [bold]ddcheck config --sglang sglang==0.5.16 -- python -m sglang.launch_server --model-path M
+    --speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 16[/bold]
+    """
+    from .launch import config_main
+
+    if fmt not in ("text", "json"):
+        raise Exit2("--format must be text or json")
+    raise typer.Exit(config_main(list(ctx.args), file=str(file) if file else None, sglang=sglang, fmt=fmt))
+
+
+@app.command("rules")
+def list_rules() -> None:
+    """List the rules with their severity and fixability.
+
+    Example: [bold]ddcheck rules[/bold]
+    """
+    from rich.table import Table
+
+    from .rules import all_rules
+
+    table = Table("id", "name", "severity", "fix")
+    for r in all_rules().values():
+        table.add_row(r.id, r.name, r.severity.value, r.fix)
+    out.print(table)
+
+
+@app.command()
+def explain(rule_id: str = typer.Argument(..., help="A rule id (DD001) or name.")) -> None:
+    """Print a rule's documentation: what it finds, why it is wrong, bad/good example, fix.
+
+    Example: [bold]ddcheck explain DD001[/bold]
+    """
+    from rich.markdown import Markdown
+
+    from .rules import all_rules, get_rule
+
+    rule = get_rule(rule_id)
+    if rule is None:
+        raise Exit2(f"unknown rule {rule_id!r}; known: {', '.join(all_rules())}")
+    if out.is_terminal:
+        out.print(Markdown(rule.doc()))
+    else:
+        out.file.write(rule.doc())
+
+
+def main() -> None:
+    """Entry point: usage errors and unexpected failures exit 2 with a message, never a traceback."""
+    try:
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
+    except Exit2 as exc:
+        err.print(f"[bold red]ddcheck:[/bold red] {exc}")
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence for scripts
+        import click
+
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(2)
+        if os.environ.get("DDCHECK_DEBUG"):
+            raise
+        err.print(f"[bold red]ddcheck: internal error:[/bold red] {type(exc).__name__}: {exc} "
+                  f"(set DDCHECK_DEBUG=1 for a traceback)")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

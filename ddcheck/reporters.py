@@ -1,0 +1,133 @@
+"""Print a :class:`ScanResult`: rich text for people, JSON, SARIF 2.1.0 and GitHub annotations for tools."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
+
+from . import __version__
+from .findings import Finding, ScanResult, Severity
+from .rules import all_rules
+
+STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
+FORMATS = ("text", "json", "sarif", "github")
+
+
+def render(result: ScanResult, fmt: str, console: Console, source_lines=None) -> None:
+    if fmt == "json":
+        console.file.write(to_json(result) + "\n")
+    elif fmt == "sarif":
+        console.file.write(json.dumps(to_sarif(result), indent=1) + "\n")
+    elif fmt == "github":
+        console.file.write(to_github(result))
+    else:
+        text(result, console, source_lines or {})
+
+
+def to_json(result: ScanResult) -> str:
+    return result.model_dump_json(indent=1)
+
+
+def text(result: ScanResult, console: Console, source_lines: dict[str, list[str]]) -> None:
+    for note in result.notes:
+        console.print(f"[dim]{escape(note)}[/dim]")
+    by_file: dict[str, list[Finding]] = defaultdict(list)
+    for f in result.findings:
+        by_file[f.path].append(f)
+    for path, items in by_file.items():
+        console.print(Text(path, style="bold underline"))
+        lines = source_lines.get(path)
+        for f in items:
+            head = Text.assemble((f"{path}:{f.line}:{f.column + 1}: ", "bold"), (f"{f.rule} ", "bold"),
+                                 (f"[{f.severity.value}] ", STYLE[f.severity]), f.message)
+            console.print(head)
+            if lines and 0 < f.line <= len(lines):
+                src = lines[f.line - 1].rstrip("\n")
+                console.print(Text(f"    {f.line:>5} | {src}", style="dim"))
+                width = max(1, (f.end_column - f.column) if f.end_line == f.line else len(src) - f.column)
+                console.print(Text("          | " + " " * f.column + "^" * width, style=STYLE[f.severity]))
+            if f.hint:
+                console.print(Text(f"      hint: {f.hint}", style="green"))
+        console.print()
+    for e in result.errors:
+        console.print(Text.assemble((f"{e.path}: ", "bold"), ("cannot scan: ", "bold magenta"), e.message))
+    counts = {s: sum(1 for f in result.findings if f.severity == s) for s in Severity}
+    fixable = sum(1 for f in result.findings if f.fix_safety == "safe")
+    summary = (f"{result.files_scanned} files scanned: {counts[Severity.error]} errors, "
+               f"{counts[Severity.warning]} warnings, {counts[Severity.info]} info"
+               + (f", {len(result.errors)} files could not be scanned" if result.errors else "")
+               + (f"; {fixable} fixable with `ddcheck fix`" if fixable else ""))
+    console.print(Text(summary, style="bold"))
+
+
+def to_github(result: ScanResult) -> str:
+    """GitHub workflow commands; ``col`` is 1-based there."""
+    level = {Severity.error: "error", Severity.warning: "warning", Severity.info: "notice"}
+    out = []
+    for f in result.findings:
+        msg = _gh_escape(f"{f.message}" + (f" {f.hint}" if f.hint else ""))
+        out.append(f"::{level[f.severity]} file={_gh_prop(f.path)},line={f.line},col={f.column + 1},"
+                   f"endLine={f.end_line},endColumn={f.end_column + 1},title={f.rule}::{msg}\n")
+    for e in result.errors:
+        out.append(f"::error file={_gh_prop(e.path)},title=ddcheck::{_gh_escape(e.message)}\n")
+    return "".join(out)
+
+
+def _gh_escape(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_prop(s: str) -> str:
+    return _gh_escape(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def to_sarif(result: ScanResult) -> dict:
+    """SARIF 2.1.0, with a ``fixes`` entry wherever a fix is known (the hoisted form is the
+    fixer's; here each site is replaced by the self-contained per-step expression)."""
+    rules = list(all_rules().values())
+    index = {r.id: i for i, r in enumerate(rules)}
+    level = {Severity.error: "error", Severity.warning: "warning", Severity.info: "note"}
+    results = []
+    for f in result.findings:
+        region = {"startLine": f.line, "startColumn": f.column + 1, "endLine": f.end_line, "endColumn": f.end_column + 1}
+        res = {
+            "ruleId": f.rule, "ruleIndex": index.get(f.rule, 0), "level": level[f.severity],
+            "message": {"text": f.message + (f" {f.hint}" if f.hint else "")},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(f.path)}, "region": region}}],
+        }
+        if f.function:
+            res["locations"][0]["logicalLocations"] = [{"fullyQualifiedName": f.function, "kind": "function"}]
+        if f.replacement:
+            res["fixes"] = [{
+                "description": {"text": f"Use the per-step verify width ({f.fix_safety} fix)"},
+                "artifactChanges": [{"artifactLocation": {"uri": _uri(f.path)},
+                                     "replacements": [{"deletedRegion": region,
+                                                       "insertedContent": {"text": f.replacement}}]}],
+            }]
+        results.append(res)
+    driver = {
+        "name": "ddcheck", "version": __version__, "informationUri": "https://pypi.org/project/ddcheck/",
+        "rules": [{
+            "id": r.id, "name": r.name,
+            "shortDescription": {"text": r.summary},
+            "fullDescription": {"text": r.what_it_does.strip()},
+            "help": {"text": r.doc(), "markdown": r.doc()},
+            "defaultConfiguration": {"level": level[r.severity]},
+        } for r in rules],
+    }
+    invocation = {"executionSuccessful": True, "toolExecutionNotifications": [
+        {"level": "error", "message": {"text": e.message},
+         "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(e.path)}}}]} for e in result.errors]}
+    return {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json", "version": "2.1.0",
+        "runs": [{"tool": {"driver": driver}, "results": results, "invocations": [invocation]}],
+    }
+
+
+def _uri(path: str) -> str:
+    # A wheel member "x.whl!sglang/a.py" is not a file; keep it readable as a relative reference.
+    return path.replace("\\", "/").replace("!", "/!/") if "!" in path else path.replace("\\", "/")

@@ -1,0 +1,62 @@
+"""Rule metadata, read from the declarative definitions under ``rules/`` (shipped as ``ddcheck._rules``)."""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from .findings import Severity
+
+
+class Rule(BaseModel):
+    id: str
+    name: str
+    severity: Severity
+    fix: str
+    summary: str
+    what_it_does: str
+    why_bad: str
+    fix_text: str
+    bad_example: str = ""
+    good_example: str = ""
+
+    def doc(self) -> str:
+        """Markdown: what it does, why it is bad, example, fix (the Ruff rule-doc shape)."""
+        return (
+            f"# {self.id} {self.name} ({self.severity.value})\n\n{self.summary}\n\n"
+            f"## What it does\n{self.what_it_does.strip()}\n\n## Why is this bad?\n{self.why_bad.strip()}\n\n"
+            f"## Example\n```python\n{self.bad_example.rstrip()}\n```\n\nUse instead:\n```python\n"
+            f"{self.good_example.rstrip()}\n```\n\n## Fix ({self.fix})\n{self.fix_text.strip()}\n"
+        )
+
+
+def rules_dir() -> Path:
+    try:
+        return Path(str(resources.files("ddcheck._rules")))
+    except ModuleNotFoundError:  # running from a checkout that was not installed
+        return Path(__file__).resolve().parents[1] / "rules"
+
+
+@lru_cache(maxsize=1)
+def all_rules() -> dict[str, Rule]:
+    out = {}
+    for folder in sorted(p for p in rules_dir().iterdir() if (p / "rule.toml").is_file()):
+        data = tomllib.loads((folder / "rule.toml").read_text(encoding="utf-8"))
+        for name, key in (("bad.py", "bad_example"), ("good.py", "good_example")):
+            if (folder / name).is_file():
+                data[key] = (folder / name).read_text(encoding="utf-8")
+        rule = Rule(**data)
+        out[rule.id] = rule
+    return out
+
+
+def get_rule(rule_id: str) -> Rule | None:
+    rules = all_rules()
+    key = rule_id.strip().upper()
+    if key in rules:
+        return rules[key]
+    return next((r for r in rules.values() if r.name == rule_id.strip()), None)

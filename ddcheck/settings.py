@@ -1,0 +1,98 @@
+"""``[tool.ddcheck]`` in ``pyproject.toml``, found upwards from the target like Ruff does."""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .analysis.vocabulary import DEFAULT_VOCABULARY, Vocabulary
+from .findings import Finding, Severity
+
+
+class SettingsError(Exception):
+    """Invalid configuration; the message names the file and the key."""
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    select: list[str] | None = Field(default=None, description="Rule ids to report (default: all).")
+    ignore: list[str] = Field(default_factory=list, description="Rule ids never to report.")
+    fail_on: Severity = Field(default=Severity.error, alias="fail-on")
+    c_attributes: list[str] = Field(default_factory=list, alias="c-attributes",
+                                    description="Extra attribute names that hold the start-up width C (self.X).")
+    per_step_attributes: list[str] = Field(default_factory=list, alias="per-step-attributes",
+                                           description="Extra attribute names that carry the per-step width W.")
+    verify_functions: list[str] = Field(default_factory=list, alias="verify-functions",
+                                        description="Extra substrings of function names whose body is the verify path.")
+    include: list[str] = Field(default_factory=list, description="Glob patterns a file must match to be scanned.")
+    exclude: list[str] = Field(default_factory=list, description="Glob patterns of files never scanned.")
+    source: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("select", "ignore")
+    @classmethod
+    def _known_rules(cls, value):
+        from .rules import all_rules
+
+        if value is None:
+            return value
+        unknown = [v for v in value if v.upper() not in all_rules()]
+        if unknown:
+            raise ValueError(f"unknown rule id(s): {', '.join(unknown)}")
+        return [v.upper() for v in value]
+
+    def vocabulary(self) -> Vocabulary:
+        base = DEFAULT_VOCABULARY
+        return Vocabulary(
+            c_source_attrs=base.c_source_attrs,
+            per_step_attrs=base.per_step_attrs | frozenset(self.per_step_attributes),
+            verify_function_markers=base.verify_function_markers + tuple(self.verify_functions),
+            extra_c_attrs=frozenset(self.c_attributes),
+        )
+
+    def wants(self, finding: Finding) -> bool:
+        if finding.rule in self.ignore:
+            return False
+        return self.select is None or finding.rule in self.select
+
+    def wants_path(self, relpath: str) -> bool:
+        if self.include and not any(fnmatch.fnmatch(relpath, p) for p in self.include):
+            return False
+        return not any(fnmatch.fnmatch(relpath, p) for p in self.exclude)
+
+
+def find_pyproject(start: Path) -> Path | None:
+    start = start.resolve()
+    for folder in [start, *start.parents] if start.is_dir() else [start.parent, *start.parent.parents]:
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
+                continue
+            if "ddcheck" in data.get("tool", {}):
+                return candidate
+    return None
+
+
+def load_settings(start: Path | None = None, config_file: Path | None = None) -> Settings:
+    """Settings from ``config_file`` or the nearest ``pyproject.toml`` with a ``[tool.ddcheck]`` table."""
+    path = config_file or find_pyproject(start or Path.cwd())
+    if path is None:
+        return Settings()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"{path}: cannot read configuration: {exc}") from exc
+    table = data.get("tool", {}).get("ddcheck", data if config_file and path.name != "pyproject.toml" else {})
+    try:
+        settings = Settings.model_validate(table)
+    except ValidationError as exc:
+        problems = "; ".join(f"[tool.ddcheck] {'.'.join(map(str, e['loc'])) or '<table>'}: {e['msg']}"
+                             for e in exc.errors())
+        raise SettingsError(f"{path}: {problems}") from exc
+    settings.source = path
+    return settings

@@ -1,0 +1,76 @@
+"""``# ddcheck: ignore[DD001] reason`` comments: which findings they silence, and which are broken or stale."""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+
+from .findings import Finding, Severity
+
+MARKER = b"ddcheck:"
+# The reason runs to the end of the comment or up to a following `#` comment.
+SUPPRESSION_RE = re.compile(r"#\s*ddcheck:\s*ignore(?:\[(?P<rules>[^\]]*)\])?(?P<reason>[^#]*)")
+
+
+@dataclass
+class Suppression:
+    line: int
+    column: int
+    rules: list[str]
+    reason: str
+    used: set[str] = field(default_factory=set)
+
+
+def parse(text: str) -> list[Suppression]:
+    out = []
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return out
+    for tok in tokens:
+        if tok.type != tokenize.COMMENT:
+            continue
+        m = SUPPRESSION_RE.search(tok.string)
+        if not m:
+            continue
+        rules = [r.strip().upper() for r in (m.group("rules") or "").split(",") if r.strip()]
+        out.append(Suppression(tok.start[0], tok.start[1] + m.start(), rules, m.group("reason").strip()))
+    return out
+
+
+def apply(findings: list[Finding], suppressions: dict[str, list[Suppression]],
+          displays: dict[str, str]) -> list[Finding]:
+    """Drop suppressed findings; add DD100 (malformed) and DD101 (unused) findings.
+
+    ``suppressions`` maps relpath -> parsed comments; ``displays`` relpath -> display path.
+    A comment applies to findings on its line or in the statement that starts on its line.
+    """
+    kept = []
+    for f in findings:
+        entries = suppressions.get(f.relpath, [])
+        hit = next((s for s in entries if s.line in (f.line, f.stmt_line) and f.rule in s.rules and s.reason), None)
+        if hit:
+            hit.used.add(f.rule)
+        else:
+            kept.append(f)
+    for relpath, entries in suppressions.items():
+        path = displays.get(relpath, relpath)
+        for s in entries:
+            if not s.rules or not s.reason:
+                missing = "a rule id, e.g. ignore[DD001]," if not s.rules else "a reason"
+                kept.append(_meta("DD100", path, relpath, s,
+                                  f"Suppression without {missing} suppresses nothing; write `# ddcheck: ignore[DD001] <why>`."))
+                continue
+            unused = [r for r in s.rules if r not in s.used]
+            if unused:
+                kept.append(_meta("DD101", path, relpath, s,
+                                  f"Suppression of {', '.join(unused)} matches no finding here any more; delete it."))
+    return kept
+
+
+def _meta(rule: str, path: str, relpath: str, s: Suppression, message: str) -> Finding:
+    return Finding(rule=rule, severity=Severity.warning, path=path, relpath=relpath, line=s.line, column=s.column,
+                   end_line=s.line, end_column=s.column, function=None, symbol="# ddcheck: ignore", message=message,
+                   replacement=None, stmt_line=s.line)

@@ -1,0 +1,19 @@
+import torch
+
+
+class ToyVerifyBackend:
+    def __init__(self, model_runner):
+        self.num_draft_tokens = model_runner.server_args.speculative_num_draft_tokens
+
+    def init_forward_metadata(self, forward_batch):
+        bs = forward_batch.batch_size
+        spec_info = forward_batch.spec_info
+        if forward_batch.forward_mode.is_target_verify():
+            qo_indptr = torch.arange(
+                0,
+                (1 + bs) * self.num_draft_tokens,  # expect: DD001
+                step=self.num_draft_tokens,  # expect: DD001
+            )
+            seq_mask_len = self.num_draft_tokens * (forward_batch.seq_lens + self.num_draft_tokens)  # expect: DD001 DD001
+            max_extend_len = self.num_draft_tokens  # expect: DD001
+            self.metadata = (qo_indptr, seq_mask_len, max_extend_len, spec_info.custom_mask)
