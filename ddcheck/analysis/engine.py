@@ -214,14 +214,16 @@ class Engine:
         replacement = None
         if r.kind == FALLBACK:
             hint = "C is only the fallback here; keep the verify input's width set (and capture CUDA graphs at it)."
-        elif spec_info is None or r.anchor is None:
+        elif spec_info is None:
             hint = (f"No verify input is in scope in `{func.qualname}`: pass `spec_info` (or the width) in "
                     f"from the verify branch that calls it.")
         else:
             replacement = per_step_expression(spec_info, r.c_expr, self.width_api)
             safety = "unsafe" if r.kind == CAPACITY else "safe"
-            fix = FixPlan(safety=safety, anchor_line=r.anchor.lineno,
-                          anchor_column=model.column(r.anchor.lineno, r.anchor.col_offset), expression=replacement)
+            # No statement anchor (a verify-guarded conditional expression): replaced inline.
+            line = r.anchor.lineno if r.anchor is not None else 0
+            col = model.column(r.anchor.lineno, r.anchor.col_offset) if r.anchor is not None else 0
+            fix = FixPlan(safety=safety, anchor_line=line, anchor_column=col, expression=replacement)
             hint = f"Use the per-step width {replacement}" + (" (changes a buffer size: unsafe fix)" if safety == "unsafe" else "")
         if r.kind == LAYOUT:
             message = (f"`{symbol}` is the start-up width C; on the target-verify path it {r.what}. Wrong whenever "

@@ -121,15 +121,18 @@ class Session:
         self.trace = importer.trace
 
     def block_m(self) -> int | None:
-        """The extend kernel's row block for our head size (the grid's third axis unit)."""
+        """The extend kernel's row block for our head size (the unit of the grid's third axis), or
+        None if this release no longer exposes ``_get_block_sizes_for_extend_attention``."""
+        import importlib
+
         for name in ("sglang.kernels.ops.attention.extend_attention",
                      "sglang.srt.layers.attention.triton_ops.extend_attention"):
             if self.importer.tree_has_module(name):
-                import importlib
-
-                fn = getattr(importlib.import_module(name), "_get_block_sizes_for_extend_attention", None)
-                if fn is not None:
+                try:
+                    fn = importlib.import_module(name)._get_block_sizes_for_extend_attention
                     return int(fn(self.shape.head_dim, self.shape.head_dim)[3])
+                except Exception:
+                    return None
         return None
 
     def _backend(self, batch: VerifyBatch):

@@ -1,0 +1,108 @@
+"""The verify-path model on hand-written fixtures (fixtures/analysis), and bad input."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from ddcheck.api import scan
+from ddcheck.settings import Settings
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "analysis"
+EXPECT = re.compile(r"#\s*expect:\s*(?P<ids>(?:DD\d{3}\s*)+)")
+
+
+def expected(paths):
+    out = Counter()
+    for path in paths:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            m = EXPECT.search(line)
+            for rid in (m.group("ids").split() if m else []):
+                out[(path.name, n, rid)] += 1
+    return out
+
+
+def findings(target):
+    result = scan([str(target)], settings=Settings())
+    assert result.errors == []
+    return result.findings
+
+
+@pytest.mark.parametrize("name", ["guards.py", "dataflow.py", "helpers.py"])
+def test_fixture_findings_match_expectations(name):
+    got = Counter((Path(f.path).name, f.line, f.rule) for f in findings(FIXTURES / name))
+    assert got == expected([FIXTURES / name])
+
+
+def test_cross_module_helper_receiving_c_is_reported_at_the_call():
+    pkg = FIXTURES / "crossmod"
+    got = Counter((Path(f.path).name, f.line, f.rule) for f in findings(pkg))
+    assert got == expected(sorted(pkg.rglob("*.py")))
+    f = findings(pkg)[0]
+    assert "build_mask_indptr" in f.message and "verify_mask.py" in f.message
+
+
+def test_single_file_resolves_its_helper_module_on_disk():
+    # pre-commit passes only the changed file; the helper module is found next to it.
+    got = [(Path(f.path).name, f.line) for f in findings(FIXTURES / "crossmod" / "pkg" / "backend.py")]
+    assert got == [("backend.py", 13)]
+
+
+def test_helper_without_verify_input_has_no_automatic_fix():
+    fs = [f for f in findings(FIXTURES / "helpers.py") if f.function == "HelperBackend._fill_verify"]
+    assert fs and all(f.replacement is None and "No verify input is in scope" in f.hint for f in fs)
+
+
+def test_ternary_guard_is_fixed_inline():
+    f = next(f for f in findings(FIXTURES / "guards.py") if f.function == "GuardsBackend.ternary")
+    assert f.fix is not None and f.fix.anchor_line == 0
+    assert f.replacement == '(getattr(spec_info, "draft_token_num", None) or self.num_draft_tokens)'
+
+
+def test_newer_width_api_is_used_when_the_tree_has_it(tmp_path):
+    spec = tmp_path / "sglang" / "srt" / "speculative"
+    spec.mkdir(parents=True)
+    (tmp_path / "sglang" / "__init__.py").write_text("")
+    (spec / "spec_info.py").write_text("class SpecInput:\n    num_tokens_per_req: int = -1\n")
+    att = tmp_path / "sglang" / "srt" / "layers"
+    att.mkdir(parents=True)
+    (att / "backend.py").write_text((FIXTURES / "guards.py").read_text())
+    f = next(f for f in scan([str(tmp_path)], settings=Settings()).findings if f.function == "GuardsBackend.compound_and")
+    assert f.replacement == ("(spec_info.num_tokens_per_req if spec_info is not None and "
+                             "spec_info.num_tokens_per_req > 0 else self.num_draft_tokens)")
+
+
+def test_bad_input_is_reported_and_the_scan_goes_on(tmp_path):
+    (tmp_path / "latin1.py").write_bytes(b"# caf\xe9\nx = 1\n")
+    (tmp_path / "broken.py").write_text("def f(:\n    speculative_num_draft_tokens verify\n")
+    os.symlink(tmp_path / "missing.py", tmp_path / "dangling.py")
+    good = tmp_path / "backend.py"
+    good.write_text((FIXTURES / "guards.py").read_text())
+    result = scan([str(tmp_path)], settings=Settings())
+    errors = {Path(e.path).name: e.message for e in result.errors}
+    assert errors["latin1.py"].startswith("not UTF-8")
+    assert errors["broken.py"].startswith("does not parse")
+    assert errors["dangling.py"].startswith("cannot be read")
+    assert any(Path(f.path).name == "backend.py" for f in result.findings)
+
+
+def test_explicit_file_with_syntax_error_is_reported_even_without_candidates(tmp_path):
+    bad = tmp_path / "x.py"
+    bad.write_text("def f(:\n")
+    result = scan([str(bad)], settings=Settings())
+    assert result.errors and "does not parse" in result.errors[0].message
+
+
+def test_non_ascii_columns_are_characters(tmp_path):
+    src = (FIXTURES / "guards.py").read_text().replace(
+        "            self.max_extend_len = self.num_draft_tokens  # expect: DD001",
+        "            self.max_extend_len = (\"é\", self.num_draft_tokens)  # expect: DD001")
+    p = tmp_path / "b.py"
+    p.write_text(src)
+    f = next(f for f in scan([str(p)], settings=Settings()).findings if f.function == "GuardsBackend.compound_and")
+    line = src.splitlines()[f.line - 1]
+    assert line[f.column:f.end_column] == "self.num_draft_tokens"

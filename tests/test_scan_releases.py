@@ -1,0 +1,116 @@
+"""`ddcheck scan` on real SGLang releases, downloaded at test time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.network
+TRITON = "sglang/srt/layers/attention/triton_backend.py"
+
+
+def lines_of(result, relpath, rule=None, severity=None):
+    return sorted(f.line for f in result.findings if f.relpath == relpath
+                  and (rule is None or f.rule == rule) and (severity is None or f.severity.value == severity))
+
+
+def test_triton_0_5_10_has_exactly_the_fourteen_known_errors(release_scan):
+    r = release_scan("0.5.10")
+    assert lines_of(r, TRITON, severity="error") == [
+        309, 310, 349, 350, 355,  # eager init_forward_metadata
+        571, 572, 608, 608, 611,  # CUDA-graph capture
+        724, 725, 759, 759,  # CUDA-graph replay
+    ]
+    assert 88 not in lines_of(r, TRITON)  # the definition is not a finding
+    capture = [f for f in r.findings if f.relpath == TRITON and f.line == 611]
+    assert capture[0].function == "TritonAttnBackend.init_forward_metadata_capture_cuda_graph"
+    assert capture[0].symbol == "self.num_draft_tokens"
+    assert "max_extend_len" in capture[0].message
+
+
+def test_finding_points_at_the_c_expression_and_offers_the_per_step_width(release_scan):
+    r = release_scan("0.5.10")
+    f = next(f for f in r.findings if f.relpath == TRITON and f.line == 349)
+    # `            seq_mask_len = self.num_draft_tokens * (` : the attribute starts at column 27
+    assert (f.column, f.end_line, f.end_column) == (27, 349, 48)
+    assert f.path.endswith(".whl!" + TRITON)
+    assert f.replacement == '(getattr(spec_info, "draft_token_num", None) or self.num_draft_tokens)'
+    assert f.fix_safety == "safe"
+
+
+@pytest.mark.parametrize("version, expected", [
+    ("0.5.5", [302, 303, 342, 343, 348, 561, 562, 598, 598, 601, 714, 715, 749, 749]),
+    ("0.5.12", [364, 365, 404, 405, 410, 642, 643, 685, 685, 688, 802, 803, 843, 843]),
+    # 0.5.14+ moved graph metadata into `_update_target_verify_buffers` (named for verify, no guard
+    # inside) and passes `max_extend_len=self.num_draft_tokens` to ForwardMetadata when capturing.
+    ("0.5.14", [402, 403, 438, 438, 663, 664, 702, 703, 708, 923]),
+    ("0.5.16", [455, 456, 491, 491, 786, 787, 824, 825, 830, 1074]),
+])
+def test_triton_buggy_releases(release_scan, version, expected):
+    assert lines_of(release_scan(version), TRITON, severity="error") == expected
+
+
+@pytest.mark.parametrize("version", ["0.5.17", "0.5.18"])
+def test_triton_fallback_releases_are_info_not_error(release_scan, version):
+    r = release_scan(version)
+    assert lines_of(r, TRITON, severity="error") == []
+    infos = [f for f in r.findings if f.relpath == TRITON and f.rule == "DD003"]
+    assert len(infos) == 3  # eager, graph and max_extend_len fallbacks
+    assert all("per-step width" in f.message or "verify input" in f.message for f in infos)
+
+
+def test_triton_0_5_23_resolves_the_width_per_step(release_scan):
+    assert lines_of(release_scan("0.5.23"), TRITON) == []
+
+
+@pytest.mark.parametrize("version", ["0.5.5", "0.5.10", "0.5.16", "0.5.23"])
+def test_flashinfer_never_flagged(release_scan, wheel, version):
+    import zipfile
+
+    assert "sglang/srt/layers/attention/flashinfer_backend.py" in zipfile.ZipFile(wheel(version)).namelist()
+    r = release_scan(version)
+    assert [f for f in r.findings if "flashinfer" in f.relpath] == []
+
+
+def test_other_backends_of_0_5_23_still_use_the_fixed_width(release_scan):
+    r = release_scan("0.5.23")
+    fa3 = [f for f in r.findings if f.relpath.endswith("attention/flashattention_backend.py") and f.rule == "DD001"]
+    assert len(fa3) > 10
+    # FA3 sets max_seq_len_k = seq_lens.max() + C: an upper bound, a warning not an error.
+    assert any(f.rule == "DD002" and "max_seq_len_k" in f.message
+               for f in r.findings if f.relpath.endswith("attention/flashattention_backend.py"))
+    for backend in ("wave_backend.py", "flashmla_backend.py", "trtllm_mla_backend.py", "xpu_backend.py", "aiter_backend.py"):
+        assert any(f.relpath.endswith(backend) and f.rule == "DD001" for f in r.findings), backend
+
+
+def test_whole_package_is_scanned_not_only_attention(release_scan):
+    r = release_scan("0.5.23")
+    assert r.files_scanned > 4000
+    assert any(f.relpath.startswith("sglang/srt/speculative/") for f in r.findings)
+
+
+def test_json_schema_on_a_real_wheel(wheel):
+    out = subprocess.run([sys.executable, "-m", "ddcheck", "scan", "--format", "json", str(wheel("0.5.10"))],
+                         capture_output=True, text=True)
+    assert out.returncode == 1, out.stderr
+    data = json.loads(out.stdout)
+    assert set(data) == {"version", "files_scanned", "errors", "findings"}
+    assert data["version"] == 1 and data["errors"] == []
+    keys = {"rule", "severity", "path", "line", "column", "end_line", "end_column", "function", "symbol",
+            "message", "replacement"}
+    assert all(keys <= set(f) for f in data["findings"])
+    tri = [f for f in data["findings"] if f["path"].endswith("!" + TRITON) and f["severity"] == "error"]
+    assert len(tri) == 14
+
+
+def test_sglang_version_target_downloads_and_scans(wheel):
+    wheel("0.5.17")  # the cache then holds it, as after a first `ddcheck scan sglang==0.5.17`
+    out = subprocess.run([sys.executable, "-m", "ddcheck", "scan", "--format", "json", "--select", "DD003",
+                          "--fail-on", "info", "sglang==0.5.17"], capture_output=True, text=True)
+    data = json.loads(out.stdout)
+    tri = [f for f in data["findings"] if f["path"].endswith("!" + TRITON)]
+    assert [f["line"] for f in tri] == [470, 812, 1112]
+    assert out.returncode == 1  # --fail-on info makes the fallbacks count
