@@ -53,9 +53,15 @@ def scan(targets: list[str] | None = None, *, settings: Settings | None = None) 
     if settings is None:
         settings = load_settings(Path(targets[0]) if Path(targets[0]).exists() else Path.cwd())
     trees, open_errors = open_targets(targets)
-    result = scan_trees(trees, settings.vocabulary(), settings.wants_path)
+    result = scan_trees_with_settings(trees, settings)
     result.errors[:0] = open_errors
     result.notes = notes
+    return result
+
+
+def scan_trees_with_settings(trees: list[SourceTree], settings: Settings) -> ScanResult:
+    """The raw scan with the user's rule selection and suppression comments applied."""
+    result = scan_trees(trees, settings.vocabulary(), settings.wants_path)
     selected = [f for f in result.findings if settings.wants(f)]
     result.findings = [f for f in suppressions.apply(selected, result.suppressions, result.displays)
                        if settings.wants(f)]

@@ -209,7 +209,7 @@ class Engine:
         stmt_text, stmt_line = _statement(model, r.node)
         l1, c1, l2, c2 = model.span(r.node)
         symbol = model.code(r.node)
-        spec_info = r.fp.spec_info_expr()
+        spec_info = r.fp.spec_info_expr(r.anchor)
         fix = None
         replacement = None
         if r.kind == FALLBACK:

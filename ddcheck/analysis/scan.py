@@ -45,20 +45,23 @@ class TreeIndex:
         return None
 
 
+# The verify inputs carry `num_tokens_per_req` (default -1) on the SpecInput base from 0.5.16 on.
+WIDTH_FIELD_RE = re.compile(rb"^\s+num_tokens_per_req\s*:\s*int\s*=", re.M)
+
+
 def width_api(tree: SourceTree) -> str:
-    """``num_tokens_per_req`` when the tree's verify inputs carry it (newer SGLang), else ``draft_token_num``."""
-    for suffix in ("srt/speculative/spec_info.py",):
-        f = tree.find(suffix)
-        if f is None and tree.kind == "file" and tree.root is not None:
-            p = tree.root / "sglang" / suffix
-            if p.is_file():
-                return "num_tokens_per_req" if b"num_tokens_per_req" in p.read_bytes() else "draft_token_num"
+    """``num_tokens_per_req`` when the tree's verify inputs all carry it (newer SGLang), else ``draft_token_num``."""
+    suffix = "srt/speculative/spec_info.py"
+    f = tree.find(suffix)
+    data = None
+    try:
         if f is not None:
-            try:
-                return "num_tokens_per_req" if b"num_tokens_per_req" in f.read_bytes() else "draft_token_num"
-            except OSError:
-                pass
-    return "draft_token_num"
+            data = f.read_bytes()
+        elif tree.kind == "file" and tree.root is not None and (tree.root / "sglang" / suffix).is_file():
+            data = (tree.root / "sglang" / suffix).read_bytes()
+    except OSError:
+        data = None
+    return "num_tokens_per_req" if data and WIDTH_FIELD_RE.search(data) else "draft_token_num"
 
 
 def needs_analysis(data: bytes, vocab: Vocabulary) -> bool:
@@ -89,8 +92,10 @@ STORE_OPEN_RE = re.compile(rb"\s*self\.(\w+)\s*(?::[^=]*)?=\s*\(?\s*$")
 
 
 def scan_trees(trees: list[SourceTree], vocab: Vocabulary = DEFAULT_VOCABULARY,
-               wants_path: Callable[[str], bool] = lambda relpath: True) -> ScanResult:
-    """Analyse every tree; suppression comments are applied by :mod:`ddcheck.api`, which also
+               wants_path: Callable[[str], bool] = lambda relpath: True,
+               only: set[str] | None = None) -> ScanResult:
+    """Analyse every tree (or only the files whose relpath is in ``only``; the others are still
+    there for helper lookups); suppression comments are applied by :mod:`ddcheck.api`, which also
     filters rules, so the result here is the raw model plus ``suppressions`` per file."""
     result = ScanResult()
     for tree in trees:
@@ -115,7 +120,7 @@ def scan_trees(trees: list[SourceTree], vocab: Vocabulary = DEFAULT_VOCABULARY,
                         inherited_c_attrs=INHERITED_C_ATTRS)
         explicit = tree.kind == "file"
         for f in tree.files:
-            if not wants_path(f.relpath):
+            if not wants_path(f.relpath) or only is not None and f.relpath not in only:
                 continue
             result.files_scanned += 1
             try:

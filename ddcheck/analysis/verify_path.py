@@ -78,7 +78,9 @@ class FunctionPass:
             self.defs.setdefault(name, []).append(
                 Def(name, self.func.node, None, origin is not None, start, False, origin, self.vocab))
         body = self.func.node.body
-        self._block(body, self.entry_verify, body[0] if self.entry_verify else None)
+        # A fix binds W at the first statement after the docstring.
+        first = body[1] if len(body) > 1 and _is_docstring(body[0]) else body[0]
+        self._block(body, self.entry_verify, first if self.entry_verify else None)
         return self
 
     # -- bindings ---------------------------------------------------------------------------
@@ -268,12 +270,18 @@ class FunctionPass:
 
     # -- facts for the fixer -------------------------------------------------------------------
 
-    def spec_info_expr(self) -> str | None:
-        """How the verify input is spelled in this function, or None if it is not in scope."""
-        names = {*self.func.params, *self.func.kwonly, *self.defs}
-        if "spec_info" in names:
+    def spec_info_expr(self, anchor: ast.stmt | None) -> str | None:
+        """How the verify input is spelled where the fix binds W, or None if it is not in scope there."""
+        params = {*self.func.params, *self.func.kwonly}
+        at = (anchor.lineno, anchor.col_offset) if anchor is not None else (10**9, 0)
+        bound_before = {n for n, ds in self.defs.items() if any(d.pos < at and d.node is not self.func.node for d in ds)}
+        if "spec_info" in params or "spec_info" in bound_before:
             return "spec_info"
         for n in ("forward_batch", "batch"):
-            if n in names:
+            if n in params or n in bound_before:
                 return f"{n}.spec_info"
         return None
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)

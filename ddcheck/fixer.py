@@ -1,0 +1,427 @@
+"""``ddcheck fix``: rewrite the verify-path reads of C that ``scan`` found to the per-step width.
+
+The scan's model says where each verify block starts (the fix's anchor) and how the verify input is
+spelled there; the fixer binds ``num_tokens_per_req = <W, falling back to C>`` once at that anchor
+and replaces every fixable read in the block with the local. libcst keeps every other byte as it
+was (comments, quotes, CRLF, tabs, encoding). Writes are atomic, re-checked by a re-scan, and a
+file that changed on disk since it was read is left alone.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import stat
+import tempfile
+import zipfile
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from .findings import Finding, ScanResult, Severity
+from .settings import Settings
+from .sources import PACKAGE_VERSION_RE, SourceTree, TargetError, installed_sglang, open_target
+
+LOCAL = "num_tokens_per_req"
+BACKUP_SUFFIX = ".ddcheck-orig"
+
+
+class FixError(Exception):
+    """A fix that could not be applied to one file (reported; the file is left as it was)."""
+
+
+@dataclass
+class FileFix:
+    display: str
+    relpath: str
+    before: bytes
+    after: bytes
+    fixed: list[Finding]
+    skipped: list[tuple[Finding, str]] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    def diff(self) -> str:
+        a = self.before.decode("utf-8").splitlines(keepends=True)
+        b = self.after.decode("utf-8").splitlines(keepends=True)
+        return "".join(difflib.unified_diff(a, b, f"a/{self.relpath}", f"b/{self.relpath}"))
+
+
+def fixable(findings: list[Finding], unsafe: bool) -> list[Finding]:
+    return [f for f in findings if f.fix is not None and (f.fix.safety == "safe" or unsafe)
+            and f.severity != Severity.info]
+
+
+# -- rewriting one file ---------------------------------------------------------------------------
+
+
+def rewrite(source: bytes, findings: list[Finding]) -> bytes:
+    """Apply the fixes of ``findings`` (all of one file) to ``source``; raises FixError."""
+    module = cst.parse_module(source)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    by_span: dict[tuple[int, int, int, int], list[cst.CSTNode]] = defaultdict(list)
+    anchors: dict[tuple[int, int], cst.CSTNode] = {}
+    for node, rng in positions.items():
+        if isinstance(node, (cst.Attribute, cst.Name)):
+            by_span[(rng.start.line, rng.start.column, rng.end.line, rng.end.column)].append(node)
+        elif isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            anchors.setdefault((rng.start.line, rng.start.column), node)
+
+    replace: dict[cst.CSTNode, cst.BaseExpression] = {}
+    bind: dict[cst.CSTNode, tuple[str, str]] = {}  # anchor statement -> (local, expression)
+    groups: dict[tuple[int, int], list[Finding]] = defaultdict(list)
+    for f in findings:
+        groups[(f.fix.anchor_line, f.fix.anchor_column)].append(f)
+    for (line, col), group in groups.items():
+        if line == 0:  # verify-guarded conditional expression: replace inline
+            for f in group:
+                replace[_site(by_span, f)] = cst.parse_expression(f.fix.expression)
+            continue
+        anchor = anchors.get((line, col))
+        if anchor is None:
+            raise FixError(f"no statement at {line}:{col + 1} to bind the per-step width at")
+        local = _free_name(module.code_for_node(_enclosing_block_owner(wrapper, anchor, module) or module), LOCAL)
+        expression = Counter(f.fix.expression for f in group).most_common(1)[0][0]
+        bind[anchor] = (local, _strip_parens(expression))
+        for f in group:
+            replace[_site(by_span, f)] = cst.Name(local)
+    new = wrapper.module.visit(_Rewriter(replace, bind))
+    return new.bytes
+
+
+def _site(by_span, f: Finding) -> cst.CSTNode:
+    nodes = by_span.get((f.line, f.column, f.end_line, f.end_column))
+    if not nodes:
+        raise FixError(f"{f.line}:{f.column + 1}: `{f.symbol}` is not where the scan saw it")
+    return nodes[0]
+
+
+def _enclosing_block_owner(wrapper, anchor, module):
+    # The function around the anchor: the local must not shadow a name it already uses.
+    from libcst.metadata import ParentNodeProvider
+
+    parents = wrapper.resolve(ParentNodeProvider)
+    node = anchor
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, cst.FunctionDef):
+            return node
+    return None
+
+
+def _free_name(code: str, base: str) -> str:
+    name, i = base, 1
+    while _uses_name(code, name):
+        i += 1
+        name = f"{base}_{i}" if i > 2 else f"verify_{base}"
+    return name
+
+
+def _uses_name(code: str, name: str) -> bool:
+    import re
+
+    return re.search(rf"(?<![\w.]){re.escape(name)}\b", code) is not None
+
+
+def _strip_parens(expr: str) -> str:
+    return expr[1:-1] if expr.startswith("(") and expr.endswith(")") else expr
+
+
+class _Rewriter(cst.CSTTransformer):
+    def __init__(self, replace, bind):
+        self.replace = replace
+        self.bind = bind
+
+    def leave_Attribute(self, original, updated):
+        return self.replace.get(original, updated)
+
+    def leave_Name(self, original, updated):
+        return self.replace.get(original, updated)
+
+    def _insert(self, original_body, updated_body):
+        out = []
+        for orig, upd in zip(original_body, updated_body):
+            if orig in self.bind:
+                local, expr = self.bind[orig]
+                stmt = cst.parse_statement(f"# Per-step verify width; C only if the verify input has none (ddcheck fix).\n"
+                                           f"{local} = {expr}\n")
+                out.append(stmt)
+            out.append(upd)
+        return out
+
+    def leave_IndentedBlock(self, original, updated):
+        if any(s in self.bind for s in original.body):
+            return updated.with_changes(body=self._insert(original.body, updated.body))
+        return updated
+
+    def leave_Module(self, original, updated):
+        if any(s in self.bind for s in original.body):
+            return updated.with_changes(body=self._insert(original.body, updated.body))
+        return updated
+
+
+# -- planning over targets -------------------------------------------------------------------------
+
+
+def plan(trees: list[SourceTree], settings: Settings, unsafe: bool) -> tuple[list[FileFix], ScanResult]:
+    """Scan the trees and compute the fixed bytes of every file with fixable findings."""
+    from .api import scan_trees_with_settings
+
+    result = scan_trees_with_settings(trees, settings)
+    by_file: dict[str, list[Finding]] = defaultdict(list)
+    for f in fixable(result.findings, unsafe):
+        by_file[f.path].append(f)
+    files = {f.display: f for t in trees for f in t.files}
+    fixes = []
+    for display, items in by_file.items():
+        src = files[display]
+        before = src.read_bytes()
+        try:
+            after = rewrite(before, items)
+        except (FixError, cst.ParserSyntaxError) as exc:
+            result.errors.append(_err(display, f"fix not applied: {exc}"))
+            continue
+        fixes.append(FileFix(display, src.relpath, before, after, items))
+    return fixes, result
+
+
+def verify_fixes(fixes: list[FileFix], trees: list[SourceTree], settings: Settings) -> list[tuple[FileFix, str]]:
+    """Re-parse and re-scan each fixed file in its tree; a fix that does not parse or leaves an
+    error where it claimed one is rejected."""
+    from .analysis.scan import scan_trees
+
+    rejected = []
+    for fx in fixes:
+        try:
+            compile(fx.after, fx.display, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            rejected.append((fx, f"the fixed file does not parse ({exc.msg}, line {exc.lineno})"))
+            continue
+        tree = next(t for t in trees if any(f.display == fx.display for f in t.files))
+        patched = _patched_tree(tree, fx)
+        after = scan_trees([patched], settings.vocabulary(), settings.wants_path, only={fx.relpath})
+        fixed_functions = Counter(f.function for f in fx.fixed if f.severity == Severity.error)
+        left = Counter(f.function for f in after.findings if f.path == fx.display and f.severity == Severity.error
+                       and f.function in fixed_functions)
+        before_counts = Counter(f.function for f in _all_errors_before(fx))
+        for func, n in fixed_functions.items():
+            if left[func] > before_counts[func] - n:
+                rejected.append((fx, f"an error is left in `{func}` after the fix"))
+                break
+    return rejected
+
+
+def _all_errors_before(fx: FileFix) -> list[Finding]:
+    return [f for f in fx.fixed if f.severity == Severity.error]
+
+
+def _patched_tree(tree: SourceTree, fx: FileFix) -> SourceTree:
+    from .sources import SourceFile
+
+    files = [SourceFile(f.display, f.relpath, (lambda data=fx.after: data), f.disk_path) if f.display == fx.display
+             else f for f in tree.files]
+    # Only the fixed file and what it imports matter for its re-scan.
+    return SourceTree(label=tree.label, kind=tree.kind, files=files, root=tree.root, wheel=tree.wheel)
+
+
+def _err(path: str, message: str):
+    from .findings import FileError
+
+    return FileError(path=path, message=message)
+
+
+# -- writing ----------------------------------------------------------------------------------------
+
+
+def write_atomic(path: Path, data: bytes, expected_before: bytes | None) -> None:
+    """Replace ``path`` with ``data`` via a temp file + rename, keeping its mode; refuses when the
+    file changed on disk since it was read."""
+    if expected_before is not None and path.read_bytes() != expected_before:
+        raise FixError(f"{path} changed on disk since it was read; not written")
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".ddcheck-tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def copy_tree(target: str, out_dir: Path) -> Path:
+    """A patched copy starts as a full copy of the package tree (every file, not only .py)."""
+    m = PACKAGE_VERSION_RE.match(target)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if m or target.endswith(".whl"):
+        tree = open_target(target)
+        with zipfile.ZipFile(tree.wheel) as zf:
+            for member in zf.infolist():
+                if not member.is_dir() and not member.filename.startswith("..") and not os.path.isabs(member.filename):
+                    zf.extract(member, out_dir)
+        return out_dir
+    src = Path(target)
+    if src.is_dir():
+        dest = out_dir / src.resolve().name if (src / "__init__.py").is_file() else out_dir
+        shutil.copytree(src, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".git"))
+        return out_dir
+    shutil.copy2(src, out_dir / src.name)
+    return out_dir
+
+
+# -- API used by tests, smoke and config --------------------------------------------------------------
+
+
+def fix_targets(targets: list[str], *, settings: Settings | None = None, unsafe: bool = False,
+                write: bool = True) -> list[FileFix]:
+    """Fix files/directories in place (``write``) and return what changed."""
+    from .api import open_targets
+
+    settings = settings or Settings()
+    trees, _ = open_targets(targets)
+    fixes, _ = plan(trees, settings, unsafe)
+    rejected = {id(fx) for fx, _ in verify_fixes(fixes, trees, settings)}
+    good = [fx for fx in fixes if fx.changed and id(fx) not in rejected]
+    if write:
+        for fx in good:
+            write_atomic(Path(_disk(trees, fx)), fx.after, fx.before)
+    return good
+
+
+def fix_tree(target: str, out_dir: Path, *, unsafe: bool = False) -> list[FileFix]:
+    """Write a patched copy of the package tree of ``target`` (dir, wheel, sglang==VER) to ``out_dir``."""
+    copy_tree(target, Path(out_dir))
+    return fix_targets([str(out_dir)], unsafe=unsafe)
+
+
+def fixed_file_text(target: str, relpath: str, *, unsafe: bool = False) -> str:
+    """The fixed text of one file of a target tree (the unchanged text when nothing needs fixing)."""
+    tree = open_target(target)
+    f = tree.find(relpath)
+    if f is None:
+        raise TargetError(f"{relpath} is not in {target}")
+    fixes, _ = plan([tree], Settings(), unsafe)
+    for fx in fixes:
+        if fx.display == f.display:
+            return fx.after.decode("utf-8")
+    return f.read_bytes().decode("utf-8")
+
+
+def _disk(trees: list[SourceTree], fx: FileFix) -> Path:
+    for t in trees:
+        for f in t.files:
+            if f.display == fx.display and f.disk_path is not None:
+                return f.disk_path
+    raise FixError(f"{fx.display} is not a file on disk (use --out for wheels)")
+
+
+# -- the command ----------------------------------------------------------------------------------------
+
+
+def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bool, out_dir: Path | None,
+             installed: bool, exit_non_zero_on_fix: bool, verify: bool, console, err) -> int:
+    from rich.markup import escape
+
+    from .api import open_targets
+
+    if installed:
+        pkg = installed_sglang()
+        if pkg is None:
+            err.print("ddcheck: no installed sglang found")
+            return 2
+        targets = [str(pkg)]
+    if out_dir is not None:
+        if len(targets) != 1:
+            err.print("ddcheck: --out takes exactly one target")
+            return 2
+        try:
+            copy_tree(targets[0], out_dir)
+        except (TargetError, OSError, zipfile.BadZipFile) as exc:
+            err.print(f"ddcheck: {escape(str(exc))}")
+            return 2
+        targets = [str(out_dir)]
+    else:
+        for t in targets:
+            if PACKAGE_VERSION_RE.match(t) or t.endswith(".whl"):
+                err.print(f"ddcheck: {t} is read-only; fix it into a copy with --out DIR")
+                return 2
+    trees, open_errors = open_targets(targets)
+    for e in open_errors:
+        err.print(f"ddcheck: {escape(e.path)}: {escape(e.message)}")
+    if open_errors:
+        return 2
+    fixes, result = plan(trees, settings, unsafe)
+    rejected = dict((id(fx), why) for fx, why in verify_fixes(fixes, trees, settings))
+    for e in result.errors:
+        err.print(f"[magenta]{escape(e.path)}[/magenta]: {escape(e.message)}")
+    pending = [fx for fx in fixes if fx.changed and id(fx) not in rejected]
+    for fx in fixes:
+        if id(fx) in rejected:
+            err.print(f"[red]{escape(fx.display)}: fix rolled back: {escape(rejected[id(fx)])}[/red]")
+    if diff or check:
+        for fx in pending:
+            console.file.write(fx.diff()) if diff else console.print(f"would fix {len(fx.fixed)} in {escape(fx.display)}")
+        unfixable = [f for f in result.findings if f.severity == Severity.error and f.fix is None]
+        _report_unfixable(unfixable, console)
+        return 1 if (check and pending) else 0
+    written = []
+    for fx in pending:
+        path = _disk(trees, fx)
+        try:
+            if installed:
+                backup = path.with_name(path.name + BACKUP_SUFFIX)
+                if not backup.exists():
+                    shutil.copy2(path, backup)
+            write_atomic(path, fx.after, fx.before)
+            written.append((fx, path))
+        except (FixError, OSError) as exc:
+            err.print(f"[red]{escape(str(exc))}[/red]")
+    for fx, path in written:
+        console.print(f"fixed {len(fx.fixed)} in {escape(str(path))}")
+    if installed and written:
+        console.print("Backups were written next to each file; to restore:")
+        for _, path in written:
+            console.print(f"  mv {path}{BACKUP_SUFFIX} {path}")
+    remaining = [f for f in result.findings if f.severity == Severity.error and not any(
+        f in fx.fixed for fx, _ in written)]
+    _report_unfixable([f for f in remaining if f.fix is None], console)
+    if verify:
+        code = _verify_with_smoke(targets[0], console, err)
+        if code != 0:
+            return code
+    if exit_non_zero_on_fix and written:
+        return 1
+    if rejected or any(f.fix is None for f in remaining):
+        return 1
+    return 0
+
+
+def _report_unfixable(findings: list[Finding], console) -> None:
+    from rich.markup import escape
+
+    for f in findings:
+        console.print(f"[yellow]not fixed[/yellow] {escape(f.path)}:{f.line}:{f.column + 1} {f.rule}: {escape(f.hint or '')}")
+
+
+def _verify_with_smoke(target: str, console, err) -> int:
+    try:
+        from .smoke import smoke_main
+    except ImportError as exc:
+        err.print(f"ddcheck: --verify needs the smoke test's torch and triton ({exc})")
+        return 2
+    console.print("running the smoke test on the fixed tree...")
+    code = smoke_main(target, backend_file=None, fmt="text")
+    if code != 0:
+        err.print("[red]the fixed tree does not pass the smoke test; not reporting success[/red]")
+    return code

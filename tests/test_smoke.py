@@ -1,0 +1,190 @@
+"""`ddcheck smoke`: the real Triton verify path of real SGLang releases, on CPU (Triton interpreter).
+
+Every run_smoke call runs in its own worker process (TRITON_INTERPRET=1 must precede triton's
+import), so this test process needs torch and triton only to know they are there.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+pytest.importorskip("msgspec")  # verify_mask.py (0.5.17+) imports it
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from smoke_fixes import hand_fix  # noqa: E402
+
+from ddcheck.smoke import run_smoke, smoke_main  # noqa: E402
+from ddcheck.smoke.loader import BACKEND_RELPATH  # noqa: E402
+from ddcheck.sources import open_target  # noqa: E402
+
+BUGGY = ["0.5.5", "0.5.10", "0.5.14", "0.5.16"]
+GOOD = ["0.5.18", "0.5.20", "0.5.21", "0.5.23"]
+
+
+def backend_text(version: str) -> str:
+    return open_target(f"sglang=={version}").read_text(BACKEND_RELPATH)
+
+
+def statuses(report) -> dict[str, str]:
+    return {f"{p.case}/{p.path}": p.status for p in report.paths}
+
+
+# --------------------------------------------------------------------------- the proof, on CPU
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("version", BUGGY)
+def test_unfixed_buggy_release_is_caught(version):
+    r = run_smoke(f"sglang=={version}")
+    assert r.exit_code == 1, r.verdict
+    assert statuses(r) == {"ddtree/eager": "wrong", "ddtree/graph": "wrong",
+                           "control/eager": "ok", "control/graph": "ok"}
+    eager = next(p for p in r.paths if p.case == "ddtree" and p.path == "eager")
+    # The bug's fingerprint: rows laid out with C = 8, and rows past bs * C never written.
+    assert eager.metadata["qo_indptr"] == [0, 8, 16, 24]
+    assert eager.metadata["max_extend_len"] == 8
+    assert eager.unwritten_tokens == eager.tokens - 3 * 8
+    assert r.harness.stand_ins_called == []
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("version", GOOD)
+def test_later_releases_pass_unfixed(version):
+    r = run_smoke(f"sglang=={version}")
+    assert r.exit_code == 0, r.verdict
+    eager = next(p for p in r.paths if p.case == "ddtree" and p.path == "eager")
+    assert eager.metadata["qo_indptr"] == [0, 17, 34, 51] and eager.metadata["max_extend_len"] == 17
+    assert eager.max_abs_err < 1e-3
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("version", BUGGY)
+def test_ddcheck_fix_output_passes(version):
+    fixer = pytest.importorskip("ddcheck.fixer")
+    fixed = fixer.fixed_file_text(f"sglang=={version}", BACKEND_RELPATH)
+    r = run_smoke(f"sglang=={version}", backend_source=fixed)
+    assert r.exit_code == 0, r.verdict
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.16"])  # old and new CUDA-graph entry points
+def test_hand_fixed_copy_passes_through_backend_file(version, tmp_path):
+    path = tmp_path / "triton_backend.py"
+    path.write_text(hand_fix(backend_text(version)))
+    r = run_smoke(f"sglang=={version}", backend_file=str(path))
+    assert r.exit_code == 0, r.verdict
+    assert r.backend == str(path)
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("version,site,still_wrong", [
+    ("0.5.10", "eager", "ddtree/graph"),
+    ("0.5.10", "replay", "ddtree/eager"),
+    ("0.5.16", "capture", "ddtree/eager"),
+])
+def test_fix_of_a_single_verify_site_is_still_caught(version, site, still_wrong):
+    r = run_smoke(f"sglang=={version}", backend_source=hand_fix(backend_text(version), (site,)))
+    assert r.exit_code == 1, r.verdict
+    assert statuses(r)[still_wrong] == "wrong"
+
+
+@pytest.mark.network
+def test_seed_budget_7_is_the_control_and_passes_unfixed():
+    r = run_smoke("sglang==0.5.10", budget=7)  # W = 7 + 1 = C = 8
+    assert r.exit_code == 0, r.verdict
+    assert {p.case for p in r.paths} == {"control"}
+
+
+@pytest.mark.network
+def test_seed_case_runs_when_c_is_not_8():
+    r = run_smoke("sglang==0.5.18", budget=16, num_draft_tokens=4)
+    assert r.exit_code == 0, r.verdict
+    assert statuses(r)["seed/eager"] == statuses(r)["seed/graph"] == "ok"
+
+
+@pytest.mark.network
+def test_graph_capture_at_c_cannot_cover_w_past_the_row_block():
+    # CPU row block is 64: W = 72 needs two row blocks, a graph captured at C = 8 launches one.
+    r = run_smoke("sglang==0.5.18", budget=71)
+    assert r.exit_code == 1
+    s = statuses(r)
+    assert s["ddtree/eager"] == "ok" and s["ddtree/graph"] == "wrong" and s["ddtree-capture-at-W/graph"] == "ok"
+    graph = next(p for p in r.paths if p.case == "ddtree" and p.path == "graph")
+    assert graph.wrong_tokens == 0 and graph.unwritten_tokens == 3 * (72 - 64)
+    assert "capture width, not the backend" in r.verdict
+    assert any("capture at W" in note for note in r.limitations)
+    assert r.config_facts["cuda_graph_capture_at_C_covers_W"] is False
+    assert run_smoke("sglang==0.5.18", budget=71, graph_capture_width="W").exit_code == 0
+
+
+# --------------------------------------------------------------------------- honest failures
+
+
+def test_bad_target_is_a_harness_failure(tmp_path):
+    assert run_smoke(str(tmp_path / "missing")).exit_code == 2
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "x.py").write_text("x = 1\n")
+    r = run_smoke(str(tmp_path / "pkg"))
+    assert r.exit_code == 2 and "no sglang package" in r.verdict
+
+
+def test_w_below_c_is_refused():
+    r = run_smoke("does-not-matter", budget=3)
+    assert r.exit_code == 2 and "refusing W = 4 < C = 8" in r.verdict
+
+
+@pytest.mark.network
+def test_crash_in_the_backend_is_2_never_1():
+    text = backend_text("0.5.10").replace(
+        '        """Init auxiliary variables for triton attention backend."""\n',
+        '        """Init auxiliary variables for triton attention backend."""\n        raise RuntimeError("boom")\n', 1)
+    r = run_smoke("sglang==0.5.10", backend_source=text)
+    assert r.exit_code == 2
+    assert "boom" in r.verdict and "triton_backend.py" in r.verdict
+    assert run_smoke("sglang==0.5.10", backend_source="def broken(:\n").exit_code == 2
+
+
+@pytest.mark.network
+def test_new_runtime_dependency_fails_loudly_naming_itself():
+    text = backend_text("0.5.10").replace(
+        "        super().__init__()\n",
+        "        super().__init__()\n        from sglang.srt.brand_new import needed_now\n        needed_now(self)\n", 1)
+    r = run_smoke("sglang==0.5.10", backend_source=text)
+    assert r.exit_code == 2
+    assert "sglang.srt.brand_new.needed_now" in r.verdict
+    assert r.harness.stand_ins_called == ["sglang.srt.brand_new.needed_now"]
+
+
+@pytest.mark.network
+def test_wrong_control_is_2_not_1():
+    # Break attention for every width: the control fails, so no verdict on W != C is possible.
+    text = backend_text("0.5.10").replace("            layer.scaling,\n", "            layer.scaling * 0.5,\n")
+    r = run_smoke("sglang==0.5.10", backend_source=text)
+    assert r.exit_code == 2 and r.verdict.startswith("control wrong")
+
+
+# --------------------------------------------------------------------------- output
+
+
+@pytest.mark.network
+def test_json_output_has_per_path_metadata(capsys):
+    code = smoke_main("sglang==0.5.10", fmt="json")
+    data = json.loads(capsys.readouterr().out)
+    assert code == data["exit_code"] == 1
+    eager = next(p for p in data["paths"] if p["case"] == "ddtree" and p["path"] == "eager")
+    assert set(eager["metadata"]) >= {"qo_indptr", "mask_indptr", "max_extend_len"}
+    assert eager["metadata"]["mask_indptr"][1] == 8 * (11 + 8)  # C * (prefix + C): the bug's layout
+    assert {"wrong_tokens", "unwritten_tokens", "max_abs_err"} <= set(eager)
+    assert "sglang/srt/layers/attention/triton_backend.py" in data["harness"]["files"]
+
+
+def test_text_output_says_exit_and_verdict(capsys):
+    assert smoke_main("does-not-matter", budget=3) == 2
+    out = capsys.readouterr().out
+    assert "exit 2" in out and "refusing" in out
