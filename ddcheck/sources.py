@@ -177,7 +177,7 @@ def _open_dir(path: Path) -> SourceTree:
 
 def _open_wheel(wheel: Path, label: str) -> SourceTree:
     try:
-        zf = zipfile.ZipFile(wheel)
+        zf = _zip(wheel)
     except (zipfile.BadZipFile, OSError) as exc:
         raise TargetError(f"{wheel}: not a readable wheel ({exc})") from exc
     files = []
@@ -186,12 +186,23 @@ def _open_wheel(wheel: Path, label: str) -> SourceTree:
             continue
         member = info.filename
         files.append(SourceFile(display=f"{wheel}!{member}", relpath=member,
-                                _read=_member_reader(zf, member)))
+                                _read=_member_reader(wheel, member)))
     return SourceTree(label=label, kind="wheel", files=files, wheel=wheel)
 
 
-def _member_reader(zf: zipfile.ZipFile, member: str) -> Callable[[], bytes]:
-    return lambda: zf.read(member)
+_ZIPS: dict[tuple[int, str], zipfile.ZipFile] = {}
+
+
+def _zip(path: Path) -> zipfile.ZipFile:
+    # One handle per process: scan workers are forked, and a shared file offset would race.
+    key = (os.getpid(), str(path))
+    if key not in _ZIPS:
+        _ZIPS[key] = zipfile.ZipFile(path)
+    return _ZIPS[key]
+
+
+def _member_reader(wheel: Path, member: str) -> Callable[[], bytes]:
+    return lambda: _zip(wheel).read(member)
 
 
 def iter_files(trees: list[SourceTree]) -> Iterator[SourceFile]:

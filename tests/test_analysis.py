@@ -78,7 +78,7 @@ def test_newer_width_api_is_used_when_the_tree_has_it(tmp_path):
 
 def test_bad_input_is_reported_and_the_scan_goes_on(tmp_path):
     (tmp_path / "latin1.py").write_bytes(b"# caf\xe9\nx = 1\n")
-    (tmp_path / "broken.py").write_text("def f(:\n    speculative_num_draft_tokens verify\n")
+    (tmp_path / "broken.py").write_text("def f(:\n    x.speculative_num_draft_tokens if is_target_verify()\n")
     os.symlink(tmp_path / "missing.py", tmp_path / "dangling.py")
     good = tmp_path / "backend.py"
     good.write_text((FIXTURES / "guards.py").read_text())

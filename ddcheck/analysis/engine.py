@@ -14,6 +14,7 @@ from .module import FunctionInfo, ModuleModel
 from .verify_path import Def, FunctionPass, Site
 from .vocabulary import Vocabulary
 
+VERIFY_TEXT = ("target_verify", "TARGET_VERIFY")
 RULE_BY_KIND = {LAYOUT: ("DD001", Severity.error), CAPACITY: ("DD002", Severity.warning), FALLBACK: ("DD003", Severity.info)}
 
 
@@ -47,7 +48,7 @@ class Reported:
 @dataclass
 class Engine:
     vocab: Vocabulary
-    load_module: Callable[[str], ModuleModel | None]  # dotted module name -> model (lazy)
+    load_module: Callable[..., ModuleModel | None]  # (dotted module name, needs_c=False) -> model (lazy)
     width_api: str = "draft_token_num"  # or "num_tokens_per_req", read from the target tree
     inherited_c_attrs: frozenset[str] = frozenset()
     reported: dict[tuple, Reported] = field(default_factory=dict)
@@ -56,12 +57,12 @@ class Engine:
 
     def analyze(self, model: ModuleModel) -> None:
         for f in list(model.functions.values()):
-            if "<locals>" in f.qualname:
+            if f is None or "<locals>" in f.qualname:
                 continue
-            # Only functions that read C or talk about verification can start a verify path.
+            # Only functions that read C or test for verification can start a verify path.
             text = model.text_of(f.node)
             tokens = self.c_attrs_of(model, f.cls) | self.vocab.c_source_attrs
-            if "verify" in text or any(t in text for t in tokens):
+            if any(m in text for m in VERIFY_TEXT) or any(t in text for t in tokens):
                 self.run_function(model, f, self.vocab.is_verify_function(f.name), {})
 
     def c_attrs_of(self, model: ModuleModel, cls: str | None) -> set[str]:
@@ -81,6 +82,8 @@ class Engine:
         fp = FunctionPass(model, func, entry_verify, self.c_attrs_of(model, func.cls), self.vocab,
                           tainted_params=dict(tainted)).run()
         param_uses: dict[str, list[ParamUse]] = {}
+        if fp.sites:
+            model.link(func.node)  # parent links, for judging each read by its surroundings
         for site in fp.sites:
             self._judge(fp, site, param_uses)
         for call, _anchor in fp.verify_calls:
@@ -163,12 +166,12 @@ class Engine:
         """A helper called from a verify branch is on the verify path too."""
         if any(is_c_read(a, fp.c_attrs, self.vocab) for a in [*call.args, *(k.value for k in call.keywords)]):
             return  # judged with the taint, through _argument
-        target = self._resolve(fp, call)
+        target = self._resolve(fp, call, needs_c=True)
         if target is not None:
             model, func, _ = target
             self.run_function(model, func, not is_mode_check(func.node.body), {})
 
-    def _resolve(self, fp: FunctionPass, call: ast.Call) -> tuple[ModuleModel, FunctionInfo, bool] | None:
+    def _resolve(self, fp: FunctionPass, call: ast.Call, needs_c: bool = False) -> tuple[ModuleModel, FunctionInfo, bool] | None:
         model, func = fp.model, call.func
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             if func.value.id == "self" and fp.func.cls:
@@ -176,17 +179,19 @@ class Engine:
                 return (model, f, True) if f else None
             imp = model.imports.get(func.value.id)
             if imp:
-                other = self.load_module(imp[0] if imp[1] is None else f"{imp[0]}.{imp[1]}")
+                other = self.load_module(imp[0] if imp[1] is None else f"{imp[0]}.{imp[1]}", needs_c)
                 f = other.functions.get(func.attr) if other else None
                 return (other, f, False) if f else None
             return None
         if isinstance(func, ast.Name):
-            for q in (f"{fp.func.qualname}.<locals>.{func.id}", func.id):
-                if q in model.functions:
-                    return (model, model.functions[q], False)
+            local = model.nested(fp.func, func.id)
+            if local is not None:
+                return (model, local, False)
+            if model.functions.get(func.id) is not None:
+                return (model, model.functions[func.id], False)
             imp = model.imports.get(func.id)
             if imp and imp[1]:
-                other = self.load_module(imp[0])
+                other = self.load_module(imp[0], needs_c)
                 f = other.functions.get(imp[1]) if other else None
                 return (other, f, False) if f else None
         return None

@@ -133,11 +133,6 @@ class ModuleModel:
         if isinstance(stmt, FUNCS):
             q = f"{prefix}{stmt.name}"
             self.functions.setdefault(q, FunctionInfo(q, stmt, cls))
-            # Nested helpers (`def call_fn(...)` inside a method) are reachable by their plain name.
-            for inner in ast.walk(stmt):
-                if isinstance(inner, FUNCS) and inner is not stmt:
-                    iq = f"{q}.<locals>.{inner.name}"
-                    self.functions.setdefault(iq, FunctionInfo(iq, inner, cls))
         elif isinstance(stmt, ast.ClassDef):
             self.class_bases[stmt.name] = [dotted(b) or "" for b in stmt.bases]
             for s in stmt.body:
@@ -166,6 +161,15 @@ class ModuleModel:
                 if alias.name != "*":
                     self.imports[alias.asname or alias.name] = (base, alias.name)
 
+    def nested(self, outer: FunctionInfo, name: str) -> FunctionInfo | None:
+        """A helper defined inside ``outer`` (``def call_fn(...)`` in a method), found on demand."""
+        q = f"{outer.qualname}.<locals>.{name}"
+        if q not in self.functions:
+            hit = next((n for n in ast.walk(outer.node) if isinstance(n, FUNCS) and n is not outer.node
+                        and n.name == name), None)
+            self.functions[q] = FunctionInfo(q, hit, outer.cls) if hit else None
+        return self.functions[q]
+
     def method(self, cls: str, name: str) -> FunctionInfo | None:
         seen = set()
         while cls and cls not in seen:
@@ -184,7 +188,7 @@ class ModuleModel:
         for cls in self.class_bases:
             assigns: list[tuple[str, ast.expr]] = []
             for f in self.functions.values():
-                if f.cls != cls or "<locals>" in f.qualname:
+                if f is None or f.cls != cls or "<locals>" in f.qualname:
                     continue
                 text = self.text_of(f.node)
                 if not any(t in text for t in tokens):

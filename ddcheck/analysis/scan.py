@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import ast
+import gc
+import multiprocessing as mp
+import os
 import re
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Callable
 from pathlib import Path
@@ -15,7 +20,9 @@ from .engine import Engine
 from .module import ModuleModel, SourceError
 from .vocabulary import DEFAULT_VOCABULARY, Vocabulary
 
-VERIFY_MARKER = b"verify"
+# A file can start a verify path only if it tests for it or names a function for it; helper
+# modules reached from such a file are loaded on demand whatever they contain.
+VERIFY_MARKERS = (b"target_verify", b"TARGET_VERIFY")
 
 
 @dataclass
@@ -67,7 +74,7 @@ def width_api(tree: SourceTree) -> str:
 def needs_analysis(data: bytes, vocab: Vocabulary) -> bool:
     """Byte prefilter: C must be read somewhere other than the ``self.X = ...`` that stores it,
     in a file that talks about verification at all. Over-approximates; the analysis decides."""
-    if VERIFY_MARKER not in data:
+    if not any(m in data for m in VERIFY_MARKERS):
         return False
     if vocab.extra_c_attrs:
         return True
@@ -93,31 +100,33 @@ STORE_OPEN_RE = re.compile(rb"\s*self\.(\w+)\s*(?::[^=]*)?=\s*\(?\s*$")
 
 def scan_trees(trees: list[SourceTree], vocab: Vocabulary = DEFAULT_VOCABULARY,
                wants_path: Callable[[str], bool] = lambda relpath: True,
-               only: set[str] | None = None) -> ScanResult:
+               only: set[str] | None = None, jobs: int | None = None) -> ScanResult:
     """Analyse every tree (or only the files whose relpath is in ``only``; the others are still
-    there for helper lookups); suppression comments are applied by :mod:`ddcheck.api`, which also
-    filters rules, so the result here is the raw model plus ``suppressions`` per file."""
+    there for helper lookups). Suppression comments are collected here and applied by
+    :mod:`ddcheck.api`, which also filters rules.
+
+    Reading and the byte prefilter run here; parsing and analysis of the candidate files run in
+    ``jobs`` forked workers when there are enough of them to pay for the fork.
+    """
     result = ScanResult()
+    # The cyclic GC would rescan every AST already built on each collection; nothing here makes cycles
+    # that need it during the scan.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _scan_into(result, trees, vocab, wants_path, only, jobs)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    result.findings = _dedup(result.findings)
+    result.findings.sort(key=lambda f: (f.path, f.line, f.column, f.rule))
+    return result
+
+
+def _scan_into(result: ScanResult, trees, vocab, wants_path, only, jobs) -> None:
     for tree in trees:
-        index = TreeIndex(tree)
-        models: dict[str, ModuleModel | None] = {}
         errors: dict[str, str] = {}
-
-        def load(module: str, _index=index, _models=models, _errors=errors) -> ModuleModel | None:
-            """Helper modules reached from a verify branch, parsed on first use."""
-            if module in _models:
-                return _models[module]
-            f = _index.lookup(module)
-            _models[module] = None
-            if f is not None:
-                try:
-                    _models[module] = ModuleModel.parse(f)
-                except (SourceError, OSError) as exc:
-                    _errors[f.display] = str(exc)
-            return _models[module]
-
-        engine = Engine(vocab=vocab, load_module=load, width_api=width_api(tree),
-                        inherited_c_attrs=INHERITED_C_ATTRS)
+        candidates: list[str] = []
         explicit = tree.kind == "file"
         for f in tree.files:
             if not wants_path(f.relpath) or only is not None and f.relpath not in only:
@@ -136,24 +145,103 @@ def scan_trees(trees: list[SourceTree], vocab: Vocabulary = DEFAULT_VOCABULARY,
             if suppressions.MARKER in data:
                 result.suppressions[f.relpath] = suppressions.parse(text)
                 result.displays[f.relpath] = f.display
-            if not needs_analysis(data, vocab):
-                if explicit:
-                    _syntax_check(f, data, errors)
-                continue
-            if f.module not in models:
-                try:
-                    models[f.module] = ModuleModel.parse(f, data)
-                except SourceError as exc:
-                    models[f.module] = None
-                    errors[f.display] = str(exc)
-            if models[f.module] is not None:
-                engine.analyze(models[f.module])
+            if needs_analysis(data, vocab):
+                candidates.append(f.relpath)
+            elif explicit:
+                _syntax_check(f, data, errors)
+        for chunk in _analyse(tree, candidates, vocab, jobs):
+            errors.update(chunk.errors)
+            result.sources.update(chunk.sources)
+            result.findings.extend(chunk.findings)
         result.errors.extend(FileError(path=p, message=m) for p, m in errors.items())
-        result.findings.extend(engine.findings())
-        for r in engine.reported.values():
-            result.sources.setdefault(r.fp.model.source.display, r.fp.model.lines)
-    result.findings.sort(key=lambda f: (f.path, f.line, f.column, f.rule))
-    return result
+
+
+@dataclass
+class ChunkResult:
+    findings: list = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, list[str]] = field(default_factory=dict)
+
+
+PARALLEL_MIN_FILES = 16
+_FORKED: tuple | None = None  # (tree, vocab) handed to forked workers
+
+
+def _analyse(tree: SourceTree, relpaths: list[str], vocab: Vocabulary, jobs: int | None) -> list[ChunkResult]:
+    jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
+    if jobs <= 1 or len(relpaths) < PARALLEL_MIN_FILES or "fork" not in mp.get_all_start_methods():
+        return [_analyse_chunk(tree, relpaths, vocab)]
+    sizes = {f.relpath: len(f.relpath) for f in tree.files}
+    chunks: list[list[str]] = [[] for _ in range(jobs)]
+    # Interleave so every worker gets big and small backends alike.
+    for i, rel in enumerate(sorted(relpaths, key=lambda r: -sizes.get(r, 0))):
+        chunks[i % jobs].append(rel)
+    global _FORKED
+    _FORKED = (tree, vocab)
+    try:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as pool:
+            return list(pool.map(_forked_chunk, chunks))
+    except (OSError, BrokenProcessPool):
+        return [_analyse_chunk(tree, relpaths, vocab)]
+    finally:
+        _FORKED = None
+
+
+def _forked_chunk(relpaths: list[str]) -> ChunkResult:
+    tree, vocab = _FORKED
+    return _analyse_chunk(tree, relpaths, vocab)
+
+
+def _analyse_chunk(tree: SourceTree, relpaths: list[str], vocab: Vocabulary) -> ChunkResult:
+    out = ChunkResult()
+    index = TreeIndex(tree)
+    models: dict[str, ModuleModel | None] = {}
+
+    def load(module: str, needs_c: bool = False) -> ModuleModel | None:
+        """Modules are parsed on first use: entry files and the helpers reached from them. A helper
+        called without C in its arguments matters only if it can read C itself."""
+        if module in models:
+            return models[module]
+        f = index.lookup(module)
+        if f is not None and needs_c:
+            try:
+                if not any(t in f.read_bytes() for t in vocab.prefilter_tokens) and not vocab.extra_c_attrs:
+                    return None
+            except OSError:
+                return None
+        models[module] = None
+        if f is not None:
+            try:
+                models[module] = ModuleModel.parse(f)
+            except (SourceError, OSError) as exc:
+                out.errors[f.display] = str(exc)
+        return models[module]
+
+    engine = Engine(vocab=vocab, load_module=load, width_api=width_api(tree), inherited_c_attrs=INHERITED_C_ATTRS)
+    by_rel = {f.relpath: f for f in tree.files}
+    for rel in relpaths:
+        model = load(by_rel[rel].module) if index.by_module.get(by_rel[rel].module) is by_rel[rel] else None
+        if model is None and by_rel[rel].module not in models:
+            try:
+                model = ModuleModel.parse(by_rel[rel])
+            except (SourceError, OSError) as exc:
+                out.errors[by_rel[rel].display] = str(exc)
+        if model is not None:
+            engine.analyze(model)
+    out.findings = engine.findings()
+    for r in engine.reported.values():
+        out.sources.setdefault(r.fp.model.source.display, r.fp.model.lines)
+    return out
+
+
+def _dedup(findings: list) -> list:
+    """Workers may both reach a shared helper: keep one finding per place, the most severe."""
+    best: dict[tuple, object] = {}
+    for f in findings:
+        key = (f.path, f.line, f.column)
+        if key not in best or f.severity.rank > best[key].severity.rank:
+            best[key] = f
+    return list(best.values())
 
 
 # Subclasses read `self.num_draft_tokens` that a base class in another module set from C.

@@ -69,7 +69,6 @@ class FunctionPass:
     verify_flags: set[str] = field(default_factory=set)
 
     def run(self) -> "FunctionPass":
-        self.model.link(self.func.node)
         start = (self.func.node.lineno, self.func.node.col_offset)
         for name in [*self.func.params, *self.func.kwonly]:
             origin = self.tainted_params.get(name)
@@ -241,6 +240,7 @@ class FunctionPass:
 
     def _chain(self, node: ast.AST) -> list[tuple[ast.AST, str]]:
         """(ancestor, field the path comes through), innermost first, up to the function."""
+        self.model.link(self.func.node)
         out = []
         parents = self.model.parents
         while id(node) in parents and node is not self.func.node:
@@ -252,6 +252,7 @@ class FunctionPass:
     def _dominates(self, stmt: ast.AST, use: ast.AST) -> bool:
         if stmt is self.func.node:
             return True
+        self.model.link(self.func.node)
         hit = self.model.parents.get(id(stmt))
         if hit is None:
             return False

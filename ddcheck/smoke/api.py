@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from ddcheck.smoke.loader import BACKEND_RELPATH, HarnessError, LoadContext, SglangImporter
-from ddcheck.smoke.report import HarnessTrace, PathResult, SmokeReport, render_text
+from ddcheck.smoke.report import HarnessTrace, SmokeReport, render_text
 
 SEED_BUDGET, SEED_C = 7, 8  # the DDTree seed configuration: budget 7 verifies 8 = C tokens
 PATHS = ("eager", "graph")
@@ -64,24 +64,22 @@ def run_smoke(
     graph runner that captures at the verify width (the remedy for the capture limitation).
     ``isolate`` runs it in a fresh interpreter (see :mod:`ddcheck.smoke.worker`).
     """
-    if isolate:
-        if backend_file is not None and backend_source is None:
-            try:
-                backend_source = Path(backend_file).read_text(encoding="utf-8")
-            except OSError:
-                pass  # the worker reports the unreadable file
-        args = dict(target=target, backend_file=backend_file, backend_source=backend_source, budget=budget,
-                    num_draft_tokens=num_draft_tokens, device=device, seed=seed,
-                    allow_out_of_bounds=allow_out_of_bounds, prefix_lens=prefix_lens, dtype=dtype,
-                    graph_capture_width=graph_capture_width, seed_case=seed_case)
-        return _isolated(args, timeout)
+    args = dict(target=target, backend_file=backend_file, backend_source=backend_source, budget=budget,
+                num_draft_tokens=num_draft_tokens, device=device, seed=seed, allow_out_of_bounds=allow_out_of_bounds,
+                prefix_lens=prefix_lens, dtype=dtype, graph_capture_width=graph_capture_width, seed_case=seed_case)
     t0 = time.perf_counter()
-    width = budget + 1
-    label = backend_file or ("<backend_source>" if backend_source is not None else f"{target}!{BACKEND_RELPATH}")
-    report = SmokeReport(target=target, backend=label, device=device, dtype=dtype or "", budget=budget,
-                         width=width, num_draft_tokens=num_draft_tokens, seed=seed,
-                         graph_capture_width=graph_capture_width)
+    report = _blank_report(args)
     try:
+        _check_widths(budget, num_draft_tokens, allow_out_of_bounds)
+        if graph_capture_width not in ("C", "W"):
+            raise HarnessError(f"graph_capture_width must be 'C' or 'W', not {graph_capture_width!r}")
+        if isolate:
+            if backend_file is not None and backend_source is None:
+                try:
+                    args["backend_source"] = Path(backend_file).read_text(encoding="utf-8")
+                except OSError:
+                    pass  # the worker reports the unreadable file
+            return _isolated(args, timeout, report)
         _run(report, target, backend_file, backend_source, prefix_lens, dtype, allow_out_of_bounds,
              graph_capture_width, seed_case)
     except HarnessError as exc:
@@ -94,18 +92,31 @@ def run_smoke(
     return report
 
 
-def _isolated(args: dict, timeout: float) -> SmokeReport:
+def _blank_report(args: dict) -> SmokeReport:
+    label = args["backend_file"] or ("<backend_source>" if args["backend_source"] is not None
+                                     else f"{args['target']}!{BACKEND_RELPATH}")
+    return SmokeReport(target=args["target"], backend=label, device=args["device"], dtype=args["dtype"] or "",
+                       budget=args["budget"], width=args["budget"] + 1, num_draft_tokens=args["num_draft_tokens"],
+                       seed=args["seed"], graph_capture_width=args["graph_capture_width"])
+
+
+def _check_widths(budget: int, c: int, allow_oob: bool) -> None:
+    w = budget + 1
+    if budget < 0 or c < 1:
+        raise HarnessError("budget must be >= 0 and num_draft_tokens >= 1")
+    if w < c and not allow_oob:
+        raise HarnessError(
+            f"refusing W = {w} < C = {c}: a backend with the bug lays out {c} rows per request and "
+            f"would write past the verify batch; pass --allow-out-of-bounds to run it in padded buffers")
+
+
+def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
     """Run in ``python -m ddcheck.smoke.worker``; any failure to produce a report is exit 2."""
     import json
     import os
     import subprocess
     import tempfile
 
-    label = args["backend_file"] or ("<backend_source>" if args["backend_source"] is not None
-                                     else f"{args['target']}!{BACKEND_RELPATH}")
-    fail = SmokeReport(target=args["target"], backend=label, device=args["device"], dtype=args["dtype"] or "",
-                       budget=args["budget"], width=args["budget"] + 1, num_draft_tokens=args["num_draft_tokens"],
-                       seed=args["seed"], graph_capture_width=args["graph_capture_width"])
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -135,12 +146,6 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     from ddcheck.smoke.harness import Session, build_batch, triton_interpreter
 
     w, c, device = report.width, report.num_draft_tokens, report.device
-    if report.budget < 0 or c < 1:
-        raise HarnessError("budget must be >= 0 and num_draft_tokens >= 1")
-    if w < c and not allow_oob:
-        raise HarnessError(
-            f"refusing W = {w} < C = {c}: a backend with the bug lays out {c} rows per request and "
-            f"would write past the verify batch; pass --allow-out-of-bounds to run it in padded buffers")
     if device == "cpu" and not _interpreted():
         raise HarnessError("triton was imported before TRITON_INTERPRET=1 was set; run with isolate=True")
     if device.startswith("cuda") and not torch.cuda.is_available():

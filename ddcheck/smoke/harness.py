@@ -29,7 +29,7 @@ import torch
 
 from ddcheck.smoke import fakes
 from ddcheck.smoke.batch import Shape, VerifyBatch, make_batch, reference
-from ddcheck.smoke.loader import HarnessError, LoadContext, SglangImporter
+from ddcheck.smoke.loader import HarnessError, SglangImporter
 from ddcheck.smoke.report import PathResult
 
 OLD_CAPTURE, OLD_REPLAY = "init_forward_metadata_capture_cuda_graph", "init_forward_metadata_replay_cuda_graph"
