@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import suppressions
+from . import cache, suppressions
 from .analysis.scan import scan_trees
 from .findings import FileError, Finding, ScanResult
 from .settings import Settings, load_settings
@@ -40,7 +40,7 @@ def open_targets(targets: list[str]) -> tuple[list[SourceTree], list[FileError]]
     return trees, errors
 
 
-def scan(targets: list[str] | None = None, *, settings: Settings | None = None) -> ScanResult:
+def scan(targets: list[str] | None = None, *, settings: Settings | None = None, use_cache: bool = True) -> ScanResult:
     """Scan files, directories, wheels or ``sglang==VER`` targets; None scans the default target.
 
     Suppression comments and ``select``/``ignore`` are applied; targets that cannot be opened are
@@ -53,7 +53,12 @@ def scan(targets: list[str] | None = None, *, settings: Settings | None = None) 
     if settings is None:
         settings = load_settings(Path(targets[0]) if Path(targets[0]).exists() else Path.cwd())
     trees, open_errors = open_targets(targets)
-    result = scan_trees_with_settings(trees, settings)
+    k = cache.key(trees, settings.model_dump_json()) if use_cache and not open_errors else None
+    result = cache.load(k) if k else None
+    if result is None:
+        result = scan_trees_with_settings(trees, settings)
+        if k:
+            cache.store(k, result)
     result.errors[:0] = open_errors
     result.notes = notes
     return result

@@ -62,6 +62,7 @@ def scan(
     config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml to read [tool.ddcheck] from."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Report only findings not in this baseline."),
     write_baseline: Optional[Path] = typer.Option(None, "--write-baseline", help="Record today's findings and exit 0."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore and do not write the result cache."),
 ) -> None:
     """Find verify-path uses of the start-up width C.
 
@@ -77,7 +78,7 @@ def scan(
         if "==" not in t and not Path(t).exists():
             raise Exit2(f"{t}: no such file or directory")
     settings = _settings((targets or [None])[0], config, select, ignore, fail_on)
-    result = run_scan(list(targets or []), settings=settings)
+    result = run_scan(list(targets or []), settings=settings, use_cache=not no_cache)
     if write_baseline:
         n = bl.write(write_baseline, result.findings)
         err.print(f"wrote {n} findings to baseline {write_baseline}")

@@ -12,6 +12,7 @@ fix of the eager site only; and ``spec-DEVICE.json``. Nothing of sglang is store
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -35,7 +36,7 @@ def fixed_text(target: str) -> tuple[str, str]:
         from ddcheck.fixer import fixed_file_text
     except ImportError:
         return hand_fix(open_target(target).read_text(BACKEND_RELPATH)), "hand fix (tests/smoke_fixes.py)"
-    return fixed_file_text(target, BACKEND_RELPATH), "ddcheck.fixer.fixed_file_text"
+    return fixed_file_text(target, BACKEND_RELPATH), "ddcheck fix"
 
 
 def prepare(dest: Path, device: str, wheels: Path | None, long_budget: int) -> list[dict]:
@@ -52,7 +53,8 @@ def prepare(dest: Path, device: str, wheels: Path | None, long_budget: int) -> l
             text, how = fixed_text(target)
             (dest / "fixed").mkdir(parents=True, exist_ok=True)
             (dest / "fixed" / f"{ver}.py").write_text(text)
-            variants.append((f"fixed [{how}]", str(dest / "fixed" / f"{ver}.py"), 0))
+            sha = hashlib.sha256(text.encode()).hexdigest()[:12]
+            variants.append((f"fixed [{how}, sha256 {sha}]", str(dest / "fixed" / f"{ver}.py"), 0))
             if ver in ("0.5.10", "0.5.16"):
                 partial = dest / "partial" / f"{ver}-eager.py"
                 partial.parent.mkdir(parents=True, exist_ok=True)

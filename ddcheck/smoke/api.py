@@ -236,6 +236,9 @@ def _verdict(report: SmokeReport) -> None:
     if crashed:
         p = crashed[0]
         report.exit_code, report.verdict = 2, f"harness failure in {p.case}/{p.path}: {p.error}"
+    elif report.harness.stand_ins_called:  # raised, then swallowed by the backend: a path real sglang never takes
+        report.exit_code = 2
+        report.verdict = f"harness failure: stand-in(s) called: {', '.join(report.harness.stand_ins_called)}"
     elif any(p.status != "ok" for p in controls):
         bad = ", ".join(f"{p.case}/{p.path} (W = C = {p.width})" for p in controls if p.status != "ok")
         report.exit_code = 2

@@ -1,5 +1,5 @@
 """Fakes for the objects the backend is handed: model runner, forward batch, KV pool, layer and
-verify input. Each is a :class:`~ddcheck.smoke.loader._Recording`, so the report lists exactly
+verify input. Each is a :class:`~ddcheck.smoke.loader.Recording`, so the report lists exactly
 which attributes a release reads, and a read of something not faked fails with its name rather
 than returning a guess.
 """
@@ -12,10 +12,10 @@ from typing import Any
 import torch
 
 from ddcheck.smoke.batch import Shape, VerifyBatch
-from ddcheck.smoke.loader import Trace, _Recording
+from ddcheck.smoke.loader import Trace, Recording
 
 
-def kv_pool(batch: VerifyBatch, trace: Trace) -> _Recording:
+def kv_pool(batch: VerifyBatch, trace: Trace) -> Recording:
     """One-layer MHA token-to-KV pool over the batch's buffers."""
     k_buf, v_buf = batch.k_buffer, batch.v_buffer
 
@@ -24,7 +24,7 @@ def kv_pool(batch: VerifyBatch, trace: Trace) -> _Recording:
         k_buf[loc] = k.reshape((-1,) + k_buf.shape[1:]).to(k_buf.dtype)
         v_buf[loc] = v.reshape((-1,) + v_buf.shape[1:]).to(v_buf.dtype)
 
-    return _Recording(
+    return Recording(
         "token_to_kv_pool", trace,
         get_key_buffer=lambda layer_id: k_buf, get_value_buffer=lambda layer_id: v_buf,
         get_kv_buffer=lambda layer_id: (k_buf, v_buf), get_v_head_dim=lambda: v_buf.shape[-1],
@@ -34,10 +34,10 @@ def kv_pool(batch: VerifyBatch, trace: Trace) -> _Recording:
 
 
 def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device: str, trace: Trace,
-                 pool: _Recording) -> _Recording:
+                 pool: Recording) -> Recording:
     """A target-model runner configured with ``speculative_num_draft_tokens = C``."""
     attn_arch = _attr_of_stand_in("sglang.srt.configs.model_config", "AttentionArch", "MHA")
-    server_args = _Recording(
+    server_args = Recording(
         "model_runner.server_args", trace,
         speculative_num_draft_tokens=num_draft_tokens, speculative_num_steps=max(1, num_draft_tokens - 1),
         speculative_eagle_topk=1, speculative_algorithm="EAGLE", triton_attention_num_kv_splits=8,
@@ -45,7 +45,7 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         enable_deterministic_inference=False, page_size=1, kv_cache_dtype="auto",
         enable_dp_attention=False, attention_backend="triton",
     )
-    model_config = _Recording(
+    model_config = Recording(
         "model_runner.model_config", trace,
         attention_arch=attn_arch, num_attention_heads=shape.num_q_heads,
         get_num_kv_heads=lambda *a: shape.num_kv_heads,
@@ -54,23 +54,23 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         v_head_dim=shape.head_dim, swa_v_head_dim=shape.head_dim, hf_config=None,
         num_key_value_heads=shape.num_kv_heads, is_hybrid_swa=False,
     )
-    req_to_token_pool = _Recording("req_to_token_pool", trace, size=shape.max_bs, req_to_token=batch.req_to_token)
-    return _Recording(
+    req_to_token_pool = Recording("req_to_token_pool", trace, size=shape.max_bs, req_to_token=batch.req_to_token)
+    return Recording(
         "model_runner", trace,
         req_to_token_pool=req_to_token_pool, token_to_kv_pool=pool,
-        token_to_kv_pool_allocator=_Recording("token_to_kv_pool_allocator", trace),
+        token_to_kv_pool_allocator=Recording("token_to_kv_pool_allocator", trace),
         server_args=server_args, model_config=model_config, sliding_window_size=None,
         hybrid_gdn_config=None, kimi_linear_config=None, device=device,
         gpu_id=torch.device(device).index or 0, is_draft_worker=False, page_size=1,
         dtype=shape.dtype, kv_cache_dtype=shape.dtype, linear_attn_model_spec=None,
         kv_index_translator=kv_index_translator(batch.req_to_token, trace),
         decode_num_tokens_per_req=lambda: num_draft_tokens,
-        spec_algorithm=_Recording("model_runner.spec_algorithm", trace, is_dspark=lambda: False,
+        spec_algorithm=Recording("model_runner.spec_algorithm", trace, is_dspark=lambda: False,
                                   is_eagle=lambda: True, is_ddtree=lambda: False),
     )
 
 
-def kv_index_translator(req_to_token: torch.Tensor, trace: Trace) -> _Recording:
+def kv_index_translator(req_to_token: torch.Tensor, trace: Trace) -> Recording:
     """0.5.23's KV index translator for a static (untranslated) pool: the read stream is a gather of
     each request's ``req_to_token`` row; write ids are the batch's ``out_cache_loc``."""
 
@@ -92,15 +92,15 @@ def kv_index_translator(req_to_token: torch.Tensor, trace: Trace) -> _Recording:
             raise NotImplementedError("ddcheck fake translator: sliding-window id space")
         return gather(req_pool_indices, seq_lens, indptr, out, kv_start_idx)
 
-    return _Recording("kv_index_translator", trace, pack_read_stream=pack_read_stream,
+    return Recording("kv_index_translator", trace, pack_read_stream=pack_read_stream,
                       fill_packed_read_stream=fill_packed_read_stream, reads_are_translated=False,
                       write_ids=lambda fb, kind=None: fb.out_cache_loc, is_translating=False)
 
 
-def layer(shape: Shape, trace: Trace) -> _Recording:
+def layer(shape: Shape, trace: Trace) -> Recording:
     """A RadixAttention-like decoder self-attention layer (no soft-cap, no window, no sinks)."""
     attn_type = _attr_of_stand_in("sglang.srt.layers.radix_attention", "AttentionType", "DECODER")
-    return _Recording(
+    return Recording(
         "layer", trace,
         layer_id=0, tp_q_head_num=shape.num_q_heads, tp_k_head_num=shape.num_kv_heads,
         tp_v_head_num=shape.num_kv_heads, qk_head_dim=shape.head_dim, v_head_dim=shape.head_dim,
@@ -111,19 +111,19 @@ def layer(shape: Shape, trace: Trace) -> _Recording:
     )
 
 
-def verify_input(width: int, custom_mask: torch.Tensor | None, trace: Trace, label: str) -> _Recording:
+def verify_input(width: int, custom_mask: torch.Tensor | None, trace: Trace, label: str) -> Recording:
     """An EagleVerifyInput-like spec_info: per-step width under both its old and new names."""
-    return _Recording(
+    return Recording(
         label, trace, draft_token_num=width, num_tokens_per_req=width, custom_mask=custom_mask,
         topk=1, spec_steps=max(1, width - 1), kv_indptr=None, kv_indices=None,
         capture_hidden_mode=None, positions=None,
     )
 
 
-def forward_batch(batch: VerifyBatch, mode: Any, spec_info: _Recording, pool: _Recording, trace: Trace,
-                  label: str = "forward_batch") -> _Recording:
+def forward_batch(batch: VerifyBatch, mode: Any, spec_info: Recording, pool: Recording, trace: Trace,
+                  label: str = "forward_batch") -> Recording:
     """A TARGET_VERIFY ForwardBatch: seq_lens are the prefix lengths, extend_* are unset."""
-    return _Recording(
+    return Recording(
         label, trace,
         batch_size=batch.bs, forward_mode=mode, spec_info=spec_info,
         req_pool_indices=batch.req_pool_indices, seq_lens=batch.seq_lens,
@@ -132,7 +132,7 @@ def forward_batch(batch: VerifyBatch, mode: Any, spec_info: _Recording, pool: _R
         extend_seq_lens=None, extend_prefix_lens=None, extend_start_loc=None,
         extend_seq_lens_cpu=None, extend_prefix_lens_cpu=None, extend_num_tokens=None,
         positions=None, num_token_non_padded=None, dcp_kv_mask=None,
-        kv_loc_plan=_Recording(f"{label}.kv_loc_plan", trace), out_cache_loc_is_physical=False,
+        kv_loc_plan=Recording(f"{label}.kv_loc_plan", trace), out_cache_loc_is_physical=False,
         mha_one_shot=False, attn_attend_prefix_cache=False,
     )
 

@@ -191,7 +191,7 @@ def verify_path_files(tree: SourceTree) -> list:
     return out + [tree.find(r) for r in dict.fromkeys(files) if tree.find(r) not in out]
 
 
-class _Recording:
+class Recording:
     """A read-only bag of attributes that records which ones the backend reads (and misses)."""
 
     def __init__(self, label: str, trace: Trace, **attrs: Any):
@@ -256,19 +256,19 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
                  "is_gfx942_supported", "is_gfx1250_supported"):
         utils[flag] = const(f"utils.{flag}", False)
 
-    spec = _Recording("get_spec()", trace, speculative_num_draft_tokens=ctx.num_draft_tokens,
+    spec = Recording("get_spec()", trace, speculative_num_draft_tokens=ctx.num_draft_tokens,
                       speculative_num_steps=ctx.num_steps, speculative_eagle_topk=ctx.topk,
                       speculative_algorithm=None)
-    parallel = _Recording("get_parallel()", trace, attn_tp_size=1, attn_dcp_size=1, attn_dcp_rank=0,
+    parallel = Recording("get_parallel()", trace, attn_tp_size=1, attn_dcp_size=1, attn_dcp_rank=0,
                           attn_tp_rank=0, tp_size=1, dcp_group=None)
     # 0.5.23 moved server args behind get_exec()/get_schedule().
-    execution = _Recording(
+    execution = Recording(
         "get_exec()", trace,
-        kernel=_Recording("get_exec().kernel", trace, enable_lean_attention=False, triton_attention_num_kv_splits=8,
+        kernel=Recording("get_exec().kernel", trace, enable_lean_attention=False, triton_attention_num_kv_splits=8,
                           triton_attention_split_tile_size=None),
-        dllm=_Recording("get_exec().dllm", trace, dllm_algorithm=None),
-        deterministic=_Recording("get_exec().deterministic", trace, enable_deterministic_inference=False))
-    schedule = _Recording("get_schedule()", trace, chunked_prefill_size=8192, page_size=1)
+        dllm=Recording("get_exec().dllm", trace, dllm_algorithm=None),
+        deterministic=Recording("get_exec().deterministic", trace, enable_deterministic_inference=False))
+    schedule = Recording("get_schedule()", trace, chunked_prefill_size=8192, page_size=1)
 
     enum_env = {"IntEnum": IntEnum, "Enum": Enum, "auto": auto, "_is_cpu": False, "_is_npu": False}
     (fb_path, fb_names), (eu_path, eu_names) = EXTRACTED

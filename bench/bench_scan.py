@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Scan speed on the sglang 0.5.23 wheel tree, side by side with `ruff check` in the same run.
+
+Prints wall times (median of --runs) for:
+  ruff        `ruff check --no-cache` over the whole tree (the yardstick)
+  cold        `ddcheck scan --no-cache` over the whole tree        target: <= ruff / 2
+  repeat      `ddcheck scan` again on the unchanged tree (cache)    target: < 0.3 s
+  one-file    `ddcheck scan FILE` on one changed backend file       target: < 0.3 s
+Usage: python bench/bench_scan.py [--version 0.5.23] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+from ddcheck.sources import cache_dir, download_wheel
+
+
+def tree_for(version: str) -> Path:
+    root = cache_dir() / "bench" / f"sglang-{version}"
+    if not (root / "sglang").is_dir():
+        with zipfile.ZipFile(download_wheel(version)) as zf:
+            zf.extractall(root)
+    return root / "sglang"
+
+
+def wall(cmd: list[str], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--version", default="0.5.23")
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    tree = tree_for(args.version)
+    files = list(tree.rglob("*.py"))
+    size = sum(p.stat().st_size for p in files) / 1e6
+    ddcheck = [sys.executable, "-m", "ddcheck", "scan", "--format", "json"]
+    changed = tree / "srt" / "layers" / "attention" / "flashattention_backend.py"
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    rows = []
+    if Path(ruff).exists():
+        rows.append(("ruff check --no-cache (whole tree)", wall([ruff, "check", "--no-cache", "--exit-zero", "--quiet", str(tree)], args.runs)))
+    else:
+        print("ruff is not installed here (pip install ruff) - no yardstick")
+    rows.append(("ddcheck scan --no-cache (cold, whole tree)", wall([*ddcheck, "--no-cache", str(tree)], args.runs)))
+    wall([*ddcheck, str(tree)], 1)  # warm the cache
+    rows.append(("ddcheck scan (repeat, unchanged tree)", wall([*ddcheck, str(tree)], args.runs)))
+    changed.touch()
+    rows.append(("ddcheck scan FILE (one changed backend)", wall([*ddcheck, str(changed)], args.runs)))
+    print(f"sglang {args.version}: {len(files)} files, {size:.0f} MB; median of {args.runs} runs; python {sys.version.split()[0]}")
+    for name, t in rows:
+        print(f"  {name:<45} {t:6.2f} s")
+    if Path(ruff).exists():
+        print(f"  cold / ruff = {rows[1][1] / rows[0][1]:.2f} (target <= 0.50)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
