@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from pathlib import Path, PurePosixPath
+from urllib.parse import quote
 
 from rich.console import Console
 from rich.markup import escape
@@ -87,7 +89,12 @@ def _gh_prop(s: str) -> str:
 
 def to_sarif(result: ScanResult) -> dict:
     """SARIF 2.1.0, with a ``fixes`` entry wherever a fix is known (the hoisted form is the
-    fixer's; here each site is replaced by the self-contained per-step expression)."""
+    fixer's; here each site is replaced by the self-contained per-step expression).
+
+    Relative paths are relative to ``%SRCROOT%`` (the working directory, as GitHub code scanning
+    expects), absolute ones are ``file:`` URIs; columns are code points, like ``ddcheck``'s own."""
+    from .baseline import content_fingerprint
+
     rules = list(all_rules().values())
     index = {r.id: i for i, r in enumerate(rules)}
     level = {Severity.error: "error", Severity.warning: "warning", Severity.info: "note"}
@@ -95,39 +102,58 @@ def to_sarif(result: ScanResult) -> dict:
     for f in result.findings:
         region = {"startLine": f.line, "startColumn": f.column + 1, "endLine": f.end_line, "endColumn": f.end_column + 1}
         res = {
-            "ruleId": f.rule, "ruleIndex": index.get(f.rule, 0), "level": level[f.severity],
+            "ruleId": f.rule, "level": level[f.severity],
             "message": {"text": f.message + (f" {f.hint}" if f.hint else "")},
-            "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(f.path)}, "region": region}}],
+            "locations": [{"physicalLocation": {"artifactLocation": _artifact(f.path), "region": region}}],
+            "partialFingerprints": {"ddcheckFingerprint/v1": content_fingerprint(f)},
         }
+        if f.rule in index:
+            res["ruleIndex"] = index[f.rule]
         if f.function:
             res["locations"][0]["logicalLocations"] = [{"fullyQualifiedName": f.function, "kind": "function"}]
         if f.replacement:
             res["fixes"] = [{
                 "description": {"text": f"Use the per-step verify width ({f.fix_safety} fix)"},
-                "artifactChanges": [{"artifactLocation": {"uri": _uri(f.path)},
-                                     "replacements": [{"deletedRegion": region,
+                "artifactChanges": [{"artifactLocation": _artifact(f.path),
+                                     "replacements": [{"deletedRegion": dict(region),
                                                        "insertedContent": {"text": f.replacement}}]}],
             }]
         results.append(res)
     driver = {
-        "name": "ddcheck", "version": __version__, "informationUri": "https://pypi.org/project/ddcheck/",
+        "name": "ddcheck", "version": __version__, "semanticVersion": __version__,
+        "informationUri": "https://pypi.org/project/ddcheck/",
         "rules": [{
             "id": r.id, "name": r.name,
             "shortDescription": {"text": r.summary},
             "fullDescription": {"text": r.what_it_does.strip()},
             "help": {"text": r.doc(), "markdown": r.doc()},
             "defaultConfiguration": {"level": level[r.severity]},
+            "properties": {"fix": r.fix, "severity": r.severity.value},
         } for r in rules],
     }
     invocation = {"executionSuccessful": True, "toolExecutionNotifications": [
         {"level": "error", "message": {"text": e.message},
-         "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(e.path)}}}]} for e in result.errors]}
+         "locations": [{"physicalLocation": {"artifactLocation": _artifact(e.path)}}]} for e in result.errors]}
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json", "version": "2.1.0",
-        "runs": [{"tool": {"driver": driver}, "results": results, "invocations": [invocation]}],
+        "runs": [{
+            "tool": {"driver": driver},
+            "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().resolve().as_uri() + "/"}},
+            "columnKind": "unicodeCodePoints",
+            "results": results,
+            "invocations": [invocation],
+        }],
     }
 
 
-def _uri(path: str) -> str:
-    # A wheel member "x.whl!sglang/a.py" is not a file; keep it readable as a relative reference.
-    return path.replace("\\", "/").replace("!", "/!/") if "!" in path else path.replace("\\", "/")
+def _artifact(path: str) -> dict:
+    """A SARIF artifactLocation: ``file:`` URI for absolute paths, ``%SRCROOT%``-relative otherwise.
+    A wheel member ``x.whl!sglang/a.py`` is not a file on disk; it stays a readable relative
+    reference (``x.whl/!/sglang/a.py``)."""
+    path = path.replace("\\", "/")
+    if "!" in path:
+        path = path.replace("!", "/!/")
+    p = PurePosixPath(path)
+    if p.is_absolute():
+        return {"uri": "file://" + quote(str(p), safe="/!")}
+    return {"uri": quote(str(p), safe="/!"), "uriBaseId": "%SRCROOT%"}

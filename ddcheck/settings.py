@@ -58,10 +58,26 @@ class Settings(BaseModel):
             return False
         return self.select is None or finding.rule in self.select
 
-    def wants_path(self, relpath: str) -> bool:
-        if self.include and not any(fnmatch.fnmatch(relpath, p) for p in self.include):
+    def wants_path(self, relpath: str, disk_path: Path | str | None = None) -> bool:
+        """``include``/``exclude`` glob patterns (``*`` also crosses ``/``), matched against the
+        path inside the scanned tree and, for files on disk, against the path relative to the
+        directory of the ``pyproject.toml`` the settings came from (as Ruff does), so the same
+        pattern works for ``ddcheck scan .`` and for the single files pre-commit passes."""
+        names = self._match_names(relpath, disk_path)
+        if self.include and not any(fnmatch.fnmatch(n, p) for n in names for p in self.include):
             return False
-        return not any(fnmatch.fnmatch(relpath, p) for p in self.exclude)
+        return not any(fnmatch.fnmatch(n, p) for n in names for p in self.exclude)
+
+    def _match_names(self, relpath: str, disk_path: Path | str | None) -> list[str]:
+        names = [relpath]
+        if disk_path is not None and self.source is not None:
+            try:
+                rel = Path(disk_path).resolve().relative_to(self.source.resolve().parent).as_posix()
+            except (ValueError, OSError):
+                rel = None
+            if rel and rel not in names:
+                names.append(rel)
+        return names
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -91,7 +107,8 @@ def load_settings(start: Path | None = None, config_file: Path | None = None) ->
     try:
         settings = Settings.model_validate(table)
     except ValidationError as exc:
-        problems = "; ".join(f"[tool.ddcheck] {'.'.join(map(str, e['loc'])) or '<table>'}: {e['msg']}"
+        # "tool.ddcheck.<key>", not "[tool.ddcheck] <key>": square brackets are markup to rich.
+        problems = "; ".join(f"tool.ddcheck.{'.'.join(map(str, e['loc'])) or '<table>'}: {e['msg']}"
                              for e in exc.errors())
         raise SettingsError(f"{path}: {problems}") from exc
     settings.source = path

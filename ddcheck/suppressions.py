@@ -20,6 +20,7 @@ class Suppression:
     column: int
     rules: list[str]
     reason: str
+    end_column: int = 0  # end of the suppression text in the comment (0-based, exclusive)
     used: set[str] = field(default_factory=set)
 
 
@@ -36,7 +37,9 @@ def parse(text: str) -> list[Suppression]:
         if not m:
             continue
         rules = [r.strip().upper() for r in (m.group("rules") or "").split(",") if r.strip()]
-        out.append(Suppression(tok.start[0], tok.start[1] + m.start(), rules, m.group("reason").strip()))
+        start = tok.start[1] + m.start()
+        out.append(Suppression(tok.start[0], start, rules, m.group("reason").strip(),
+                               end_column=start + len(m.group(0).rstrip())))
     return out
 
 
@@ -46,10 +49,18 @@ def apply(findings: list[Finding], suppressions: dict[str, list[Suppression]],
 
     ``suppressions`` maps relpath -> parsed comments; ``displays`` relpath -> display path.
     A comment applies to findings on its line or in the statement that starts on its line.
+    A comment without a rule id or a reason, or naming a rule that does not exist, is DD100 and
+    suppresses nothing; a rule id in a comment that silenced no finding is DD101.
     """
+    from .rules import all_rules
+
+    known = all_rules()
+    # Keys are display paths where the scan keys them so (two targets can share a relpath: pre-commit
+    # passes a/backend.py and b/backend.py), else relpaths.
+    by_display = all(k == v for k, v in displays.items())
     kept = []
     for f in findings:
-        entries = suppressions.get(f.relpath, [])
+        entries = suppressions.get(f.path if by_display else f.relpath, [])
         hit = next((s for s in entries if s.line in (f.line, f.stmt_line) and f.rule in s.rules and s.reason), None)
         if hit:
             hit.used.add(f.rule)
@@ -63,7 +74,11 @@ def apply(findings: list[Finding], suppressions: dict[str, list[Suppression]],
                 kept.append(_meta("DD100", path, relpath, s,
                                   f"Suppression without {missing} suppresses nothing; write `# ddcheck: ignore[DD001] <why>`."))
                 continue
-            unused = [r for r in s.rules if r not in s.used]
+            unknown = [r for r in s.rules if r not in known]
+            if unknown:
+                kept.append(_meta("DD100", path, relpath, s,
+                                  f"Suppression names {', '.join(unknown)}, not a ddcheck rule (see `ddcheck rules`)."))
+            unused = [r for r in s.rules if r not in s.used and r in known]
             if unused:
                 kept.append(_meta("DD101", path, relpath, s,
                                   f"Suppression of {', '.join(unused)} matches no finding here any more; delete it."))
@@ -72,5 +87,6 @@ def apply(findings: list[Finding], suppressions: dict[str, list[Suppression]],
 
 def _meta(rule: str, path: str, relpath: str, s: Suppression, message: str) -> Finding:
     return Finding(rule=rule, severity=Severity.warning, path=path, relpath=relpath, line=s.line, column=s.column,
-                   end_line=s.line, end_column=s.column, function=None, symbol="# ddcheck: ignore", message=message,
-                   replacement=None, stmt_line=s.line)
+                   end_line=s.line, end_column=max(s.end_column, s.column), function=None, symbol="# ddcheck: ignore", message=message,
+                   replacement=None, stmt_line=s.line,
+                   statement=f"# ddcheck: ignore[{','.join(s.rules)}] {s.reason}".strip())
