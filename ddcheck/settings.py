@@ -6,7 +6,7 @@ import fnmatch
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from .analysis.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 from .findings import Finding, Severity
@@ -30,7 +30,16 @@ class Settings(BaseModel):
                                         description="Extra substrings of function names whose body is the verify path.")
     include: list[str] = Field(default_factory=list, description="Glob patterns a file must match to be scanned.")
     exclude: list[str] = Field(default_factory=list, description="Glob patterns of files never scanned.")
-    source: Path | None = Field(default=None, exclude=True)
+    # Where the settings came from; not a key users can set (extra="forbid" rejects `source`).
+    _source: Path | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> Path | None:
+        return self._source
+
+    @source.setter
+    def source(self, value: Path | None) -> None:
+        self._source = value
 
     @field_validator("select", "ignore")
     @classmethod
@@ -86,8 +95,13 @@ def find_pyproject(start: Path) -> Path | None:
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
             try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
+                text = candidate.read_text(encoding="utf-8")
+                data = tomllib.loads(text)
+            except (UnicodeDecodeError, OSError):
+                continue
+            except tomllib.TOMLDecodeError:
+                if "tool.ddcheck" in text:  # ours and broken: load_settings reports it (exit 2)
+                    return candidate
                 continue
             if "ddcheck" in data.get("tool", {}):
                 return candidate

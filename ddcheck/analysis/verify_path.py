@@ -128,11 +128,25 @@ class FunctionPass:
         self._expr(node.test, verify, anchor)
         pol = guard_polarity(node.test, frozenset(self.verify_flags))
         enter = pol == 1 and not verify
-        self._block(node.body, True if enter else verify, node.body[0] if enter else anchor)
+        # `if w == C:` — inside, C *is* the step's width (a cached buffer for the common case).
+        same = self._width_equality(node.test)
+        self._block(node.body, (True if enter else verify) and same != 1, node.body[0] if enter else anchor)
         if node.orelse:
             into_else = pol == -1 and not verify
-            self._block(node.orelse, True if into_else else verify, node.orelse[0] if into_else else anchor)
+            self._block(node.orelse, (True if into_else else verify) and same != -1,
+                        node.orelse[0] if into_else else anchor)
         return pol == -1 and not verify and not node.orelse and ends_flow(node.body)
+
+    def _width_equality(self, test: ast.expr) -> int:
+        """+1 for ``x == C``, -1 for ``x != C`` (either order), else 0."""
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+            return 0
+        sides = [test.left, test.comparators[0]]
+        is_c = [is_c_read(s, self.c_attrs, self.vocab) or isinstance(s, ast.Name) and s.id in self.c_names
+                for s in sides]
+        if is_c.count(True) != 1 or any(isinstance(s, ast.Constant) for s in sides):
+            return 0
+        return 1 if isinstance(test.ops[0], ast.Eq) else -1 if isinstance(test.ops[0], ast.NotEq) else 0
 
     def _stmt(self, stmt: ast.stmt, verify: bool, anchor) -> None:
         if isinstance(stmt, ast.Assign):
