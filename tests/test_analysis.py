@@ -106,3 +106,13 @@ def test_non_ascii_columns_are_characters(tmp_path):
     f = next(f for f in scan([str(p)], settings=Settings()).findings if f.function == "GuardsBackend.compound_and")
     line = src.splitlines()[f.line - 1]
     assert line[f.column:f.end_column] == "self.num_draft_tokens"
+
+
+def test_checkout_layout_resolves_absolute_imports(tmp_path):
+    # A git checkout of sglang keeps the package under python/.
+    pkg = tmp_path / "python" / "pkg"
+    pkg.mkdir(parents=True)
+    for f in (FIXTURES / "crossmod" / "pkg").iterdir():
+        (pkg / f.name).write_text(f.read_text().replace("from .verify_mask import", "from pkg.verify_mask import"))
+    got = [(Path(f.path).name, f.line, f.rule) for f in scan([str(tmp_path)], settings=Settings()).findings]
+    assert got == [("backend.py", 13, "DD001")]

@@ -37,7 +37,14 @@ class TreeIndex:
             self.by_module.setdefault(f.module, f)
 
     def lookup(self, module: str) -> SourceFile | None:
-        hit = self.by_module.get(module)
+        if module in self.by_module:
+            return self.by_module[module]
+        hit = None
+        if self.tree.kind == "dir":
+            # A git checkout keeps the package under python/: `sglang.srt.x` is `python.sglang.srt.x`.
+            hits = [m for m in self.by_module if m.endswith("." + module)]
+            hit = self.by_module[min(hits, key=len)] if hits else None
+            self.by_module[module] = hit
         if hit is not None or self.tree.root is None or self.tree.kind != "file":
             return hit
         # A single file passed by pre-commit: find its sibling modules on disk, lazily.
