@@ -36,7 +36,7 @@ def key(trees: list[SourceTree], settings_json: str) -> str | None:
             st = os.stat(tree.wheel)
             h.update(f"wheel\0{Path(tree.wheel).resolve()}\0{st.st_size}\0{st.st_mtime_ns}".encode())
         elif tree.kind == "dir" and tree.root is not None:
-            h.update(f"dir\0{Path(tree.root).resolve()}\0{len(tree.files)}".encode())
+            h.update(f"dir\0{Path(tree.root).resolve()}\0{tree.label}\0{len(tree.files)}".encode())
             for f in tree.files:
                 if f.stamp is None:
                     return None

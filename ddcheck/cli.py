@@ -10,6 +10,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .findings import Severity
 
@@ -81,7 +82,7 @@ def scan(
     result = run_scan(list(targets or []), settings=settings, use_cache=not no_cache)
     if write_baseline:
         n = bl.write(write_baseline, result.findings)
-        err.print(f"wrote {n} findings to baseline {write_baseline}")
+        err.print(f"wrote {n} findings to baseline {escape(str(write_baseline))}")
         raise typer.Exit(0)
     if baseline:
         try:
@@ -210,20 +211,21 @@ def main() -> None:
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except Exit2 as exc:
-        err.print(f"[bold red]ddcheck:[/bold red] {exc}")
+        err.print(f"[bold red]ddcheck:[/bold red] {escape(str(exc))}")
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except SystemExit:
         raise
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, typer.Abort):
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - the last line of defence for scripts
-        import click
+        try:  # typer >= 0.2x vendors click as typer._click; older typers use click itself
+            from typer._click.exceptions import ClickException
+        except ModuleNotFoundError:
+            from click import ClickException
 
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(130)
-        if isinstance(exc, click.ClickException):
+        if isinstance(exc, ClickException):
             exc.show()
             sys.exit(2)
         if os.environ.get("DDCHECK_DEBUG"):

@@ -64,7 +64,7 @@ class ScanResult(BaseModel):
     files_scanned: int = 0
     errors: list[FileError] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
-    # Internal: suppression comments per relpath and display paths, applied by ddcheck.api.
+    # Internal: suppression comments and relpaths per display path, applied by ddcheck.api.
     suppressions: dict = Field(default_factory=dict, exclude=True)
     displays: dict[str, str] = Field(default_factory=dict, exclude=True)
     notes: list[str] = Field(default_factory=list, exclude=True)

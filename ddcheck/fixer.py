@@ -16,11 +16,11 @@ import stat
 import tempfile
 import zipfile
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
+from pydantic import BaseModel, Field
 
 from .findings import Finding, ScanResult, Severity
 from .settings import Settings
@@ -34,14 +34,14 @@ class FixError(Exception):
     """A fix that could not be applied to one file (reported; the file is left as it was)."""
 
 
-@dataclass
-class FileFix:
+class FileFix(BaseModel):
+    """One file's fix: its bytes before and after, and the findings it removes."""
+
     display: str
     relpath: str
-    before: bytes
-    after: bytes
+    before: bytes = Field(repr=False)
+    after: bytes = Field(repr=False)
     fixed: list[Finding]
-    skipped: list[tuple[Finding, str]] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -188,7 +188,7 @@ def plan(trees: list[SourceTree], settings: Settings, unsafe: bool) -> tuple[lis
         except (FixError, cst.ParserSyntaxError) as exc:
             result.errors.append(_err(display, f"fix not applied: {exc}"))
             continue
-        fixes.append(FileFix(display, src.relpath, before, after, items))
+        fixes.append(FileFix(display=display, relpath=src.relpath, before=before, after=after, fixed=items))
     return fixes, result
 
 

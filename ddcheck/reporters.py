@@ -99,13 +99,18 @@ def to_sarif(result: ScanResult) -> dict:
     index = {r.id: i for i, r in enumerate(rules)}
     level = {Severity.error: "error", Severity.warning: "warning", Severity.info: "note"}
     results = []
+    seen: dict[tuple[str, str], int] = {}
     for f in result.findings:
+        # GitHub-style "hash:occurrence": identical reads in one file stay distinct alerts, and
+        # neither lines nor columns take part, so alerts survive code moving up or down.
+        fp = content_fingerprint(f)
+        seen[(f.path, fp)] = n = seen.get((f.path, fp), 0) + 1
         region = {"startLine": f.line, "startColumn": f.column + 1, "endLine": f.end_line, "endColumn": f.end_column + 1}
         res = {
             "ruleId": f.rule, "level": level[f.severity],
             "message": {"text": f.message + (f" {f.hint}" if f.hint else "")},
             "locations": [{"physicalLocation": {"artifactLocation": _artifact(f.path), "region": region}}],
-            "partialFingerprints": {"ddcheckFingerprint/v1": content_fingerprint(f)},
+            "partialFingerprints": {"ddcheckFingerprint/v1": f"{fp}:{n}"},
         }
         if f.rule in index:
             res["ruleIndex"] = index[f.rule]

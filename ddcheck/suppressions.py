@@ -44,30 +44,28 @@ def parse(text: str) -> list[Suppression]:
 
 
 def apply(findings: list[Finding], suppressions: dict[str, list[Suppression]],
-          displays: dict[str, str]) -> list[Finding]:
+          relpaths: dict[str, str]) -> list[Finding]:
     """Drop suppressed findings; add DD100 (malformed) and DD101 (unused) findings.
 
-    ``suppressions`` maps relpath -> parsed comments; ``displays`` relpath -> display path.
-    A comment applies to findings on its line or in the statement that starts on its line.
-    A comment without a rule id or a reason, or naming a rule that does not exist, is DD100 and
-    suppresses nothing; a rule id in a comment that silenced no finding is DD101.
+    ``suppressions`` maps a file's display path -> its parsed comments (display, not relpath: two
+    targets can share a relpath when pre-commit passes a/backend.py and b/backend.py);
+    ``relpaths`` maps display path -> relpath. A comment applies to findings on its line or in the
+    statement that starts on its line. A comment without a rule id or a reason, or naming a rule that
+    does not exist, is DD100 and suppresses nothing; a rule id that silenced no finding is DD101.
     """
     from .rules import all_rules
 
     known = all_rules()
-    # Keys are display paths where the scan keys them so (two targets can share a relpath: pre-commit
-    # passes a/backend.py and b/backend.py), else relpaths.
-    by_display = all(k == v for k, v in displays.items())
     kept = []
     for f in findings:
-        entries = suppressions.get(f.path if by_display else f.relpath, [])
+        entries = suppressions.get(f.path, [])
         hit = next((s for s in entries if s.line in (f.line, f.stmt_line) and f.rule in s.rules and s.reason), None)
         if hit:
             hit.used.add(f.rule)
         else:
             kept.append(f)
-    for relpath, entries in suppressions.items():
-        path = displays.get(relpath, relpath)
+    for path, entries in suppressions.items():
+        relpath = relpaths.get(path, path)
         for s in entries:
             if not s.rules or not s.reason:
                 missing = "a rule id, e.g. ignore[DD001]," if not s.rules else "a reason"

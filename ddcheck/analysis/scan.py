@@ -106,7 +106,7 @@ STORE_OPEN_RE = re.compile(rb"\s*self\.(\w+)\s*(?::[^=]*)?=\s*\(?\s*$")
 
 
 def scan_trees(trees: list[SourceTree], vocab: Vocabulary = DEFAULT_VOCABULARY,
-               wants_path: Callable[[str], bool] = lambda relpath: True,
+               wants_path: Callable[..., bool] = lambda relpath, disk_path=None: True,
                only: set[str] | None = None, jobs: int | None = None) -> ScanResult:
     """Analyse every tree (or only the files whose relpath is in ``only``; the others are still
     there for helper lookups). Suppression comments are collected here and applied by
@@ -136,7 +136,7 @@ def _scan_into(result: ScanResult, trees, vocab, wants_path, only, jobs) -> None
         candidates: list[str] = []
         explicit = tree.kind == "file"
         for f in tree.files:
-            if not wants_path(f.relpath) or only is not None and f.relpath not in only:
+            if not wants_path(f.relpath, f.disk_path) or only is not None and f.relpath not in only:
                 continue
             result.files_scanned += 1
             try:
@@ -150,8 +150,8 @@ def _scan_into(result: ScanResult, trees, vocab, wants_path, only, jobs) -> None
                 errors[f.display] = f"not UTF-8: {exc.reason} at byte {exc.start}"
                 continue
             if suppressions.MARKER in data:
-                result.suppressions[f.relpath] = suppressions.parse(text)
-                result.displays[f.relpath] = f.display
+                result.suppressions[f.display] = suppressions.parse(text)
+                result.displays[f.display] = f.relpath
             if needs_analysis(data, vocab):
                 candidates.append(f.relpath)
             elif explicit:
