@@ -29,6 +29,8 @@ def _code_digest() -> str:
 
 def key(trees: list[SourceTree], settings_json: str) -> str | None:
     """None when a tree cannot be keyed cheaply (a single file: its helpers live elsewhere)."""
+    if not trees or any(t.kind not in ("wheel", "dir") for t in trees):
+        return None
     h = hashlib.blake2b(digest_size=20)
     h.update(f"{VERSION}\0{_code_digest()}\0{settings_json}".encode())
     for tree in trees:

@@ -188,3 +188,18 @@ def test_text_output_says_exit_and_verdict(capsys):
     assert smoke_main("does-not-matter", budget=3) == 2
     out = capsys.readouterr().out
     assert "exit 2" in out and "refusing" in out
+
+
+@pytest.mark.network
+def test_installed_target_with_only_the_verify_path_files(tmp_path, monkeypatch):
+    # What a GPU machine gets: no sglang install, only verify_path_files() of a release on the path.
+    from ddcheck.smoke.loader import verify_path_files
+
+    for f in verify_path_files(open_target("sglang==0.5.10")):
+        out = tmp_path / f.relpath
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(f.read_bytes())
+    (tmp_path / "sglang" / "__init__.py").write_text("raise ImportError('sglang must not be imported')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    r = run_smoke("installed")
+    assert r.exit_code == 1, r.verdict

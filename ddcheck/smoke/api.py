@@ -142,7 +142,7 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
         import triton  # noqa: F401
     except ImportError as exc:
         raise HarnessError(f"{exc.name} is not installed (ddcheck smoke needs torch and triton)") from exc
-    from ddcheck.sources import TargetError, open_target
+    from ddcheck.sources import TargetError, installed_sglang, open_target
     from ddcheck.smoke.harness import Session, build_batch, triton_interpreter
 
     w, c, device = report.width, report.num_draft_tokens, report.device
@@ -155,6 +155,11 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
             backend_source = Path(backend_file).read_text(encoding="utf-8")
         except OSError as exc:
             raise HarnessError(f"--backend-file {backend_file}: {exc}") from exc
+    if target == "installed":  # the installed sglang, located without importing it
+        pkg = installed_sglang()
+        if pkg is None:
+            raise HarnessError("no installed sglang found")
+        target = str(pkg)
     try:
         tree = open_target(target)
     except TargetError as exc:
@@ -245,12 +250,14 @@ def _verdict(report: SmokeReport) -> None:
         report.verdict = f"control wrong: {bad}; the harness or this release is broken at W == C, no verdict"
     elif any(p.status != "ok" for p in ddtree):
         bad = [p for p in ddtree if p.status != "ok"]
+        diag = next((p for p in paths if p.case == "ddtree-capture-at-W"), None)
+        capture_only = diag is not None and diag.status == "ok" and all(p.path == "graph" for p in bad)
         report.exit_code = 1
-        report.verdict = (f"bug: W == C is right but W = {w} != C = {c} is wrong on "
+        report.verdict = (("capture width" if capture_only else "bug")
+                          + f": W == C is right but W = {w} != C = {c} is wrong on "
                           + ", ".join(f"{p.path} ({p.wrong_tokens} wrong, {p.unwritten_tokens} unwritten of "
                                       f"{p.tokens} tokens)" for p in bad))
-        diag = next((p for p in paths if p.case == "ddtree-capture-at-W"), None)
-        if diag is not None and diag.status == "ok":
+        if capture_only:
             report.verdict += ("; eager is right and the graph path is right when captured at W: the remaining "
                                "failure is the capture width, not the backend")
     else:

@@ -66,7 +66,7 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         kv_index_translator=kv_index_translator(batch.req_to_token, trace),
         decode_num_tokens_per_req=lambda: num_draft_tokens,
         spec_algorithm=Recording("model_runner.spec_algorithm", trace, is_dspark=lambda: False,
-                                  is_eagle=lambda: True, is_ddtree=lambda: False),
+                                 is_eagle=lambda: True, is_ddtree=lambda: False),
     )
 
 
@@ -93,8 +93,8 @@ def kv_index_translator(req_to_token: torch.Tensor, trace: Trace) -> Recording:
         return gather(req_pool_indices, seq_lens, indptr, out, kv_start_idx)
 
     return Recording("kv_index_translator", trace, pack_read_stream=pack_read_stream,
-                      fill_packed_read_stream=fill_packed_read_stream, reads_are_translated=False,
-                      write_ids=lambda fb, kind=None: fb.out_cache_loc, is_translating=False)
+                     fill_packed_read_stream=fill_packed_read_stream, reads_are_translated=False,
+                     write_ids=lambda fb, kind=None: fb.out_cache_loc, is_translating=False)
 
 
 def layer(shape: Shape, trace: Trace) -> Recording:

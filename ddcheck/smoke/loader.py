@@ -8,8 +8,8 @@ namespace itself, deciding per module:
   ``kernels/ops/attention/*`` and ``kernels/ops/kvcache/*`` from 0.5.16) and a few stdlib-only
   helpers are executed from the tree's own source;
 * **provided** -- a short, named list of helpers the backend calls while it is built or verifies
-  (``is_cuda``, ``get_spec``, ``envs``...). Each is implemented here in a few lines, or taken from
-  the tree's source (``ForwardMode``, ``TreeMaskMode``), and every call is recorded;
+  (``is_cuda``, ``get_spec``, ``KVWriteLoc``...). Each is implemented here in a few lines, or
+  executed from the tree's own source (``ForwardMode``, ``TreeMaskMode``); calls are counted;
 * **stand-in** -- everything else. A stand-in can be imported, compared, used in ``isinstance`` and
   annotations, but *calling* it raises :class:`StandInCalled` naming itself. A new runtime
   dependency in a future release therefore surfaces as a harness error, never as a silent fake.
@@ -169,6 +169,9 @@ def _extract(tree: SourceTree, relpath: str, names: tuple[str, ...], env: dict[s
 
 EXTRACTED = (("sglang/srt/model_executor/forward_batch_info.py", ("ForwardMode",)),
              ("sglang/srt/speculative/eagle_utils.py", ("TreeMaskMode", "default_tree_mask_mode")))
+# Globals for the extracted definitions. ``_is_cpu`` False: we emulate a GPU deployment, whose
+# Triton kernels read the FULL_MASK tree-mask layout.
+EXTRACT_ENV = {"IntEnum": IntEnum, "Enum": Enum, "auto": auto, "_is_cpu": False, "_is_npu": False}
 
 
 def verify_path_files(tree: SourceTree) -> list:
@@ -185,14 +188,13 @@ def verify_path_files(tree: SourceTree) -> list:
             if _is_real_name(module):
                 out.append(f)
     files: list[str] = []
-    env = {"IntEnum": IntEnum, "Enum": Enum, "auto": auto, "_is_cpu": False, "_is_npu": False}
     for relpath, names in EXTRACTED:
-        _extract(tree, relpath, names, env, files)
+        _extract(tree, relpath, names, EXTRACT_ENV, files)
     return out + [tree.find(r) for r in dict.fromkeys(files) if tree.find(r) not in out]
 
 
 class Recording:
-    """A read-only bag of attributes that records which ones the backend reads (and misses)."""
+    """A bag of attributes that records which ones the backend reads (and misses)."""
 
     def __init__(self, label: str, trace: Trace, **attrs: Any):
         object.__setattr__(self, "_label", label)
@@ -257,23 +259,22 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
         utils[flag] = const(f"utils.{flag}", False)
 
     spec = Recording("get_spec()", trace, speculative_num_draft_tokens=ctx.num_draft_tokens,
-                      speculative_num_steps=ctx.num_steps, speculative_eagle_topk=ctx.topk,
-                      speculative_algorithm=None)
+                     speculative_num_steps=ctx.num_steps, speculative_eagle_topk=ctx.topk,
+                     speculative_algorithm=None)
     parallel = Recording("get_parallel()", trace, attn_tp_size=1, attn_dcp_size=1, attn_dcp_rank=0,
-                          attn_tp_rank=0, tp_size=1, dcp_group=None)
+                         attn_tp_rank=0, tp_size=1, dcp_group=None)
     # 0.5.23 moved server args behind get_exec()/get_schedule().
     execution = Recording(
         "get_exec()", trace,
         kernel=Recording("get_exec().kernel", trace, enable_lean_attention=False, triton_attention_num_kv_splits=8,
-                          triton_attention_split_tile_size=None),
+                         triton_attention_split_tile_size=None),
         dllm=Recording("get_exec().dllm", trace, dllm_algorithm=None),
         deterministic=Recording("get_exec().deterministic", trace, enable_deterministic_inference=False))
     schedule = Recording("get_schedule()", trace, chunked_prefill_size=8192, page_size=1)
 
-    enum_env = {"IntEnum": IntEnum, "Enum": Enum, "auto": auto, "_is_cpu": False, "_is_npu": False}
     (fb_path, fb_names), (eu_path, eu_names) = EXTRACTED
-    forward_mode = _extract(tree, fb_path, fb_names, enum_env, trace.files)
-    tree_mask = _extract(tree, eu_path, eu_names, enum_env, trace.files)
+    forward_mode = _extract(tree, fb_path, fb_names, EXTRACT_ENV, trace.files)
+    tree_mask = _extract(tree, eu_path, eu_names, EXTRACT_ENV, trace.files)
     if "default_tree_mask_mode" in tree_mask:
         tree_mask["default_tree_mask_mode"] = rec("eagle_utils.default_tree_mask_mode",
                                                   tree_mask["default_tree_mask_mode"])
