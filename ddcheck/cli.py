@@ -134,6 +134,8 @@ def smoke(
     num_draft_tokens: int = typer.Option(8, "--num-draft-tokens", help="C, speculative_num_draft_tokens."),
     device: str = typer.Option("cpu", "--device", help="cpu (Triton interpreter) or cuda."),
     allow_out_of_bounds: bool = typer.Option(False, "--allow-out-of-bounds", help="Run W < C even where the buggy path writes out of bounds."),
+    graph_capture_width: str = typer.Option("C", "--graph-capture-width", help="C (what SGLang's graph runner does) or W (what DDTree needs)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed of the batch and the trees."),
 ) -> None:
     """Run the tree's real Triton verify path at W != C and compare with a reference.
 
@@ -146,9 +148,12 @@ def smoke(
         raise Exit2(f"the smoke test needs torch and triton ({exc}); pip install 'ddcheck[smoke]'") from exc
     if fmt not in ("text", "json"):
         raise Exit2("--format must be text or json")
+    if graph_capture_width not in ("C", "W"):
+        raise Exit2("--graph-capture-width must be C or W")
     raise typer.Exit(smoke_main(target, backend_file=str(backend_file) if backend_file else None, fmt=fmt,
                                 budget=budget, num_draft_tokens=num_draft_tokens, device=device,
-                                allow_out_of_bounds=allow_out_of_bounds))
+                                allow_out_of_bounds=allow_out_of_bounds, graph_capture_width=graph_capture_width,
+                                seed=seed))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -170,11 +170,13 @@ class _Rewriter(cst.CSTTransformer):
 # -- planning over targets -------------------------------------------------------------------------
 
 
-def plan(trees: list[SourceTree], settings: Settings, unsafe: bool) -> tuple[list[FileFix], ScanResult]:
-    """Scan the trees and compute the fixed bytes of every file with fixable findings."""
+def plan(trees: list[SourceTree], settings: Settings, unsafe: bool,
+         only: set[str] | None = None) -> tuple[list[FileFix], ScanResult]:
+    """Scan the trees (only the relpaths in ``only``, when given) and compute the fixed bytes of
+    every file with fixable findings."""
     from .api import scan_trees_with_settings
 
-    result = scan_trees_with_settings(trees, settings)
+    result = scan_trees_with_settings(trees, settings, only=only)
     by_file: dict[str, list[Finding]] = defaultdict(list)
     for f in fixable(result.findings, unsafe):
         by_file[f.path].append(f)
@@ -311,7 +313,7 @@ def fixed_file_text(target: str, relpath: str, *, unsafe: bool = False) -> str:
     f = tree.find(relpath)
     if f is None:
         raise TargetError(f"{relpath} is not in {target}")
-    fixes, _ = plan([tree], Settings(), unsafe)
+    fixes, _ = plan([tree], Settings(), unsafe, only={f.relpath})
     for fx in fixes:
         if fx.display == f.display:
             return fx.after.decode("utf-8")
@@ -397,7 +399,7 @@ def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bo
         f in fx.fixed for fx, _ in written)]
     _report_unfixable([f for f in remaining if f.fix is None], console)
     if verify:
-        code = _verify_with_smoke(targets[0], console, err)
+        code = _verify_with_smoke(trees[0], console, err)
         if code != 0:
             return code
     if exit_non_zero_on_fix and written:
@@ -414,14 +416,18 @@ def _report_unfixable(findings: list[Finding], console) -> None:
         console.print(f"[yellow]not fixed[/yellow] {escape(f.path)}:{f.line}:{f.column + 1} {f.rule}: {escape(f.hint or '')}")
 
 
-def _verify_with_smoke(target: str, console, err) -> int:
+def _verify_with_smoke(tree: SourceTree, console, err) -> int:
+    """Run the smoke test on the tree as it is now on disk (fixed); success only if it passes."""
     try:
         from .smoke import smoke_main
     except ImportError as exc:
         err.print(f"ddcheck: --verify needs the smoke test's torch and triton ({exc})")
         return 2
-    console.print("running the smoke test on the fixed tree...")
-    code = smoke_main(target, backend_file=None, fmt="text")
+    if tree.kind != "dir" or tree.find("srt/layers/attention/triton_backend.py") is None:
+        err.print("ddcheck: --verify needs an sglang tree with a Triton backend (a directory, or --out DIR)")
+        return 2
+    console.print("running `ddcheck smoke` on the fixed tree...")
+    code = smoke_main(str(tree.root), fmt="text")
     if code != 0:
         err.print("[red]the fixed tree does not pass the smoke test; not reporting success[/red]")
     return code
