@@ -72,6 +72,8 @@ class Settings(BaseModel):
         path inside the scanned tree and, for files on disk, against the path relative to the
         directory of the ``pyproject.toml`` the settings came from (as Ruff does), so the same
         pattern works for ``ddcheck scan .`` and for the single files pre-commit passes."""
+        if not self.include and not self.exclude:
+            return True
         names = self._match_names(relpath, disk_path)
         if self.include and not any(fnmatch.fnmatch(n, p) for n in names for p in self.include):
             return False
