@@ -67,8 +67,8 @@ def scan(targets: list[str] | None = None, *, settings: Settings | None = None, 
 def scan_trees_with_settings(trees: list[SourceTree], settings: Settings, only: set[str] | None = None) -> ScanResult:
     """The raw scan with the user's rule selection and suppression comments applied."""
     result = scan_trees(trees, settings.vocabulary(), settings.wants_path, only=only)
-    selected = [f for f in result.findings if settings.wants(f)]
-    result.findings = [f for f in suppressions.apply(selected, result.suppressions, result.displays)
+    # Suppressions first: a comment for a rule the user deselected is still in use, not stale.
+    result.findings = [f for f in suppressions.apply(result.findings, result.suppressions, result.displays)
                        if settings.wants(f)]
     result.findings.sort(key=lambda f: (f.path, f.line, f.column, f.rule))
     return result

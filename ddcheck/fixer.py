@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -19,7 +20,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 from pydantic import BaseModel, Field
 
 from .findings import Finding, ScanResult, Severity
@@ -66,49 +67,58 @@ def rewrite(source: bytes, findings: list[Finding]) -> bytes:
     module = cst.parse_module(source)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
-    by_span: dict[tuple[int, int, int, int], list[cst.CSTNode]] = defaultdict(list)
-    anchors: dict[tuple[int, int], cst.CSTNode] = {}
+    parents = wrapper.resolve(ParentNodeProvider)
+    by_span: dict[tuple[int, int, int, int], cst.CSTNode] = {}
+    block_stmts: list[tuple[cst.CSTNode, tuple, tuple]] = []  # statements directly in a body
     for node, rng in positions.items():
         if isinstance(node, (cst.Attribute, cst.Name)):
-            by_span[(rng.start.line, rng.start.column, rng.end.line, rng.end.column)].append(node)
-        elif isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            anchors.setdefault((rng.start.line, rng.start.column), node)
+            by_span.setdefault((rng.start.line, rng.start.column, rng.end.line, rng.end.column), node)
+        elif isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) \
+                and isinstance(parents.get(node), (cst.IndentedBlock, cst.Module)):
+            block_stmts.append((node, (rng.start.line, rng.start.column), (rng.end.line, rng.end.column)))
 
     replace: dict[cst.CSTNode, cst.BaseExpression] = {}
-    bind: dict[cst.CSTNode, tuple[str, str]] = {}  # anchor statement -> (local, expression)
-    groups: dict[tuple[int, int], list[Finding]] = defaultdict(list)
+    bind: dict[cst.CSTNode, list[tuple[str, str]]] = defaultdict(list)  # anchor statement -> bindings
+    taken: dict[cst.CSTNode, set[str]] = defaultdict(set)
+    groups: dict[tuple[int, int, str], list[Finding]] = defaultdict(list)
     for f in findings:
-        groups[(f.fix.anchor_line, f.fix.anchor_column)].append(f)
-    for (line, col), group in groups.items():
-        if line == 0:  # verify-guarded conditional expression: replace inline
+        groups[(f.fix.anchor_line, f.fix.anchor_column, f.fix.expression)].append(f)
+    for (line, col, expression), group in groups.items():
+        if line == 0:  # verify-guarded conditional expression: replaced inline
             for f in group:
-                replace[_site(by_span, f)] = cst.parse_expression(f.fix.expression)
+                replace[_site(by_span, f)] = cst.parse_expression(f"({expression})")
             continue
-        anchor = anchors.get((line, col))
+        anchor = _block_statement(block_stmts, (line, col))
         if anchor is None:
             raise FixError(f"no statement at {line}:{col + 1} to bind the per-step width at")
-        local = _free_name(module.code_for_node(_enclosing_block_owner(wrapper, anchor, module) or module), LOCAL)
-        expression = Counter(f.fix.expression for f in group).most_common(1)[0][0]
-        bind[anchor] = (local, _strip_parens(expression))
+        func = _enclosing_function(parents, anchor)
+        local = _free_name(module.code_for_node(func) if func is not None else module.code, taken[func])
+        taken[func].add(local)
+        bind[anchor].append((local, expression))
         for f in group:
             replace[_site(by_span, f)] = cst.Name(local)
-    new = wrapper.module.visit(_Rewriter(replace, bind))
+    rewriter = _Rewriter(replace, bind)
+    new = wrapper.module.visit(rewriter)
+    if rewriter.inserted != set(bind):
+        raise FixError("the per-step width could not be bound at the top of every verify block")
     return new.bytes
 
 
 def _site(by_span, f: Finding) -> cst.CSTNode:
-    nodes = by_span.get((f.line, f.column, f.end_line, f.end_column))
-    if not nodes:
+    node = by_span.get((f.line, f.column, f.end_line, f.end_column))
+    if node is None:
         raise FixError(f"{f.line}:{f.column + 1}: `{f.symbol}` is not where the scan saw it")
-    return nodes[0]
+    return node
 
 
-def _enclosing_block_owner(wrapper, anchor, module):
-    # The function around the anchor: the local must not shadow a name it already uses.
-    from libcst.metadata import ParentNodeProvider
+def _block_statement(block_stmts, pos: tuple[int, int]) -> cst.CSTNode | None:
+    """The innermost statement of a block (body) that starts at or encloses ``pos``: the anchor
+    itself normally; the whole ``if`` when the verify block is an ``elif`` or a one-line body."""
+    around = [(start, end, node) for node, start, end in block_stmts if start <= pos <= end]
+    return max(around, key=lambda t: t[0])[2] if around else None
 
-    parents = wrapper.resolve(ParentNodeProvider)
-    node = anchor
+
+def _enclosing_function(parents, node: cst.CSTNode) -> cst.FunctionDef | None:
     while node in parents:
         node = parents[node]
         if isinstance(node, cst.FunctionDef):
@@ -116,28 +126,19 @@ def _enclosing_block_owner(wrapper, anchor, module):
     return None
 
 
-def _free_name(code: str, base: str) -> str:
-    name, i = base, 1
-    while _uses_name(code, name):
-        i += 1
-        name = f"{base}_{i}" if i > 2 else f"verify_{base}"
-    return name
-
-
-def _uses_name(code: str, name: str) -> bool:
-    import re
-
-    return re.search(rf"(?<![\w.]){re.escape(name)}\b", code) is not None
-
-
-def _strip_parens(expr: str) -> str:
-    return expr[1:-1] if expr.startswith("(") and expr.endswith(")") else expr
+def _free_name(code: str, taken: set[str]) -> str:
+    """``num_tokens_per_req`` unless the function already uses that name for something else."""
+    for name in (LOCAL, f"verify_{LOCAL}", *(f"{LOCAL}_{i}" for i in range(2, 100))):
+        if name not in taken and not re.search(rf"(?<![\w.]){re.escape(name)}\b", code):
+            return name
+    raise FixError("no free name for the per-step width")
 
 
 class _Rewriter(cst.CSTTransformer):
     def __init__(self, replace, bind):
         self.replace = replace
         self.bind = bind
+        self.inserted: set[cst.CSTNode] = set()
 
     def leave_Attribute(self, original, updated):
         return self.replace.get(original, updated)
@@ -145,26 +146,21 @@ class _Rewriter(cst.CSTTransformer):
     def leave_Name(self, original, updated):
         return self.replace.get(original, updated)
 
-    def _insert(self, original_body, updated_body):
-        out = []
-        for orig, upd in zip(original_body, updated_body):
-            if orig in self.bind:
-                local, expr = self.bind[orig]
-                stmt = cst.parse_statement(f"# Per-step verify width; C only if the verify input has none (ddcheck fix).\n"
-                                           f"{local} = {expr}\n")
-                out.append(stmt)
-            out.append(upd)
-        return out
+    def _with_bindings(self, original, updated):
+        if not any(s in self.bind for s in original.body):
+            return updated
+        body = []
+        for orig, upd in zip(original.body, updated.body):
+            for local, expr in self.bind.get(orig, ()):
+                body.append(cst.parse_statement(
+                    f"# Per-step verify width; C only if the verify input has none (ddcheck fix).\n"
+                    f"{local} = {expr}\n"))
+                self.inserted.add(orig)
+            body.append(upd)
+        return updated.with_changes(body=body)
 
-    def leave_IndentedBlock(self, original, updated):
-        if any(s in self.bind for s in original.body):
-            return updated.with_changes(body=self._insert(original.body, updated.body))
-        return updated
-
-    def leave_Module(self, original, updated):
-        if any(s in self.bind for s in original.body):
-            return updated.with_changes(body=self._insert(original.body, updated.body))
-        return updated
+    leave_IndentedBlock = _with_bindings
+    leave_Module = _with_bindings
 
 
 # -- planning over targets -------------------------------------------------------------------------
@@ -183,7 +179,12 @@ def plan(trees: list[SourceTree], settings: Settings, unsafe: bool,
     files = {f.display: f for t in trees for f in t.files}
     fixes = []
     for display, items in by_file.items():
-        src = files[display]
+        src = files.get(display)
+        if src is None:
+            # A helper module reached from a target (pre-commit passes single files): not ours to edit.
+            result.errors.append(_err(display, f"fix not applied: {len(items)} finding(s) in this helper of the "
+                                               f"targets; pass it to `ddcheck fix` too"))
+            continue
         before = src.read_bytes()
         try:
             after = rewrite(before, items)
@@ -194,10 +195,11 @@ def plan(trees: list[SourceTree], settings: Settings, unsafe: bool,
     return fixes, result
 
 
-def verify_fixes(fixes: list[FileFix], trees: list[SourceTree], settings: Settings) -> list[tuple[FileFix, str]]:
+def verify_fixes(fixes: list[FileFix], trees: list[SourceTree], settings: Settings,
+                 before: ScanResult) -> list[tuple[FileFix, str]]:
     """Re-parse and re-scan each fixed file in its tree; a fix that does not parse or leaves an
-    error where it claimed one is rejected."""
-    from .analysis.scan import scan_trees
+    error where it claimed one (more errors in a function than it had minus those fixed) is rejected."""
+    from .api import scan_trees_with_settings
 
     rejected = []
     for fx in fixes:
@@ -208,20 +210,17 @@ def verify_fixes(fixes: list[FileFix], trees: list[SourceTree], settings: Settin
             continue
         tree = next(t for t in trees if any(f.display == fx.display for f in t.files))
         patched = _patched_tree(tree, fx)
-        after = scan_trees([patched], settings.vocabulary(), settings.wants_path, only={fx.relpath})
+        after = scan_trees_with_settings([patched], settings, only={fx.relpath})
         fixed_functions = Counter(f.function for f in fx.fixed if f.severity == Severity.error)
         left = Counter(f.function for f in after.findings if f.path == fx.display and f.severity == Severity.error
                        and f.function in fixed_functions)
-        before_counts = Counter(f.function for f in _all_errors_before(fx))
+        before_counts = Counter(f.function for f in before.findings if f.path == fx.display
+                                and f.severity == Severity.error)
         for func, n in fixed_functions.items():
             if left[func] > before_counts[func] - n:
                 rejected.append((fx, f"an error is left in `{func}` after the fix"))
                 break
     return rejected
-
-
-def _all_errors_before(fx: FileFix) -> list[Finding]:
-    return [f for f in fx.fixed if f.severity == Severity.error]
 
 
 def _patched_tree(tree: SourceTree, fx: FileFix) -> SourceTree:
@@ -292,8 +291,8 @@ def fix_targets(targets: list[str], *, settings: Settings | None = None, unsafe:
 
     settings = settings or Settings()
     trees, _ = open_targets(targets)
-    fixes, _ = plan(trees, settings, unsafe)
-    rejected = {id(fx) for fx, _ in verify_fixes(fixes, trees, settings)}
+    fixes, result = plan(trees, settings, unsafe)
+    rejected = {id(fx) for fx, _ in verify_fixes(fixes, trees, settings, result)}
     good = [fx for fx in fixes if fx.changed and id(fx) not in rejected]
     if write:
         for fx in good:
@@ -364,7 +363,7 @@ def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bo
     if open_errors:
         return 2
     fixes, result = plan(trees, settings, unsafe)
-    rejected = dict((id(fx), why) for fx, why in verify_fixes(fixes, trees, settings))
+    rejected = dict((id(fx), why) for fx, why in verify_fixes(fixes, trees, settings, result))
     for e in result.errors:
         err.print(f"[magenta]{escape(e.path)}[/magenta]: {escape(e.message)}")
     pending = [fx for fx in fixes if fx.changed and id(fx) not in rejected]
@@ -376,14 +375,17 @@ def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bo
             console.file.write(fx.diff()) if diff else console.print(f"would fix {len(fx.fixed)} in {escape(fx.display)}")
         unfixable = [f for f in result.findings if f.severity == Severity.error and f.fix is None]
         _report_unfixable(unfixable, console)
-        return 1 if (check and pending) else 0
+        # --check fails on pending fixes; both fail when a fix could not be made or was rolled back.
+        return 1 if (check and pending) or result.errors or rejected else 0
     written = []
     for fx in pending:
         path = _disk(trees, fx)
         try:
             if installed:
                 backup = path.with_name(path.name + BACKUP_SUFFIX)
-                if not backup.exists():
+                # Keep the backup of an earlier run only while the file still carries that run's fix;
+                # after an sglang upgrade the current file is the original to keep.
+                if not backup.exists() or b"(ddcheck fix)" not in fx.before:
                     shutil.copy2(path, backup)
             write_atomic(path, fx.after, fx.before)
             written.append((fx, path))
@@ -404,7 +406,7 @@ def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bo
             return code
     if exit_non_zero_on_fix and written:
         return 1
-    if rejected or any(f.fix is None for f in remaining):
+    if rejected or result.errors or any(f.fix is None for f in remaining):
         return 1
     return 0
 

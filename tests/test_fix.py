@@ -176,3 +176,76 @@ def test_cli_installed_writes_backups_and_says_how_to_restore(tmp_path):
     backup = backend.with_name("triton_backend.py.ddcheck-orig")
     assert backup.read_text() == original and backend.read_text() != original
     assert f"mv {backup} {backend}" in r.stdout.replace("\n", "")
+
+
+def fix_text(tmp_path, source: str, name="b.py") -> tuple[str, list]:
+    p = tmp_path / name
+    p.write_text(source)
+    fixer.fix_targets([str(p)])
+    return p.read_text(), [f for f in scan([str(p)], settings=Settings(), use_cache=False).findings
+                           if f.severity.value == "error"]
+
+
+def test_fix_binds_before_the_whole_if_when_verify_is_an_elif_chain(tmp_path):
+    src = '''import torch
+
+
+class B:
+    def __init__(self, sa):
+        self.num_draft_tokens = sa.speculative_num_draft_tokens
+
+    def run(self, forward_batch, bs, spec_info):
+        if not forward_batch.forward_mode.is_target_verify():
+            self.m = None
+        elif bs > 4:
+            self.m = torch.arange(0, bs * self.num_draft_tokens, step=self.num_draft_tokens)
+        else:
+            self.m = torch.arange(0, 3 * self.num_draft_tokens, step=self.num_draft_tokens)
+'''
+    out, left = fix_text(tmp_path, src)
+    assert left == []
+    lines = out.splitlines()
+    binding = next(i for i, l in enumerate(lines) if l.strip().startswith("num_tokens_per_req ="))
+    assert lines[binding + 1].strip().startswith("if not forward_batch.forward_mode.is_target_verify()")
+    compile(out, "b.py", "exec")
+
+
+def test_fix_never_puts_w_where_a_value_derived_from_c_stands(tmp_path):
+    src = (FIXTURES / "analysis" / "edges.py").read_text()
+    out, left = fix_text(tmp_path, src)
+    assert "step=c1" in out and "self.max_bs_tokens + bs" in out  # left for a person
+    assert sorted(f.line for f in left if f.function == "EdgeBackend.derived") == [23, 23, 24]
+
+
+def test_fix_uses_forward_batch_spec_info_when_spec_info_is_bound_only_in_a_sibling_branch(tmp_path):
+    src = '''class B:
+    def __init__(self, sa):
+        self.num_draft_tokens = sa.speculative_num_draft_tokens
+
+    def run(self, forward_batch):
+        if forward_batch.forward_mode.is_decode():
+            spec_info = forward_batch.spec_info
+        elif forward_batch.forward_mode.is_target_verify():
+            self.max_extend_len = self.num_draft_tokens
+'''
+    out, left = fix_text(tmp_path, src)
+    assert 'getattr(forward_batch.spec_info, "draft_token_num", None)' in out and left == []
+
+
+def test_fix_of_a_single_file_reports_findings_in_a_helper_it_may_not_edit(tmp_path):
+    # pre-commit passes backend.py alone; the hazard sits in the sibling helper it calls.
+    (tmp_path / "helpers.py").write_text(
+        "import torch\n\n\ndef make_qo(spec_info, server_args, bs):\n"
+        "    c = server_args.speculative_num_draft_tokens\n"
+        "    return torch.arange(0, (bs + 1) * c, step=c)\n")
+    (tmp_path / "backend.py").write_text(
+        "from helpers import make_qo\n\n\nclass B:\n"
+        "    def init_forward_metadata(self, forward_batch, spec_info, server_args, bs):\n"
+        "        if forward_batch.forward_mode.is_target_verify():\n"
+        "            self.qo = make_qo(spec_info, server_args, bs)\n")
+    helper_before = (tmp_path / "helpers.py").read_text()
+    r = run("fix", str(tmp_path / "backend.py"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "helpers.py" in r.stderr and "pass it to `ddcheck fix` too" in r.stderr.replace("\n", "")
+    assert (tmp_path / "helpers.py").read_text() == helper_before
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..findings import Finding, FixPlan, Severity
-from .exprs import is_c_read, is_mode_check, walk
+from .exprs import is_c_read, is_exact_c, is_mode_check, walk
 from .hazards import ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, Verdict, classify, layout_what
 from .module import FunctionInfo, ModuleModel
 from .verify_path import Def, FunctionPass, Site
@@ -43,6 +43,7 @@ class Reported:
     node: ast.expr
     anchor: ast.stmt | None
     c_expr: str  # how C is spelled here, for the fallback (``self.num_draft_tokens``)
+    exact: bool  # the read is C itself, not a value derived from it: W may take its place
 
 
 @dataclass
@@ -53,7 +54,7 @@ class Engine:
     inherited_c_attrs: frozenset[str] = frozenset()
     reported: dict[tuple, Reported] = field(default_factory=dict)
     _memo: dict[tuple, dict[str, list[ParamUse]]] = field(default_factory=dict)
-    _c_attrs: dict[int, dict[str, set[str]]] = field(default_factory=dict)
+    _c_attrs: dict[int, dict[str, tuple[set[str], set[str]]]] = field(default_factory=dict)
 
     def analyze(self, model: ModuleModel) -> None:
         for f in list(model.functions.values()):
@@ -65,13 +66,16 @@ class Engine:
             if any(m in text for m in VERIFY_TEXT) or any(t in text for t in tokens):
                 self.run_function(model, f, self.vocab.is_verify_function(f.name), {})
 
-    def c_attrs_of(self, model: ModuleModel, cls: str | None) -> set[str]:
+    def c_attrs_of(self, model: ModuleModel, cls: str | None, exact: bool = False) -> set[str]:
+        """``self.X`` attributes of ``cls`` that hold C (with ``exact``: those that are copies of C)."""
         table = self._c_attrs.get(id(model))
         if table is None:
             table = self._c_attrs[id(model)] = model.class_c_attrs(self.vocab, self.inherited_c_attrs)
+        default = set(self.inherited_c_attrs) | set(self.vocab.extra_c_attrs)
         if cls is None:
             return set(self.vocab.extra_c_attrs)
-        return table.get(cls, set(self.inherited_c_attrs) | set(self.vocab.extra_c_attrs))
+        attrs, exact_attrs = table.get(cls, (default, default))
+        return exact_attrs if exact else attrs
 
     def run_function(self, model: ModuleModel, func: FunctionInfo, entry_verify: bool,
                      tainted: dict[str, Origin]) -> dict[str, list[ParamUse]]:
@@ -101,8 +105,7 @@ class Engine:
             return
         verdict = classify(site.node, fp.model.parents, self.vocab)
         if verdict.kind == ALIAS:
-            if via is not None:
-                return  # `y = x`: y's own reads are sites
+            # `x = C` (or `y = x` with x holding C from outside the block): judged by what x feeds.
             verdict = self._alias(fp, site, verdict.target)
         elif verdict.kind == ARGUMENT:
             verdict = self._argument(fp, verdict)
@@ -115,8 +118,9 @@ class Engine:
             return
         if via is not None and any(d.kind == "per_step" for d in fp.reaching(via.name, site.node)):
             verdict = Verdict(FALLBACK, FALLBACK_WHAT)
-        c_expr = fp.model.code(via.value) if via is not None and via.value is not None else fp.model.code(site.node)
-        self._report(fp, site.node, site.anchor, verdict, c_expr)
+        source = via.value if via is not None and via.value is not None else site.node
+        exact = is_exact_c(source, self.c_attrs_of(fp.model, fp.func.cls, exact=True), self.vocab)
+        self._report(fp, site.node, site.anchor, verdict, fp.model.code(source), exact)
 
     def _alias(self, fp: FunctionPass, site: Site, target: str) -> Verdict | None:
         """``x = C`` on the verify path: a fallback when x is rebound per step, else judged by x's reads."""
@@ -196,12 +200,12 @@ class Engine:
                 return (other, f, False) if f else None
         return None
 
-    def _report(self, fp: FunctionPass, node: ast.expr, anchor, verdict: Verdict, c_expr: str) -> None:
+    def _report(self, fp: FunctionPass, node: ast.expr, anchor, verdict: Verdict, c_expr: str, exact: bool) -> None:
         key = (fp.model.source.relpath, node.lineno, node.col_offset)
         old = self.reported.get(key)
         if old is not None and RANK[old.kind] >= RANK[verdict.kind]:
             return
-        self.reported[key] = Reported(verdict.kind, verdict.what, fp, node, anchor, c_expr)
+        self.reported[key] = Reported(verdict.kind, verdict.what, fp, node, anchor, c_expr, exact)
 
     # -- findings -----------------------------------------------------------------------------
 
@@ -214,21 +218,30 @@ class Engine:
         stmt_text, stmt_line = _statement(model, r.node)
         l1, c1, l2, c2 = model.span(r.node)
         symbol = model.code(r.node)
-        spec_info = r.fp.spec_info_expr(r.anchor)
+        at = r.anchor if r.anchor is not None else _statement_of(model, r.node)
+        spec_info = r.fp.spec_info_expr(at)
+        unbound = [n for n in _names(r.c_expr) if n != "self" and not r.fp.bound_at(n, at)]
         fix = None
         replacement = None
         if r.kind == FALLBACK:
             hint = "C is only the fallback here; keep the verify input's width set (and capture CUDA graphs at it)."
+        elif not r.exact:
+            hint = (f"`{symbol}` is derived from C (`{r.c_expr}`), so W cannot simply take its place: "
+                    f"rewrite its definition with the verify input's width.")
         elif spec_info is None:
             hint = (f"No verify input is in scope in `{func.qualname}`: pass `spec_info` (or the width) in "
                     f"from the verify branch that calls it.")
+        elif unbound:
+            hint = (f"C is spelled `{r.c_expr}`, and `{unbound[0]}` is not bound where the verify block starts; "
+                    f"use the verify input's width there by hand.")
         else:
-            replacement = per_step_expression(spec_info, r.c_expr, self.width_api)
+            value = per_step_value(spec_info, r.c_expr, self.width_api)
+            replacement = f"({value})"
             safety = "unsafe" if r.kind == CAPACITY else "safe"
             # No statement anchor (a verify-guarded conditional expression): replaced inline.
             line = r.anchor.lineno if r.anchor is not None else 0
             col = model.column(r.anchor.lineno, r.anchor.col_offset) if r.anchor is not None else 0
-            fix = FixPlan(safety=safety, anchor_line=line, anchor_column=col, expression=replacement)
+            fix = FixPlan(safety=safety, anchor_line=line, anchor_column=col, expression=value)
             hint = f"Use the per-step width {replacement}" + (" (changes a buffer size: unsafe fix)" if safety == "unsafe" else "")
         if r.kind == LAYOUT:
             message = (f"`{symbol}` is the start-up width C; on the target-verify path it {r.what}. Wrong whenever "
@@ -243,12 +256,33 @@ class Engine:
                        fix=fix, statement=stmt_text, stmt_line=stmt_line)
 
 
-def per_step_expression(spec_info: str, c_expr: str, width_api: str) -> str:
+def per_step_value(spec_info: str, c_expr: str, width_api: str) -> str:
     """W with a fallback to C, for CUDA-graph capture and callers without a verify input."""
+    c = c_expr if _is_simple(c_expr) else f"({c_expr})"
     if width_api == "num_tokens_per_req":
-        return (f"({spec_info}.num_tokens_per_req if {spec_info} is not None "
-                f"and {spec_info}.num_tokens_per_req > 0 else {c_expr})")
-    return f'(getattr({spec_info}, "draft_token_num", None) or {c_expr})'
+        return (f"{spec_info}.num_tokens_per_req if {spec_info} is not None "
+                f"and {spec_info}.num_tokens_per_req > 0 else {c}")
+    return f'getattr({spec_info}, "draft_token_num", None) or {c}'
+
+
+def _is_simple(expr: str) -> bool:
+    try:
+        return isinstance(ast.parse(expr, mode="eval").body, (ast.Name, ast.Attribute))
+    except SyntaxError:
+        return False
+
+
+def _names(expr: str) -> list[str]:
+    try:
+        return [n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)]
+    except SyntaxError:
+        return []
+
+
+def _statement_of(model: ModuleModel, node: ast.AST) -> ast.stmt | None:
+    while node is not None and not isinstance(node, ast.stmt):
+        node = model.parent(node)
+    return node
 
 
 def _statement(model: ModuleModel, node: ast.AST) -> tuple[str, int]:

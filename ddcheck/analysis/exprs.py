@@ -72,20 +72,33 @@ def mentions_per_step(node: ast.AST, vocab: Vocabulary) -> bool:
     return False
 
 
-def c_occurrences(node: ast.AST, c_attrs, vocab: Vocabulary) -> Iterator[ast.Attribute]:
-    """C expressions (``*.speculative_num_draft_tokens``, ``self.<C attr>``) read as arithmetic
-    in ``node``; a C inside another call (``torch.zeros(max_bs * C)``) makes a buffer, not a width."""
+def arith_leaves(node: ast.AST) -> Iterator[ast.AST]:
+    """The operands of an arithmetic value: through ``+ - * //``, unary minus, ``int/max/min``,
+    the branches of ``a if t else b`` and the values of ``a or b``; never into comparisons,
+    ``not``/``and``, containers, subscripts or calls that build something else."""
     stack = [node]
     while stack:
         n = stack.pop()
-        if is_c_read(n, c_attrs, vocab):
+        if isinstance(n, ast.BinOp):
+            stack += [n.right, n.left]
+        elif isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
+            stack.append(n.operand)
+        elif isinstance(n, ast.Call) and call_leaf(n) in ARITH_CALLS:
+            stack += reversed(n.args)
+        elif isinstance(n, ast.IfExp):
+            stack += [n.orelse, n.body]
+        elif isinstance(n, ast.BoolOp) and isinstance(n.op, ast.Or):
+            stack += reversed(n.values)
+        elif isinstance(n, ast.NamedExpr):
+            stack.append(n.value)
+        else:
             yield n
-            continue
-        if isinstance(n, ast.Call) and call_leaf(n) not in ARITH_CALLS:
-            continue
-        if isinstance(n, SCOPES):
-            continue
-        stack.extend(ast.iter_child_nodes(n))
+
+
+def c_occurrences(node: ast.AST, c_attrs, vocab: Vocabulary) -> Iterator[ast.Attribute]:
+    """C expressions (``*.speculative_num_draft_tokens``, ``self.<C attr>``) among the operands of an
+    arithmetic value (see :func:`arith_leaves`)."""
+    return (n for n in arith_leaves(node) if is_c_read(n, c_attrs, vocab))
 
 
 def is_c_read(n: ast.AST, c_attrs, vocab: Vocabulary) -> bool:
@@ -98,18 +111,17 @@ def is_c_valued(node: ast.AST, c_attrs, vocab: Vocabulary) -> bool:
     return any(True for _ in c_occurrences(node, c_attrs, vocab)) and not mentions_per_step(node, vocab)
 
 
+def is_exact_c(node: ast.AST, c_attrs, vocab: Vocabulary) -> bool:
+    """The value *is* C (``x.speculative_num_draft_tokens``, ``self.<copy of C>``, ``int(...)`` of it),
+    not a value derived from it: only then may a fix put W in its place."""
+    while isinstance(node, ast.Call) and call_leaf(node) == "int" and len(node.args) == 1:
+        node = node.args[0]
+    return is_c_read(node, c_attrs, vocab)
+
+
 def arith_names(node: ast.AST) -> Iterator[ast.Name]:
-    """Names read as arithmetic operands (not inside calls other than int/max/min)."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ast.Name):
-            yield n
-        elif isinstance(n, ast.Call):
-            if call_leaf(n) in ARITH_CALLS:
-                stack.extend(n.args)
-        elif not isinstance(n, (ast.Attribute, *SCOPES)):
-            stack.extend(ast.iter_child_nodes(n))
+    """Names read as arithmetic operands."""
+    return (n for n in arith_leaves(node) if isinstance(n, ast.Name))
 
 
 def is_mode_check(body: list[ast.stmt]) -> bool:
@@ -133,6 +145,8 @@ def guard_polarity(test: ast.AST, verify_flags: frozenset[str] = frozenset()) ->
         return 1 if test.func.attr.startswith("is_target_verify") else 0
     if isinstance(test, ast.Name):
         return 1 if test.id in verify_flags else 0
+    if isinstance(test, ast.NamedExpr):
+        return guard_polarity(test.value, verify_flags)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return -guard_polarity(test.operand, verify_flags)
     if isinstance(test, ast.BoolOp):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..sources import SourceFile
-from .exprs import dotted, is_c_valued, self_attr, walk
+from .exprs import dotted, is_c_valued, is_exact_c, self_attr, walk
 from .vocabulary import Vocabulary
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -181,9 +181,10 @@ class ModuleModel:
             cls = bases[0] if bases else ""
         return None
 
-    def class_c_attrs(self, vocab: Vocabulary, inherited: frozenset[str]) -> dict[str, set[str]]:
-        """Per class, the ``self.X`` attributes that hold C or a value derived from it arithmetically."""
-        result: dict[str, set[str]] = {}
+    def class_c_attrs(self, vocab: Vocabulary, inherited: frozenset[str]) -> dict[str, tuple[set[str], set[str]]]:
+        """Per class, the ``self.X`` attributes that hold C or a value derived from it arithmetically,
+        and the subset that are exact copies of C (the only ones a fix may replace by W)."""
+        result: dict[str, tuple[set[str], set[str]]] = {}
         tokens = set(vocab.c_source_attrs) | set(vocab.extra_c_attrs) | set(inherited)
         for cls in self.class_bases:
             assigns: list[tuple[str, ast.expr]] = []
@@ -214,7 +215,9 @@ class ModuleModel:
                 if attr in attrs and attr not in vocab.extra_c_attrs and not is_c_valued(value, attrs, vocab) \
                         and not _placeholder(value):
                     attrs.discard(attr)
-            result[cls] = attrs
+            exact = {a for a in attrs if a in vocab.extra_c_attrs or a in inherited and a not in own
+                     or all(is_exact_c(v, attrs, vocab) or _placeholder(v) for at, v in assigns if at == a)}
+            result[cls] = (attrs, exact)
         return result
 
 

@@ -25,6 +25,10 @@ from .vocabulary import DEFAULT_VOCABULARY, Vocabulary
 VERIFY_MARKERS = (b"target_verify", b"TARGET_VERIFY")
 
 
+def _markers(vocab: Vocabulary) -> tuple[bytes, ...]:
+    return VERIFY_MARKERS + tuple(m.encode() for m in vocab.verify_function_markers)
+
+
 @dataclass
 class TreeIndex:
     """Module name -> file for one tree, plus the on-disk package root for single-file targets."""
@@ -81,7 +85,7 @@ def width_api(tree: SourceTree) -> str:
 def needs_analysis(data: bytes, vocab: Vocabulary) -> bool:
     """Byte prefilter: C must be read somewhere other than the ``self.X = ...`` that stores it,
     in a file that talks about verification at all. Over-approximates; the analysis decides."""
-    if not any(m in data for m in VERIFY_MARKERS):
+    if not any(m in data for m in _markers(vocab)):
         return False
     if vocab.extra_c_attrs:
         return True
@@ -152,7 +156,9 @@ def _scan_into(result: ScanResult, trees, vocab, wants_path, only, jobs) -> None
             if suppressions.MARKER in data:
                 result.suppressions[f.display] = suppressions.parse(text)
                 result.displays[f.display] = f.relpath
-            if needs_analysis(data, vocab):
+            # A file given on its own (pre-commit) is analysed whenever it tests for verify: it may
+            # pass the verify path to a helper that reads C, which a tree scan's prefilter skips.
+            if needs_analysis(data, vocab) or explicit and any(m in data for m in _markers(vocab)):
                 candidates.append(f.relpath)
             elif explicit:
                 _syntax_check(f, data, errors)

@@ -187,12 +187,17 @@ class FunctionPass:
         elif isinstance(stmt, ast.If):
             self._if(stmt, verify, anchor)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            # A nested helper runs where it is called; its body inherits the enclosing mode.
+            # A nested helper runs where it is called; its body inherits the enclosing mode, but
+            # its bindings are its own and must not reach the enclosing function's reads.
+            saved = ({k: list(v) for k, v in self.defs.items()}, set(self.c_names))
             self._block(stmt.body, verify, anchor)
+            self.defs, self.c_names = saved
         elif isinstance(stmt, ast.Match):
             self._expr(stmt.subject, verify, anchor)
             for case in stmt.cases:
-                self._block(case.body, verify, anchor)
+                guarded = case.guard is not None and guard_polarity(case.guard, frozenset(self.verify_flags)) == 1
+                enter = guarded and not verify
+                self._block(case.body, verify or guarded, case.body[0] if enter else anchor)
         elif isinstance(stmt, ast.ClassDef):
             return
         else:
@@ -215,6 +220,12 @@ class FunctionPass:
     def _expr(self, node: ast.AST, verify: bool, anchor) -> None:
         if isinstance(node, NO_DESCENT):
             return
+        if isinstance(node, ast.NamedExpr):
+            self._expr(node.value, verify, anchor)
+            stmt = self._statement(node)
+            if stmt is not None:
+                self._bind(node.target, node.value, stmt, verify)
+            return
         if isinstance(node, ast.IfExp):
             self._expr(node.test, verify, anchor)
             pol = guard_polarity(node.test, frozenset(self.verify_flags))
@@ -235,6 +246,12 @@ class FunctionPass:
             self.verify_calls.append((node, anchor))
         for child in ast.iter_child_nodes(node):
             self._expr(child, verify, anchor)
+
+    def _statement(self, node: ast.AST) -> ast.stmt | None:
+        self.model.link(self.func.node)
+        while node is not None and not isinstance(node, ast.stmt):
+            node = self.model.parent(node)
+        return node
 
     # -- reaching definitions -------------------------------------------------------------------
 
@@ -285,15 +302,21 @@ class FunctionPass:
 
     # -- facts for the fixer -------------------------------------------------------------------
 
-    def spec_info_expr(self, anchor: ast.stmt | None) -> str | None:
+    def bound_at(self, name: str, stmt: ast.stmt | None) -> bool:
+        """``name`` is a parameter, or a binding of it reaches ``stmt`` on every path."""
+        if name in self.func.params or name in self.func.kwonly:
+            return True
+        if stmt is None:
+            return False
+        return any(d.node is not self.func.node and self._dominates(d.node, stmt)
+                   for d in self.reaching(name, stmt))
+
+    def spec_info_expr(self, at: ast.stmt | None) -> str | None:
         """How the verify input is spelled where the fix binds W, or None if it is not in scope there."""
-        params = {*self.func.params, *self.func.kwonly}
-        at = (anchor.lineno, anchor.col_offset) if anchor is not None else (10**9, 0)
-        bound_before = {n for n, ds in self.defs.items() if any(d.pos < at and d.node is not self.func.node for d in ds)}
-        if "spec_info" in params or "spec_info" in bound_before:
+        if self.bound_at("spec_info", at):
             return "spec_info"
         for n in ("forward_batch", "batch"):
-            if n in params or n in bound_before:
+            if self.bound_at(n, at):
                 return f"{n}.spec_info"
         return None
 
