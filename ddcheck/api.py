@@ -53,7 +53,8 @@ def scan(targets: list[str] | None = None, *, settings: Settings | None = None, 
     if settings is None:
         settings = load_settings(Path(targets[0]) if Path(targets[0]).exists() else Path.cwd())
     trees, open_errors = open_targets(targets)
-    k = cache.key(trees, settings.model_dump_json()) if use_cache and not open_errors else None
+    settings_key = f"{settings.model_dump_json()}\0{settings.source}"  # include/exclude are relative to it
+    k = cache.key(trees, settings_key) if use_cache and not open_errors else None
     result = cache.load(k) if k else None
     if result is None:
         result = scan_trees_with_settings(trees, settings)
@@ -72,8 +73,3 @@ def scan_trees_with_settings(trees: list[SourceTree], settings: Settings, only: 
                        if settings.wants(f)]
     result.findings.sort(key=lambda f: (f.path, f.line, f.column, f.rule))
     return result
-
-
-def scan_paths(paths: list[str]) -> list[Finding]:
-    """Convenience for test suites: the findings of ``scan(paths)``."""
-    return scan(paths).findings

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def key(trees: list[SourceTree], settings_json: str) -> str | None:
     if not trees or any(t.kind not in ("wheel", "dir") for t in trees):
         return None
     h = hashlib.blake2b(digest_size=20)
-    h.update(f"{VERSION}\0{_code_digest()}\0{settings_json}".encode())
+    h.update(f"{VERSION}\0{sys.version}\0{_code_digest()}\0{settings_json}".encode())
     for tree in trees:
         if tree.kind == "wheel" and tree.wheel is not None:
             st = os.stat(tree.wheel)
@@ -56,7 +57,7 @@ def load(k: str):
     try:
         with open(_path(k), "rb") as fh:
             return pickle.load(fh)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
+    except Exception:  # noqa: BLE001 - a cache written by another version is just a miss
         return None
 
 

@@ -23,7 +23,6 @@ class FixPlan(BaseModel):
     safety: str  # "safe" | "unsafe"
     anchor_line: int  # first statement of the verify block, where the per-step width is bound
     anchor_column: int
-    local: str = "num_tokens_per_req"
     expression: str  # W with its fallback to C, e.g. (getattr(spec_info, "draft_token_num", None) or C)
 
 

@@ -15,7 +15,7 @@ import sys
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterator
+from typing import Callable
 
 PACKAGE_VERSION_RE = re.compile(r"^sglang==(?P<version>[0-9][0-9A-Za-z.+\-]*)$")
 # Directories that never hold code we scan; skipping them keeps a git checkout scan fast.
@@ -222,11 +222,6 @@ def _zip(path: Path) -> zipfile.ZipFile:
 
 def _member_reader(wheel: Path, member: str) -> Callable[[], bytes]:
     return lambda: _zip(wheel).read(member)
-
-
-def iter_files(trees: list[SourceTree]) -> Iterator[SourceFile]:
-    for tree in trees:
-        yield from tree.files
 
 
 def content_hash(data: bytes) -> str:

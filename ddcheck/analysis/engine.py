@@ -145,13 +145,11 @@ class Engine:
 
     def _argument(self, fp: FunctionPass, verdict: Verdict) -> Verdict | None:
         """C passed to a call: followed into the callee when it resolves, else taken as layout."""
-        from .hazards import layout_what as _lw
-
         target = self._resolve(fp, verdict.call)
         name = ast.unparse(verdict.call.func)
         if target is None:
             if verdict.keyword:
-                return Verdict(LAYOUT, _lw(verdict.keyword) + f" (argument of `{name}`)")
+                return Verdict(LAYOUT, layout_what(verdict.keyword) + f" (argument of `{name}`)")
             return Verdict(LAYOUT, f"passes C to `{name}` on the verify path")
         model, func, bound = target
         param = _param_for(func, verdict.call, verdict.arg, verdict.keyword, bound)

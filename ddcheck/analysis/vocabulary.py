@@ -41,10 +41,6 @@ REPORTING_CALLS = frozenset({
     "format", "repr", "str", "print_warning_once", "warning_once", "info_once",
 })
 
-# Names that say "this object is the verify input" when a fix needs W.
-SPEC_INFO_NAMES = ("spec_info",)
-FORWARD_BATCH_NAMES = ("forward_batch", "batch")
-
 
 @dataclass(frozen=True)
 class Vocabulary:
