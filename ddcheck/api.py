@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import cache, suppressions
-from .analysis.scan import scan_trees
 from .findings import FileError, Finding, ScanResult
 from .settings import Settings, load_settings
 from .sources import SourceTree, TargetError, installed_sglang, open_target
@@ -67,6 +66,8 @@ def scan(targets: list[str] | None = None, *, settings: Settings | None = None, 
 
 def scan_trees_with_settings(trees: list[SourceTree], settings: Settings, only: set[str] | None = None) -> ScanResult:
     """The raw scan with the user's rule selection and suppression comments applied."""
+    from .analysis.scan import scan_trees  # not needed when the result cache answers
+
     result = scan_trees(trees, settings.vocabulary(), settings.wants_path, only=only)
     # Suppressions first: a comment for a rule the user deselected is still in use, not stale.
     result.findings = [f for f in suppressions.apply(result.findings, result.suppressions, result.displays)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+# Schemas are built on first validation, not at import: a cached scan never needs them.
+LAZY = ConfigDict(defer_build=True)
 
 
 class Severity(str, Enum):
@@ -20,10 +23,12 @@ class Severity(str, Enum):
 class FixPlan(BaseModel):
     """What the fixer needs from the analysis: where the verify block starts and how W is spelled."""
 
+    model_config = LAZY
+
     safety: str  # "safe" | "unsafe"
     anchor_line: int  # first statement of the verify block, where the per-step width is bound
     anchor_column: int
-    expression: str  # W with its fallback to C, e.g. (getattr(spec_info, "draft_token_num", None) or C)
+    expression: str  # W with its fallback to C, e.g. getattr(spec_info, "draft_token_num", None) or C
 
 
 class Finding(BaseModel):
@@ -32,6 +37,8 @@ class Finding(BaseModel):
     ``line``/``column`` point at the C expression itself (1-based line, 0-based column).
     ``replacement`` is the per-step expression that can stand there, or None when none is known.
     """
+
+    model_config = LAZY
 
     rule: str
     severity: Severity
@@ -54,11 +61,15 @@ class Finding(BaseModel):
 
 
 class FileError(BaseModel):
+
+    model_config = LAZY
     path: str
     message: str
 
 
 class ScanResult(BaseModel):
+
+    model_config = LAZY
     version: int = 1
     files_scanned: int = 0
     errors: list[FileError] = Field(default_factory=list)

@@ -55,10 +55,11 @@ class Engine:
     reported: dict[tuple, Reported] = field(default_factory=dict)
     _memo: dict[tuple, dict[str, list[ParamUse]]] = field(default_factory=dict)
     _c_attrs: dict[int, dict[str, tuple[set[str], set[str]]]] = field(default_factory=dict)
+    _mode_checks: dict[int, bool] = field(default_factory=dict)
 
     def analyze(self, model: ModuleModel) -> None:
         for f in list(model.functions.values()):
-            if f is None or "<locals>" in f.qualname:
+            if "<locals>" in f.qualname:
                 continue
             # Only functions that read C or test for verification can start a verify path.
             text = model.text_of(f.node)
@@ -155,12 +156,19 @@ class Engine:
         param = _param_for(func, verdict.call, verdict.arg, verdict.keyword, bound)
         if param is None:
             return Verdict(LAYOUT, f"passes C to `{func.qualname}()` on the verify path")
-        uses = self.run_function(model, func, not is_mode_check(func.node.body),
+        uses = self.run_function(model, func, not self._mode_checked(func),
                                  {param: Origin(fp.model, verdict.arg)}).get(param, [])
         if not uses:
             return None
         worst = max(uses, key=lambda u: RANK.get(u.kind, -1))
         return Verdict(worst.kind, f"is passed as `{param}` to {worst.where}, which {worst.what}")
+
+    def _mode_checked(self, func: FunctionInfo) -> bool:
+        """A helper that tests the forward mode itself decides its own verify path."""
+        hit = self._mode_checks.get(id(func.node))
+        if hit is None:
+            hit = self._mode_checks[id(func.node)] = is_mode_check(func.node.body)
+        return hit
 
     # -- calls from the verify path --------------------------------------------------------------
 
@@ -171,7 +179,7 @@ class Engine:
         target = self._resolve(fp, call, needs_c=True)
         if target is not None:
             model, func, _ = target
-            self.run_function(model, func, not is_mode_check(func.node.body), {})
+            self.run_function(model, func, not self._mode_checked(func), {})
 
     def _resolve(self, fp: FunctionPass, call: ast.Call, needs_c: bool = False) -> tuple[ModuleModel, FunctionInfo, bool] | None:
         model, func = fp.model, call.func

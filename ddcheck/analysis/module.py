@@ -163,12 +163,16 @@ class ModuleModel:
 
     def nested(self, outer: FunctionInfo, name: str) -> FunctionInfo | None:
         """A helper defined inside ``outer`` (``def call_fn(...)`` in a method), found on demand."""
-        q = f"{outer.qualname}.<locals>.{name}"
-        if q not in self.functions:
-            hit = next((n for n in ast.walk(outer.node) if isinstance(n, FUNCS) and n is not outer.node
-                        and n.name == name), None)
-            self.functions[q] = FunctionInfo(q, hit, outer.cls) if hit else None
-        return self.functions[q]
+        defs = self._nested.get(id(outer.node))
+        if defs is None:
+            defs = self._nested[id(outer.node)] = {
+                n.name: FunctionInfo(f"{outer.qualname}.<locals>.{n.name}", n, outer.cls)
+                for n in ast.walk(outer.node) if isinstance(n, FUNCS) and n is not outer.node}
+        return defs.get(name)
+
+    @cached_property
+    def _nested(self) -> dict[int, dict[str, FunctionInfo]]:
+        return {}
 
     def method(self, cls: str, name: str) -> FunctionInfo | None:
         seen = set()
@@ -189,12 +193,12 @@ class ModuleModel:
         for cls in self.class_bases:
             assigns: list[tuple[str, ast.expr]] = []
             for f in self.functions.values():
-                if f is None or f.cls != cls or "<locals>" in f.qualname:
+                if f.cls != cls:
                     continue
                 text = self.text_of(f.node)
                 if not any(t in text for t in tokens):
                     continue  # cannot bind C (derived attributes mention a C name too)
-                for n in walk(f.node):
+                for n in _statements(f.node.body):
                     if isinstance(n, ast.Assign):
                         for t in n.targets:
                             if self_attr(t):
@@ -219,6 +223,22 @@ class ModuleModel:
                      or all(is_exact_c(v, attrs, vocab) or _placeholder(v) for at, v in assigns if at == a)}
             result[cls] = (attrs, exact)
         return result
+
+
+def _statements(body: list[ast.stmt]):
+    """Every statement in a body, nested blocks included (not nested functions or classes)."""
+    stack = list(reversed(body))
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(stmt, field, None)
+            if block and not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                for item in reversed(block):
+                    if isinstance(item, (ast.excepthandler, ast.match_case)):
+                        stack.extend(reversed(item.body))
+                    else:
+                        stack.append(item)
 
 
 def _placeholder(value: ast.expr) -> bool:

@@ -138,6 +138,7 @@ def _scan_into(result: ScanResult, trees, vocab, wants_path, only, jobs) -> None
     for tree in trees:
         errors: dict[str, str] = {}
         candidates: list[str] = []
+        sizes: dict[str, int] = {}
         explicit = tree.kind == "file"
         for f in tree.files:
             if not wants_path(f.relpath, f.disk_path) or only is not None and f.relpath not in only:
@@ -160,9 +161,10 @@ def _scan_into(result: ScanResult, trees, vocab, wants_path, only, jobs) -> None
             # pass the verify path to a helper that reads C, which a tree scan's prefilter skips.
             if needs_analysis(data, vocab) or explicit and any(m in data for m in _markers(vocab)):
                 candidates.append(f.relpath)
+                sizes[f.relpath] = len(data)
             elif explicit:
                 _syntax_check(f, data, errors)
-        for chunk in _analyse(tree, candidates, vocab, jobs):
+        for chunk in _analyse(tree, candidates, vocab, jobs, sizes):
             errors.update(chunk.errors)
             result.sources.update(chunk.sources)
             result.findings.extend(chunk.findings)
@@ -180,15 +182,19 @@ PARALLEL_MIN_FILES = 16
 _FORKED: tuple | None = None  # (tree, vocab) handed to forked workers
 
 
-def _analyse(tree: SourceTree, relpaths: list[str], vocab: Vocabulary, jobs: int | None) -> list[ChunkResult]:
+def _analyse(tree: SourceTree, relpaths: list[str], vocab: Vocabulary, jobs: int | None,
+             sizes: dict[str, int] | None = None) -> list[ChunkResult]:
     jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
     if jobs <= 1 or len(relpaths) < PARALLEL_MIN_FILES or "fork" not in mp.get_all_start_methods():
         return [_analyse_chunk(tree, relpaths, vocab)]
-    sizes = {f.relpath: len(f.relpath) for f in tree.files}
+    sizes = sizes or {}
     chunks: list[list[str]] = [[] for _ in range(jobs)]
-    # Interleave so every worker gets big and small backends alike.
-    for i, rel in enumerate(sorted(relpaths, key=lambda r: -sizes.get(r, 0))):
-        chunks[i % jobs].append(rel)
+    load = [0] * jobs
+    # Largest first, each to the least loaded worker: parse and analysis time follow file size.
+    for rel in sorted(relpaths, key=lambda r: -sizes.get(r, 0)):
+        i = load.index(min(load))
+        chunks[i].append(rel)
+        load[i] += sizes.get(rel, 1)
     global _FORKED
     _FORKED = (tree, vocab)
     try:
