@@ -114,3 +114,13 @@ def test_sglang_version_target_downloads_and_scans(wheel):
     tri = [f for f in data["findings"] if f["path"].endswith("!" + TRITON)]
     assert [f["line"] for f in tri] == [470, 812, 1112]
     assert out.returncode == 1  # --fail-on info makes the fallbacks count
+
+
+def test_fa3_graph_buffers_laid_out_with_c_are_found(release_scan):
+    # init_cuda_graph_state precomputes cu_seqlens_q = arange(0, max_bs*C + 1, step=C); the graph path
+    # slices it as the verify query layout.
+    r = release_scan("0.5.23")
+    hits = [f for f in r.findings if f.relpath.endswith("attention/flashattention_backend.py")
+            and "laid out with C at start-up" in f.message]
+    assert {f.function for f in hits} == {"FlashAttentionBackend._bind_metadata_buffers"}
+    assert all("cu_seqlens_q" in f.symbol and f.fix_safety is None for f in hits)

@@ -10,7 +10,7 @@ from typing import Callable
 from ..findings import Finding, FixPlan, Severity
 from .exprs import is_c_read, is_exact_c, is_mode_check, walk
 from .hazards import ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, Verdict, classify, layout_what
-from .module import FunctionInfo, ModuleModel
+from .module import ClassFacts, FunctionInfo, ModuleModel
 from .verify_path import Def, FunctionPass, Site
 from .vocabulary import Vocabulary
 
@@ -54,7 +54,7 @@ class Engine:
     inherited_c_attrs: frozenset[str] = frozenset()
     reported: dict[tuple, Reported] = field(default_factory=dict)
     _memo: dict[tuple, dict[str, list[ParamUse]]] = field(default_factory=dict)
-    _c_attrs: dict[int, dict[str, tuple[set[str], set[str]]]] = field(default_factory=dict)
+    _c_attrs: dict[int, dict[str, ClassFacts]] = field(default_factory=dict)
     _mode_checks: dict[int, bool] = field(default_factory=dict)
 
     def analyze(self, model: ModuleModel) -> None:
@@ -67,16 +67,20 @@ class Engine:
             if any(m in text for m in VERIFY_TEXT) or any(t in text for t in tokens):
                 self.run_function(model, f, self.vocab.is_verify_function(f.name), {})
 
-    def c_attrs_of(self, model: ModuleModel, cls: str | None, exact: bool = False) -> set[str]:
-        """``self.X`` attributes of ``cls`` that hold C (with ``exact``: those that are copies of C)."""
+    def facts(self, model: ModuleModel, cls: str | None) -> ClassFacts:
         table = self._c_attrs.get(id(model))
         if table is None:
             table = self._c_attrs[id(model)] = model.class_c_attrs(self.vocab, self.inherited_c_attrs)
-        default = set(self.inherited_c_attrs) | set(self.vocab.extra_c_attrs)
         if cls is None:
-            return set(self.vocab.extra_c_attrs)
-        attrs, exact_attrs = table.get(cls, (default, default))
-        return exact_attrs if exact else attrs
+            extra = set(self.vocab.extra_c_attrs)
+            return ClassFacts(extra, extra, {})
+        default = set(self.inherited_c_attrs) | set(self.vocab.extra_c_attrs)
+        return table.get(cls) or ClassFacts(default, default, {})
+
+    def c_attrs_of(self, model: ModuleModel, cls: str | None, exact: bool = False) -> set[str]:
+        """``self.X`` attributes of ``cls`` that hold C (with ``exact``: those that are copies of C)."""
+        f = self.facts(model, cls)
+        return f.exact if exact else f.c_attrs
 
     def run_function(self, model: ModuleModel, func: FunctionInfo, entry_verify: bool,
                      tainted: dict[str, Origin]) -> dict[str, list[ParamUse]]:
@@ -84,8 +88,9 @@ class Engine:
         if key in self._memo:
             return self._memo[key]
         self._memo[key] = {}  # recursion guard
-        fp = FunctionPass(model, func, entry_verify, self.c_attrs_of(model, func.cls), self.vocab,
-                          tainted_params=dict(tainted)).run()
+        facts = self.facts(model, func.cls)
+        fp = FunctionPass(model, func, entry_verify, facts.c_attrs, self.vocab,
+                          tainted_params=dict(tainted), buffers=facts.buffers).run()
         param_uses: dict[str, list[ParamUse]] = {}
         if fp.sites:
             model.link(func.node)  # parent links, for judging each read by its surroundings
@@ -105,6 +110,13 @@ class Engine:
         if not site.in_verify:
             return
         verdict = classify(site.node, fp.model.parents, self.vocab)
+        if site.buffer_line:
+            # A buffer laid out with C at start-up: whatever it feeds is laid out with C.
+            if verdict.kind in (HARMLESS, FALLBACK):
+                return
+            what = f"reads a buffer laid out with C at start-up (line {site.buffer_line}) as the verify layout"
+            self._report(fp, site.node, site.anchor, Verdict(LAYOUT, what), fp.model.code(site.node), exact=False)
+            return
         if verdict.kind == ALIAS:
             # `x = C` (or `y = x` with x holding C from outside the block): judged by what x feeds.
             verdict = self._alias(fp, site, verdict.target)
@@ -231,6 +243,9 @@ class Engine:
         replacement = None
         if r.kind == FALLBACK:
             hint = "C is only the fallback here; keep the verify input's width set (and capture CUDA graphs at it)."
+        elif not r.exact and r.c_expr == symbol and "laid out with C" in r.what:
+            hint = ("Refill this buffer per step from the verify input's width (as the eager path does), "
+                    "or capture CUDA graphs at that width.")
         elif not r.exact:
             hint = (f"`{symbol}` is derived from C (`{r.c_expr}`), so W cannot simply take its place: "
                     f"rewrite its definition with the verify input's width.")

@@ -185,13 +185,15 @@ class ModuleModel:
             cls = bases[0] if bases else ""
         return None
 
-    def class_c_attrs(self, vocab: Vocabulary, inherited: frozenset[str]) -> dict[str, tuple[set[str], set[str]]]:
+    def class_c_attrs(self, vocab: Vocabulary, inherited: frozenset[str]) -> dict[str, "ClassFacts"]:
         """Per class, the ``self.X`` attributes that hold C or a value derived from it arithmetically,
-        and the subset that are exact copies of C (the only ones a fix may replace by W)."""
-        result: dict[str, tuple[set[str], set[str]]] = {}
+        the subset that are exact copies of C (the only ones a fix may replace by W), and the buffers
+        laid out with C at start-up."""
+        result: dict[str, ClassFacts] = {}
         tokens = set(vocab.c_source_attrs) | set(vocab.extra_c_attrs) | set(inherited)
         for cls in self.class_bases:
             assigns: list[tuple[str, ast.expr]] = []
+            keyed: list[tuple[str, object, ast.expr]] = []  # self.X["key"] = value
             for f in self.functions.values():
                 if f.cls != cls:
                     continue
@@ -203,6 +205,8 @@ class ModuleModel:
                         for t in n.targets:
                             if self_attr(t):
                                 assigns.append((self_attr(t), n.value))
+                            elif isinstance(t, ast.Subscript) and self_attr(t.value) and isinstance(t.slice, ast.Constant):
+                                keyed.append((self_attr(t.value), t.slice.value, n.value))
                     elif isinstance(n, ast.AnnAssign) and n.value is not None and self_attr(n.target):
                         assigns.append((self_attr(n.target), n.value))
             own = {a for a, _ in assigns}
@@ -221,8 +225,42 @@ class ModuleModel:
                     attrs.discard(attr)
             exact = {a for a in attrs if a in vocab.extra_c_attrs or a in inherited and a not in own
                      or all(is_exact_c(v, attrs, vocab) or _placeholder(v) for at, v in assigns if at == a)}
-            result[cls] = (attrs, exact)
+            buffers: dict[str, dict[object, int]] = {}
+            for attr, value in assigns:
+                if _lays_out_with_c(value, attrs, vocab):
+                    buffers.setdefault(attr, {})[None] = value.lineno
+                elif isinstance(value, ast.Dict):
+                    for k, v in zip(value.keys, value.values):
+                        if isinstance(k, ast.Constant) and _lays_out_with_c(v, attrs, vocab):
+                            buffers.setdefault(attr, {})[k.value] = v.lineno
+            for attr, key, value in keyed:
+                if _lays_out_with_c(value, attrs, vocab):
+                    buffers.setdefault(attr, {})[key] = value.lineno
+            result[cls] = ClassFacts(attrs, exact, buffers)
         return result
+
+
+@dataclass
+class ClassFacts:
+    c_attrs: set[str]
+    exact: set[str]
+    # self.X (key None) or self.X["key"] -> line where it is laid out with C (arange(step=C), ...)
+    buffers: dict[str, dict[object, int]]
+
+
+LAYOUT_CALLS = frozenset({"arange", "repeat_interleave", "full"})
+
+
+def _lays_out_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
+    """``torch.arange(0, n * C + 1, step=C)`` and the like: a buffer whose *contents* are the layout."""
+    from .exprs import c_occurrences, call_leaf
+
+    if not (isinstance(value, ast.Call) and call_leaf(value) in LAYOUT_CALLS):
+        return False
+    args = [*value.args, *(k.value for k in value.keywords if k.arg not in ("dtype", "device", "out"))]
+    if call_leaf(value) == "full":
+        args = args[1:2]  # the fill value; the size is capacity
+    return any(any(True for _ in c_occurrences(a, c_attrs, vocab)) for a in args)
 
 
 def _statements(body: list[ast.stmt]):

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from functools import cached_property
 
-from .exprs import arith_names, ends_flow, guard_polarity, is_c_read, is_c_valued, mentions_per_step
+from .exprs import arith_names, ends_flow, guard_polarity, is_c_read, is_c_valued, mentions_per_step, self_attr, walk
 from .module import FunctionInfo, ModuleModel
 from .vocabulary import Vocabulary
 
+REFILLS = frozenset({"copy_", "fill_", "zero_", "index_copy_", "scatter_"})
 NO_DESCENT = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -51,6 +53,7 @@ class Site:
     in_verify: bool
     anchor: ast.stmt | None  # first statement of the verify block
     via: Def | None = None
+    buffer_line: int = 0  # a read of a buffer laid out with C at start-up (that line)
 
 
 @dataclass
@@ -61,6 +64,7 @@ class FunctionPass:
     c_attrs: set[str]
     vocab: Vocabulary
     tainted_params: dict[str, object] = field(default_factory=dict)
+    buffers: dict[str, dict[object, int]] = field(default_factory=dict)
 
     defs: dict[str, list[Def]] = field(default_factory=dict)
     c_names: set[str] = field(default_factory=set)
@@ -235,6 +239,10 @@ class FunctionPass:
         if is_c_read(node, self.c_attrs, self.vocab):
             self.sites.append(Site(node, verify, anchor))
             return
+        line = self._buffer_read(node) if self.buffers else 0
+        if line:
+            self.sites.append(Site(node, verify, anchor, buffer_line=line))
+            return
         if isinstance(node, ast.Name):
             if node.id in self.c_names and isinstance(node.ctx, ast.Load):
                 ds = self.reaching(node.id, node)
@@ -246,6 +254,42 @@ class FunctionPass:
             self.verify_calls.append((node, anchor))
         for child in ast.iter_child_nodes(node):
             self._expr(child, verify, anchor)
+
+    def _buffer_read(self, node: ast.AST) -> int:
+        """Line where the buffer read by ``node`` (``self.X`` or ``self.X["key"]``) was laid out with C;
+        0 when this function refills it in place (``.copy_``/``.fill_``/item assignment) per step."""
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.ctx, ast.Load):
+            key = (self_attr(node.value) or "", node.slice.value)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            key = (self_attr(node) or "", None)
+        else:
+            return 0
+        if key in self._refilled:
+            return 0
+        return self.buffers.get(key[0], {}).get(key[1], 0)
+
+    @cached_property
+    def _refilled(self) -> set[tuple[str, object]]:
+        """(attr, key) of buffers this function writes in place: ``buf[:bs].copy_(...)``, ``buf[i] = ...``."""
+        out = set()
+        for n in walk(self.func.node):
+            target = None
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in REFILLS:
+                target = n.func.value
+            elif isinstance(n, (ast.Assign, ast.AugAssign)):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                target = next((t for t in targets if isinstance(t, ast.Subscript)), None)
+            chain = []
+            while isinstance(target, ast.Subscript):
+                chain.append(target)
+                target = target.value
+            attr = self_attr(target) if target is not None else None
+            if attr in self.buffers:
+                first = chain[-1] if chain else None  # the subscript applied to self.X itself
+                key = first.slice.value if first is not None and isinstance(first.slice, ast.Constant) else None
+                if key is not None or first is None or isinstance(first.slice, ast.Slice) or None in self.buffers[attr]:
+                    out.add((attr, key))
+        return out
 
     def _statement(self, node: ast.AST) -> ast.stmt | None:
         self.model.link(self.func.node)
