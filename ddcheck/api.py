@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import cache, suppressions
-from .findings import FileError, Finding, ScanResult
+from .findings import FileError, ScanResult
 from .settings import Settings, load_settings
 from .sources import SourceTree, TargetError, installed_sglang, open_target
 

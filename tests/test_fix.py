@@ -11,7 +11,7 @@ import pytest
 
 from ddcheck import fixer
 from ddcheck.api import scan
-from ddcheck.fixer import FixError, fixed_file_text, rewrite, write_atomic
+from ddcheck.fixer import FixError, fixed_file_text, write_atomic
 from ddcheck.settings import Settings
 
 TRITON = "sglang/srt/layers/attention/triton_backend.py"

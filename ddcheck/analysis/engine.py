@@ -11,7 +11,7 @@ from ..findings import Finding, FixPlan, Severity
 from .exprs import is_c_read, is_exact_c, is_mode_check, walk
 from .hazards import ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, Verdict, classify, layout_what
 from .module import ClassFacts, FunctionInfo, ModuleModel
-from .verify_path import Def, FunctionPass, Site
+from .verify_path import FunctionPass, Site
 from .vocabulary import Vocabulary
 
 VERIFY_TEXT = ("target_verify", "TARGET_VERIFY")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..sources import SourceFile
-from .exprs import dotted, is_c_valued, is_exact_c, self_attr, walk
+from .exprs import dotted, is_c_valued, is_exact_c, self_attr
 from .vocabulary import Vocabulary
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -269,8 +269,8 @@ def _statements(body: list[ast.stmt]):
     while stack:
         stmt = stack.pop()
         yield stmt
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            block = getattr(stmt, field, None)
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(stmt, name, None)
             if block and not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 for item in reversed(block):
                     if isinstance(item, (ast.excepthandler, ast.match_case)):

@@ -19,7 +19,6 @@ PER_STEP_CALL_MARKERS = ("num_tokens_per_req", "draft_token_num")
 
 # Forward-mode predicates; a function that tests any of them decides its own verify path.
 MODE_PREDICATE_PREFIX = "is_"
-VERIFY_PREDICATES = frozenset({"is_target_verify"})
 VERIFY_ENUM_MEMBERS = frozenset({"TARGET_VERIFY"})
 
 # Functions whose whole body is the verify path.
