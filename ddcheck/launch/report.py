@@ -34,7 +34,7 @@ _STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 def render_text(report: Report, console=None) -> None:
     from rich.console import Console
 
-    console = console or Console()
+    console = console or Console(soft_wrap=True)  # long evidence lines stay whole in CI logs
     s = report.settings
     console.print(f"[bold]ddcheck config[/] - SGLang {report.release} ({report.target})")
     if s is not None and s.algorithm:
