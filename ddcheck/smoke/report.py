@@ -31,10 +31,6 @@ class PathResult(BaseModel):
     error: Optional[str] = None
     seconds: float = 0.0
 
-    @property
-    def is_control(self) -> bool:
-        return self.width == self.num_draft_tokens
-
 
 class HarnessTrace(BaseModel):
     """What the backend touched: sglang files run for real, helpers provided, fake attributes."""
