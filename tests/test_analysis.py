@@ -32,7 +32,7 @@ def findings(target):
     return result.findings
 
 
-@pytest.mark.parametrize("name", ["guards.py", "dataflow.py", "helpers.py", "edges.py", "buffers.py"])
+@pytest.mark.parametrize("name", ["guards.py", "dataflow.py", "helpers.py", "edges.py", "buffers.py", "forks.py"])
 def test_fixture_findings_match_expectations(name):
     got = Counter((Path(f.path).name, f.line, f.rule) for f in findings(FIXTURES / name))
     assert got == expected([FIXTURES / name])

@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..findings import Finding, FixPlan, Severity
-from .exprs import is_c_read, is_exact_c, is_mode_check, walk
-from .hazards import ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, Verdict, classify, layout_what
+from .exprs import is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk
+from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C, Verdict,
+                      classify, layout_what)
+from .modes import FORWARD_MODE_MODULE, ModeTable
 from .module import ClassFacts, FunctionInfo, ModuleModel
 from .verify_path import FunctionPass, Site
 from .vocabulary import Vocabulary
@@ -44,6 +46,7 @@ class Reported:
     anchor: ast.stmt | None
     c_expr: str  # how C is spelled here, for the fallback (``self.num_draft_tokens``)
     exact: bool  # the read is C itself, not a value derived from it: W may take its place
+    hint: str | None = None  # set where the hazard is not a read of C (a C-sized buffer filled per step)
 
 
 @dataclass
@@ -56,6 +59,16 @@ class Engine:
     _memo: dict[tuple, dict[str, list[ParamUse]]] = field(default_factory=dict)
     _c_attrs: dict[int, dict[str, ClassFacts]] = field(default_factory=dict)
     _mode_checks: dict[int, bool] = field(default_factory=dict)
+    _modes: ModeTable | None = None
+
+    @property
+    def modes(self) -> ModeTable:
+        """The target's own ForwardMode predicates (parsed on first use), else upstream's."""
+        if self._modes is None:
+            model = self.load_module(FORWARD_MODE_MODULE)
+            table = ModeTable.from_module(model.tree, model.source.display) if model is not None else None
+            self._modes = table or ModeTable()
+        return self._modes
 
     def analyze(self, model: ModuleModel) -> None:
         for f in list(model.functions.values()):
@@ -72,9 +85,9 @@ class Engine:
         if table is None:
             table = self._c_attrs[id(model)] = model.class_c_attrs(self.vocab, self.inherited_c_attrs)
         if cls is None:
-            extra = set(self.vocab.extra_c_attrs)
+            extra = set(self.vocab.extra_c_attrs) | set(self.vocab.c_source_attrs)
             return ClassFacts(extra, extra, {})
-        default = set(self.inherited_c_attrs) | set(self.vocab.extra_c_attrs)
+        default = set(self.inherited_c_attrs) | set(self.vocab.extra_c_attrs) | set(self.vocab.c_source_attrs)
         return table.get(cls) or ClassFacts(default, default, {})
 
     def c_attrs_of(self, model: ModuleModel, cls: str | None, exact: bool = False) -> set[str]:
@@ -90,10 +103,18 @@ class Engine:
         self._memo[key] = {}  # recursion guard
         facts = self.facts(model, func.cls)
         fp = FunctionPass(model, func, entry_verify, facts.c_attrs, self.vocab,
-                          tainted_params=dict(tainted), buffers=facts.buffers).run()
+                          tainted_params=dict(tainted), buffers=facts.buffers, sized=facts.sized,
+                          modes=lambda: self.modes).run()
         param_uses: dict[str, list[ParamUse]] = {}
-        if fp.sites:
+        if fp.sites or fp.fills:
             model.link(func.node)  # parent links, for judging each read by its surroundings
+        for fill in fp.fills:
+            line = facts.sized[fill.attr]
+            what = (f"receives `{fp.model.code(fill.source)}` from the verify input, but `self.{fill.attr}` "
+                    f"was allocated for C tokens per request (line {line}): too small when W > C")
+            hint = (f"Size `self.{fill.attr}` for the largest verify width (a DDTree budget + 1), "
+                    f"or allocate it per step from the verify input's width.")
+            self._report(fp, fill.node, fill.anchor, Verdict(CAPACITY, what), fp.model.code(fill.node), False, hint)
         for site in fp.sites:
             self._judge(fp, site, param_uses)
         for call, _anchor in fp.verify_calls:
@@ -122,6 +143,9 @@ class Engine:
             verdict = self._alias(fp, site, verdict.target)
         elif verdict.kind == ARGUMENT:
             verdict = self._argument(fp, verdict)
+        elif verdict.kind == LAYOUT and verdict.what == RETURNS_C and _resolves_width(fp.func.node, self.vocab):
+            # `return W` for the tree drafter's input, `return C` for the others: a width resolver.
+            verdict = Verdict(FALLBACK, "returned by a width resolver for the verify inputs it does not read W from")
         if verdict is None or verdict.kind == HARMLESS:
             return
         if via is not None and via.origin is not None:
@@ -173,7 +197,8 @@ class Engine:
         if not uses:
             return None
         worst = max(uses, key=lambda u: RANK.get(u.kind, -1))
-        return Verdict(worst.kind, f"is passed as `{param}` to {worst.where}, which {worst.what}")
+        link = "where it is" if worst.kind == FALLBACK else "which"
+        return Verdict(worst.kind, f"is passed as `{param}` to {worst.where}, {link} {worst.what}")
 
     def _mode_checked(self, func: FunctionInfo) -> bool:
         """A helper that tests the forward mode itself decides its own verify path."""
@@ -218,12 +243,13 @@ class Engine:
                 return (other, f, False) if f else None
         return None
 
-    def _report(self, fp: FunctionPass, node: ast.expr, anchor, verdict: Verdict, c_expr: str, exact: bool) -> None:
+    def _report(self, fp: FunctionPass, node: ast.expr, anchor, verdict: Verdict, c_expr: str, exact: bool,
+                hint: str | None = None) -> None:
         key = (fp.model.source.relpath, node.lineno, node.col_offset)
         old = self.reported.get(key)
         if old is not None and RANK[old.kind] >= RANK[verdict.kind]:
             return
-        self.reported[key] = Reported(verdict.kind, verdict.what, fp, node, anchor, c_expr, exact)
+        self.reported[key] = Reported(verdict.kind, verdict.what, fp, node, anchor, c_expr, exact, hint)
 
     # -- findings -----------------------------------------------------------------------------
 
@@ -241,7 +267,9 @@ class Engine:
         unbound = [n for n in _names(r.c_expr) if n != "self" and not r.fp.bound_at(n, at)]
         fix = None
         replacement = None
-        if r.kind == FALLBACK:
+        if r.hint is not None:
+            hint = r.hint
+        elif r.kind == FALLBACK:
             hint = "C is only the fallback here; keep the verify input's width set (and capture CUDA graphs at it)."
         elif not r.exact and r.c_expr == symbol and "laid out with C" in r.what:
             hint = ("Refill this buffer per step from the verify input's width (as the eager path does), "
@@ -267,6 +295,8 @@ class Engine:
         if r.kind == LAYOUT:
             message = (f"`{symbol}` is the start-up width C; on the target-verify path it {r.what}. Wrong whenever "
                        f"the verify input's width W differs from C (tree drafters: DDTree verifies budget + 1).")
+        elif r.kind == CAPACITY and r.hint is not None:
+            message = f"`{symbol}` {r.what}."
         elif r.kind == CAPACITY:
             message = f"`{symbol}` is the start-up width C; on the target-verify path it {r.what}."
         else:
@@ -325,6 +355,12 @@ def _param_for(func: FunctionInfo, call: ast.Call, arg: ast.expr, keyword: str |
     idx = next((i for i, a in enumerate(call.args) if a is arg), None)
     params = func.params[1:] if bound and func.params[:1] == ["self"] else func.params
     return params[idx] if idx is not None and idx < len(params) else None
+
+
+def _resolves_width(func: ast.FunctionDef, vocab: Vocabulary) -> bool:
+    """Some ``return`` of the function gives the verify input's own width."""
+    return any(isinstance(n, ast.Return) and n.value is not None and mentions_per_step(n.value, vocab)
+               for n in walk(func))
 
 
 def _name_loads(root: ast.AST, name: str):

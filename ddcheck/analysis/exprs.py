@@ -102,8 +102,13 @@ def c_occurrences(node: ast.AST, c_attrs, vocab: Vocabulary) -> Iterator[ast.Att
 
 
 def is_c_read(n: ast.AST, c_attrs, vocab: Vocabulary) -> bool:
-    return isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and (
-        n.attr in vocab.c_source_attrs or self_attr(n) in c_attrs)
+    """``x.speculative_num_draft_tokens`` or ``self.<attr holding C>``. On ``self`` the class's own
+    bindings decide, so a class that rebinds even ``self.speculative_num_draft_tokens`` to a
+    per-step or budget value no longer holds C there."""
+    if not (isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)):
+        return False
+    attr = self_attr(n)
+    return attr in c_attrs if attr is not None else n.attr in vocab.c_source_attrs
 
 
 def is_c_valued(node: ast.AST, c_attrs, vocab: Vocabulary) -> bool:

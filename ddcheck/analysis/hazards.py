@@ -19,6 +19,7 @@ RANK = {LAYOUT: 2, CAPACITY: 1, FALLBACK: 0}
 RESHAPES = frozenset({"repeat_interleave", "view", "reshape", "expand", "repeat", "split", "narrow", "unflatten", "arange"})
 INSPECTIONS = frozenset({"isinstance", "hasattr", "len", "type", "id"})
 FALLBACK_WHAT = "used only when the verify input carries no width"
+RETURNS_C = "returns C as the verify width"
 
 
 @dataclass
@@ -81,7 +82,7 @@ def classify(node: ast.expr, parents: dict, vocab: Vocabulary) -> Verdict:
         elif isinstance(parent, ast.AugAssign):
             return Verdict(LAYOUT, "offsets a layout value by C")
         elif isinstance(parent, ast.Return):
-            return Verdict(LAYOUT, "returns C as the verify width")
+            return Verdict(LAYOUT, RETURNS_C)
         elif isinstance(parent, ast.stmt):
             break
         child = parent

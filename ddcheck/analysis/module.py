@@ -210,7 +210,7 @@ class ModuleModel:
                     elif isinstance(n, ast.AnnAssign) and n.value is not None and self_attr(n.target):
                         assigns.append((self_attr(n.target), n.value))
             own = {a for a, _ in assigns}
-            attrs = set(vocab.extra_c_attrs) | {a for a in inherited if a not in own}
+            attrs = set(vocab.extra_c_attrs) | {a for a in {*inherited, *vocab.c_source_attrs} if a not in own}
             changed = True
             while changed:
                 changed = False
@@ -218,10 +218,11 @@ class ModuleModel:
                     if attr not in attrs and is_c_valued(value, attrs, vocab):
                         attrs.add(attr)
                         changed = True
-            # An attribute also bound to something else that is neither C nor a placeholder is not C.
+            # An attribute also bound to a value that owes nothing to C (a budget, a per-step maximum)
+            # is not C; one bound to a start-up function of C (`resolve(..., num_draft_tokens=C)`) still is.
             for attr, value in assigns:
                 if attr in attrs and attr not in vocab.extra_c_attrs and not is_c_valued(value, attrs, vocab) \
-                        and not _placeholder(value):
+                        and not _placeholder(value) and not _mentions_c(value, attrs, vocab):
                     attrs.discard(attr)
             exact = {a for a in attrs if a in vocab.extra_c_attrs or a in inherited and a not in own
                      or all(is_exact_c(v, attrs, vocab) or _placeholder(v) for at, v in assigns if at == a)}
@@ -236,7 +237,8 @@ class ModuleModel:
             for attr, key, value in keyed:
                 if _lays_out_with_c(value, attrs, vocab):
                     buffers.setdefault(attr, {})[key] = value.lineno
-            result[cls] = ClassFacts(attrs, exact, buffers)
+            sized = {attr: value.lineno for attr, value in assigns if _sized_with_c(value, attrs, vocab)}
+            result[cls] = ClassFacts(attrs, exact, buffers, sized)
         return result
 
 
@@ -246,6 +248,8 @@ class ClassFacts:
     exact: set[str]
     # self.X (key None) or self.X["key"] -> line where it is laid out with C (arange(step=C), ...)
     buffers: dict[str, dict[object, int]]
+    # self.X -> line where it is allocated with C in its size (room for C tokens per request)
+    sized: dict[str, int] = field(default_factory=dict)
 
 
 LAYOUT_CALLS = frozenset({"arange", "repeat_interleave", "full"})
@@ -277,6 +281,24 @@ def _statements(body: list[ast.stmt]):
                         stack.extend(reversed(item.body))
                     else:
                         stack.append(item)
+
+
+def _sized_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
+    """``torch.zeros(max_num_tokens * (ctx + C))``: an allocation whose *size* involves C."""
+    from .exprs import call_leaf
+    from .vocabulary import ALLOCATORS, FILL_ALLOCATORS
+
+    leaf = call_leaf(value) if isinstance(value, ast.Call) else ""
+    if leaf not in ALLOCATORS or leaf.endswith("_like"):
+        return False
+    sizes = (value.args[:1] if leaf in FILL_ALLOCATORS else value.args) + [k.value for k in value.keywords if k.arg == "size"]
+    return any(_mentions_c(a, c_attrs, vocab) for a in sizes)
+
+
+def _mentions_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
+    from .exprs import is_c_read
+
+    return any(is_c_read(n, c_attrs, vocab) for n in ast.walk(value))
 
 
 def _placeholder(value: ast.expr) -> bool:

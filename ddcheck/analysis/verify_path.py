@@ -13,8 +13,10 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Callable
 
 from .exprs import arith_names, ends_flow, guard_polarity, is_c_read, is_c_valued, mentions_per_step, self_attr, walk
+from .modes import ModeTable
 from .module import FunctionInfo, ModuleModel
 from .vocabulary import Vocabulary
 
@@ -56,6 +58,16 @@ class Site:
     buffer_line: int = 0  # a read of a buffer laid out with C at start-up (that line)
 
 
+@dataclass(eq=False)
+class Fill:
+    """Verify-input data written into a buffer allocated with room for C tokens per request."""
+
+    node: ast.expr  # the buffer as spelled at the write (``custom_mask`` or ``self.X``)
+    attr: str
+    source: ast.expr  # what is written
+    anchor: ast.stmt | None
+
+
 @dataclass
 class FunctionPass:
     model: ModuleModel
@@ -65,12 +77,15 @@ class FunctionPass:
     vocab: Vocabulary
     tainted_params: dict[str, object] = field(default_factory=dict)
     buffers: dict[str, dict[object, int]] = field(default_factory=dict)
+    sized: dict[str, int] = field(default_factory=dict)  # self.X allocated with C in its size
+    modes: Callable[[], ModeTable] = ModeTable  # the target's ForwardMode predicates, loaded on first use
 
     defs: dict[str, list[Def]] = field(default_factory=dict)
     c_names: set[str] = field(default_factory=set)
     sites: list[Site] = field(default_factory=list)
     verify_calls: list[tuple[ast.Call, ast.stmt | None]] = field(default_factory=list)
     verify_flags: set[str] = field(default_factory=set)
+    fills: list[Fill] = field(default_factory=list)
 
     def run(self) -> "FunctionPass":
         start = (self.func.node.lineno, self.func.node.col_offset)
@@ -128,17 +143,27 @@ class FunctionPass:
             else:
                 self._stmt(stmt, verify, anchor)
 
-    def _if(self, node: ast.If, verify: bool, anchor) -> bool:
+    def _if(self, node: ast.If, verify: bool, anchor, excluded: bool = True) -> bool:
+        """``excluded``: every earlier test of this if/elif chain was a forward-mode test that is false
+        in TARGET_VERIFY mode, so a final ``else`` is where verify goes (reached by exclusion)."""
         self._expr(node.test, verify, anchor)
         pol = guard_polarity(node.test, frozenset(self.verify_flags))
+        cover = self.modes().cover(node.test) if _mentions_mode(node.test) else None
         enter = pol == 1 and not verify
         # `if w == C:` — inside, C *is* the step's width (a cached buffer for the common case).
         same = self._width_equality(node.test)
-        self._block(node.body, (True if enter else verify) and same != 1, node.body[0] if enter else anchor)
+        # A test that cannot hold in TARGET_VERIFY mode leaves the verify path (`if mode.is_decode():`).
+        body_verify = (True if enter else verify) and same != 1 and not (verify and cover is False)
+        self._block(node.body, body_verify, node.body[0] if enter else anchor)
         if node.orelse:
-            into_else = pol == -1 and not verify
-            self._block(node.orelse, (True if into_else else verify) and same != -1,
-                        node.orelse[0] if into_else else anchor)
+            excluded = excluded and cover is False
+            if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If) and pol != -1:
+                # elif: the chain goes on.
+                self._if(node.orelse[0], verify and cover is not True, anchor, excluded)
+                return False
+            into_else = (pol == -1 or excluded) and not verify
+            else_verify = (True if into_else else verify) and same != -1 and not (verify and cover is True)
+            self._block(node.orelse, else_verify, node.orelse[0] if into_else else anchor)
         return pol == -1 and not verify and not node.orelse and ends_flow(node.body)
 
     def _width_equality(self, test: ast.expr) -> int:
@@ -157,6 +182,8 @@ class FunctionPass:
             self._expr(stmt.value, verify, anchor)
             for t in stmt.targets:
                 self._target_reads(t, verify, anchor)
+                if verify and self.sized and isinstance(t, ast.Subscript):
+                    self._fill(t, stmt.value, anchor)
             for t in stmt.targets:
                 self._bind(t, stmt.value, stmt, verify)
         elif isinstance(stmt, ast.AnnAssign):
@@ -252,8 +279,24 @@ class FunctionPass:
             return
         if isinstance(node, ast.Call) and verify:
             self.verify_calls.append((node, anchor))
+            if self.sized and isinstance(node.func, ast.Attribute) and node.func.attr == "copy_" and node.args:
+                self._fill(node.func.value, node.args[0], anchor)
         for child in ast.iter_child_nodes(node):
             self._expr(child, verify, anchor)
+
+    def _fill(self, target: ast.expr, value: ast.expr, anchor) -> None:
+        """``buf[: n] = spec_info.custom_mask`` / ``buf.copy_(spec_info.x)``, ``buf`` being a C-sized
+        ``self.X`` or a local bound to one: the verify input's W-sized data may not fit."""
+        base = target
+        while isinstance(base, ast.Subscript):
+            base = base.value
+        attr = self_attr(base)
+        if attr is None and isinstance(base, ast.Name):
+            ds = self.reaching(base.id, base)
+            attrs = {self_attr(d.value) for d in ds if d.value is not None}
+            attr = attrs.pop() if len(attrs) == 1 else None
+        if attr in self.sized and _reads_verify_input(value):
+            self.fills.append(Fill(base, attr, value, anchor))
 
     def _buffer_read(self, node: ast.AST) -> int:
         """Line where the buffer read by ``node`` (``self.X`` or ``self.X["key"]``) was laid out with C;
@@ -363,6 +406,16 @@ class FunctionPass:
             if self.bound_at(n, at):
                 return f"{n}.spec_info"
         return None
+
+
+def _reads_verify_input(value: ast.expr) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == "spec_info" or isinstance(n, ast.Name) and n.id == "spec_info"
+               for n in ast.walk(value))
+
+
+def _mentions_mode(test: ast.expr) -> bool:
+    return any(isinstance(n, ast.Attribute) and "mode" in n.attr.lower() or isinstance(n, ast.Name) and "mode" in n.id.lower()
+               for n in ast.walk(test))
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
