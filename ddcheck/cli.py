@@ -165,6 +165,11 @@ def config(
     file: Optional[Path] = typer.Option(None, "--file", help="SGLang --config YAML file."),
     sglang: Optional[str] = typer.Option(None, "--sglang", help="PATH | WHEEL | sglang==VERSION (default: the installed one, not imported)."),
     fmt: str = typer.Option("text", "--format", "-f", help="text | json"),
+    draft_config: Optional[Path] = typer.Option(
+        None, "--draft-config", help="The draft model's config.json (file or directory), for values the tree's start-up code reads from it."),
+    model_config: Optional[Path] = typer.Option(
+        None, "--model-config", help="The target model's config.json (file or directory)."),
+    gpu: str = typer.Option("nvidia", "--gpu", help="The serving machine, for the tree's platform probes: nvidia | amd | npu | xpu | musa | cpu."),
 ) -> None:
     """Check an SGLang speculative-decoding launch before it runs.
 
@@ -175,7 +180,9 @@ def config(
 
     if fmt not in ("text", "json"):
         raise Exit2("--format must be text or json")
-    raise typer.Exit(config_main(list(ctx.args), file=str(file) if file else None, sglang=sglang, fmt=fmt))
+    raise typer.Exit(config_main(list(ctx.args), file=str(file) if file else None, sglang=sglang, fmt=fmt,
+                                 draft_config=str(draft_config) if draft_config else None,
+                                 model_config=str(model_config) if model_config else None, gpu=gpu))
 
 
 @app.command("rules")

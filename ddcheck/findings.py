@@ -58,6 +58,7 @@ class Finding(BaseModel):
     fix: FixPlan | None = Field(default=None, exclude=True)
     statement: str = Field(default="", exclude=True)
     stmt_line: int = Field(default=0, exclude=True)  # first line of the enclosing statement
+    resolver: bool = Field(default=False, exclude=True)  # a width resolver's C return (DD003)
 
 
 class FileError(BaseModel):

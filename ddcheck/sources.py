@@ -164,7 +164,9 @@ def _disk_file(path: Path, display: str, relpath: str) -> SourceFile:
 def _open_dir(path: Path) -> SourceTree:
     # A package directory (site-packages/sglang) keeps its own name in relpath, so module names
     # and tree lookups read the same as for a wheel or a checkout.
-    prefix = f"{path.resolve().name}/" if (path / "__init__.py").is_file() else ""
+    # A checkout's python/sglang may lack __init__.py (a namespace package): srt/ still marks it.
+    is_package = (path / "__init__.py").is_file() or (path / "srt" / "server_args.py").is_file()
+    prefix = f"{path.resolve().name}/" if is_package else ""
     files: list[SourceFile] = []
     base = str(path)
     # scandir + string joins: a 4,700-file tree is listed (and stat'ed, for the cache) in ~30 ms.

@@ -17,6 +17,7 @@ from .verify_path import FunctionPass, Site
 from .vocabulary import Vocabulary
 
 VERIFY_TEXT = ("target_verify", "TARGET_VERIFY")
+RESOLVER_WHAT = "returned by a width resolver for the verify inputs it does not read W from"
 RULE_BY_KIND = {LAYOUT: ("DD001", Severity.error), CAPACITY: ("DD002", Severity.warning), FALLBACK: ("DD003", Severity.info)}
 
 
@@ -145,7 +146,7 @@ class Engine:
             verdict = self._argument(fp, verdict)
         elif verdict.kind == LAYOUT and verdict.what == RETURNS_C and _resolves_width(fp.func.node, self.vocab):
             # `return W` for the tree drafter's input, `return C` for the others: a width resolver.
-            verdict = Verdict(FALLBACK, "returned by a width resolver for the verify inputs it does not read W from")
+            verdict = Verdict(FALLBACK, RESOLVER_WHAT)
         if verdict is None or verdict.kind == HARMLESS:
             return
         if via is not None and via.origin is not None:
@@ -304,7 +305,7 @@ class Engine:
         return Finding(rule=rule, severity=severity, path=model.source.display, relpath=model.source.relpath,
                        line=l1, column=c1, end_line=l2, end_column=c2, function=func.qualname, symbol=symbol,
                        message=message, replacement=replacement, hint=hint, fix_safety=fix.safety if fix else None,
-                       fix=fix, statement=stmt_text, stmt_line=stmt_line)
+                       fix=fix, statement=stmt_text, stmt_line=stmt_line, resolver=r.what == RESOLVER_WHAT)
 
 
 def per_step_value(spec_info: str, c_expr: str, width_api: str) -> str:

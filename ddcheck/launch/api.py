@@ -10,11 +10,13 @@ import os
 import re
 import sys
 
-from ddcheck.launch.checks import ALL_CHECKS, Consequence, ConfigFinding
+from ddcheck.launch.checks import ALL_CHECKS, Consequence, ConfigFinding, check_startup, tree_run_findings
 from ddcheck.launch.evidence import scan_errors
 from ddcheck.launch.flags import ParseError, flag_table, merge_config_file, parse
 from ddcheck.launch.report import Report, render_json, render_text
-from ddcheck.launch.settings import resolve
+from ddcheck.launch.settings import SpecSettings, resolve
+from ddcheck.launch.treerun import GPUS, TreeRun, load_config, run_handler, server_args_values
+from ddcheck.launch.worker import capture_width, verify_inputs
 from ddcheck.sources import SourceTree, TargetError, installed_sglang, open_target
 
 _LAUNCHERS = re.compile(r"(^|[./])launch_server(\.py)?$|^serve$")
@@ -62,9 +64,18 @@ def open_sglang(sglang: str | None) -> SourceTree:
 
 
 def check_launch(argv: list[str], sglang: str | None = None, file: str | None = None,
-                 tree: SourceTree | None = None) -> Report:
+                 tree: SourceTree | None = None, draft_config: str | None = None,
+                 model_config: str | None = None, gpu: str = "nvidia") -> Report:
     """Check a launch (``argv`` as the script runs it, and/or an SGLang ``--config`` YAML ``file``)
-    against the target SGLang (installed by default; ``sglang`` = path, wheel or ``sglang==VER``)."""
+    against the target SGLang (installed by default; ``sglang`` = path, wheel or ``sglang==VER``).
+    ``draft_config``/``model_config``: the models' ``config.json`` (file or directory), for the
+    values the tree's start-up code reads from them; ``gpu``: the serving machine's kind."""
+    if gpu not in GPUS:
+        raise UsageError(f"--gpu must be one of {', '.join(GPUS)}")
+    try:
+        configs = load_config(draft_config), load_config(model_config)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
     tree = tree or open_sglang(sglang)
     table = flag_table(tree)
     args = server_argv(argv)
@@ -100,14 +111,70 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
     s.env = launch_env(argv)
     if s.algorithm is None:
         return report
-    for check in ALL_CHECKS:
+    run = run_handler(tree, server_args_values(tree, ns, table.field_defaults), *configs, gpu=gpu)
+    report.handler = str(run.handler) if run.handler else None
+    checks = ALL_CHECKS
+    if run.ok:
+        explicit = {k: v for k, v in ns.items() if k in s.raw or _given(args, table, k)}
+        # A table rule is kept (with its id and fix) when the tree's run went through its guard:
+        # raised there or logged there. Rules whose guard the tree skipped are dropped.
+        fired = {(w.path, w.line) for w in [run.rejected_at, *(log.where for log in run.logged)] if w is not None}
+        confirmed = [f for f in check_startup(s, tree) if any((e.path, e.line) in fired for e in f.evidence)]
+        covered = {(e.path, e.line) for f in confirmed for e in f.evidence}
+        report.findings.extend(confirmed)
+        report.findings.extend(f for f in tree_run_findings(run, explicit, rel)
+                               if not any((e.path, e.line) in covered for e in f.evidence))
+        if run.rejected:
+            s.resolved_by = "tree"
+            return report
+        _apply(s, run, tree)
+        checks = tuple(c for c in ALL_CHECKS if c is not check_startup)  # the tree's own code replaced the tables
+    else:
+        report.tree_note = run.failed
+    for check in checks:
         report.findings.extend(check(s, tree))
     if any(f.id == "verify-width" for f in report.findings):
         report.scan_engine = scan_errors(tree, [])[1]
     return report
 
 
-def config_main(argv: list[str], file: str | None = None, sglang: str | None = None, fmt: str = "text") -> int:
+def _given(args: list[str], table, dest: str) -> bool:
+    spec = table.flag(dest)
+    return spec is not None and any(a.split("=", 1)[0] in spec.options for a in args)
+
+
+def _apply(s: SpecSettings, run: TreeRun, tree: SourceTree) -> None:
+    """The settings as the tree's start-up code left them, and W from the tree's worker."""
+    v = run.values
+    s.resolved_by = "tree"
+    algo = v.get("speculative_algorithm")
+    s.algorithm = algo.upper() if isinstance(algo, str) else s.algorithm
+    for field, key in (("num_steps", "speculative_num_steps"), ("eagle_topk", "speculative_eagle_topk"),
+                       ("num_draft_tokens", "speculative_num_draft_tokens"),
+                       ("max_running_requests", "max_running_requests")):
+        if isinstance(v.get(key), int):
+            setattr(s, field, v[key])
+    if isinstance(v.get("speculative_ddtree_budget"), int):
+        s.ddtree_budget = v["speculative_ddtree_budget"]
+    if isinstance(v.get("speculative_dflash_block_size"), int):
+        s.dflash_block_size = v["speculative_dflash_block_size"]
+    if v.get("disable_cuda_graph"):
+        s.cuda_graph = False
+    facts = verify_inputs(tree, s.algorithm, v) if s.algorithm else None
+    choices = [c for c in facts.choices if c.width is not None] if facts else []
+    if choices and len(choices) == len(facts.choices):
+        c = choices[0]
+        s.verify_width, s.verify_input, s.verify_input_fields = c.width, c.cls, c.attrs
+        s.verify_input_at = f"{c.path}:{c.line}"
+    elif s.algorithm == "DDTREE" and s.ddtree_budget is not None:
+        s.verify_width = s.ddtree_budget + 1
+    if s.algorithm and s.cuda_graph:
+        width, at = capture_width(tree, s.algorithm, v)
+        s.capture_width, s.capture_at = width, at or None
+
+
+def config_main(argv: list[str], file: str | None = None, sglang: str | None = None, fmt: str = "text",
+                draft_config: str | None = None, model_config: str | None = None, gpu: str = "nvidia") -> int:
     """CLI body: prints the report (rich text or JSON); 0 clean, 1 error findings, 2 usage."""
     if fmt not in ("text", "json"):
         print(f"ddcheck config: unknown format {fmt!r} (text|json)", file=sys.stderr)
@@ -119,7 +186,8 @@ def config_main(argv: list[str], file: str | None = None, sglang: str | None = N
         print(f"ddcheck config: {file}: no such file", file=sys.stderr)
         return 2
     try:
-        report = check_launch(argv, sglang=sglang, file=file)
+        report = check_launch(argv, sglang=sglang, file=file, draft_config=draft_config, model_config=model_config,
+                              gpu=gpu)
     except UsageError as exc:
         print(f"ddcheck config: {exc}", file=sys.stderr)
         return 2

@@ -14,7 +14,8 @@ from enum import Enum
 from pydantic import BaseModel, Field
 
 from ddcheck.launch import target as T
-from ddcheck.launch.evidence import scan_errors, verify_findings_by_backend
+from ddcheck.launch.evidence import scan_errors, scan_findings, verify_findings_by_backend
+from ddcheck.launch.inputs import resolver_gives_w
 from ddcheck.launch.settings import EAGLE_FAMILY, SpecSettings
 from ddcheck.launch.target import Evidence
 from ddcheck.sources import SourceTree
@@ -77,14 +78,33 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
         return [_f("verify-width", Consequence.CORRUPT, level="warning", backend=s.verify_backend,
                    message=f"verify width W={W} != C={C}; backend {s.verify_backend!r} is not in the "
                            f"{s.release} attention registry, so its verify path could not be checked")]
+    found = list(found or [])
+    undecided = []
+    if s.verify_input:
+        # Width resolvers (DD003): decided for the verify input this launch's worker builds.
+        resolvers = [f for f in scan_findings(tree, list(T.backend_files(tree)[s.verify_backend])) if f.resolver]
+        for f in resolvers:
+            gives_w, test = resolver_gives_w(tree, f, s.verify_input, set(s.verify_input_fields))
+            if gives_w is False:
+                found.append(f.model_copy(update={"message": f"{f.function} returns C for {s.verify_input}: "
+                                                             f"`{test}` does not hold for it"}))
+            elif gives_w is None:
+                undecided.append((f, test))
+    if not found and undecided:
+        f, test = undecided[0]
+        return [_f("verify-width", Consequence.CORRUPT, level="warning", backend=s.verify_backend,
+                   message=f"W={W} != C={C}: {f.function} returns W only when `{test}`, which ddcheck cannot "
+                           f"decide for {s.verify_input}; run `ddcheck smoke` on this tree",
+                   evidence=[Evidence(path=f.relpath or f.path, line=f.line, text=f.message[:160])])]
     if not found:
         return []
     _, engine = scan_errors(tree, list(T.backend_files(tree)[s.verify_backend]))
     cands = [b for b in ALTERNATIVES if b != s.verify_backend and b in T.backend_files(tree)]
     ok = [b for b, fs in verify_findings_by_backend(tree, cands).items()
           if not fs and (not s.tree_verify or T.mask_honoured(tree, b)[0])]
+    through = f" (through {s.verify_input})" if s.verify_input else ""
     return [_f("verify-width", Consequence.CORRUPT, backend=s.verify_backend,
-               message=f"{s.algorithm} verifies W={W} tokens per request but C=--speculative-num-draft-tokens={C}; "
+               message=f"{s.algorithm} verifies W={W} tokens per request{through} but C=--speculative-num-draft-tokens={C}; "
                        f"backend {s.verify_backend!r} lays out the target-verify batch with C "
                        f"({len(found)} {engine} finding(s)), so masks/offsets are wrong for every request",
                fix=f"{ways_out}; or pick a backend whose verify path is per-step "
@@ -97,8 +117,15 @@ def check_verify_graph(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
     W, C = s.verify_width, s.num_draft_tokens
     if not s.cuda_graph or s.algorithm is None or W is None or C is None or W == C:
         return []
-    source = "ddtree" if s.algorithm == "DDTREE" else s.algorithm.lower()
-    at_w, ev = T.verify_capture(tree, source)
+    if s.capture_width is not None:
+        # The tree's graph runner, evaluated for this launch.
+        at_w = s.capture_width == W
+        path, _, line = (s.capture_at or ":0").rpartition(":")
+        ev = Evidence(path=path, line=int(line), text=f"captures {s.capture_width} tokens per request")
+        C = s.capture_width
+    else:
+        source = "ddtree" if s.algorithm == "DDTREE" else s.algorithm.lower()
+        at_w, ev = T.verify_capture(tree, source)
     if at_w:
         return []
     return [_f("verify-graph-width", Consequence.CRASH,
@@ -261,6 +288,44 @@ def check_startup(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
     rule(s.max_running_requests is None, "sglang-max-running-requests", Consequence.PERF,
          r"Max running requests is reset to 48", "--max-running-requests unset: reset to 48 for speculative decoding",
          "pass --max-running-requests explicitly", level="info")
+    return out
+
+
+def tree_run_findings(run, explicit: dict, release: str) -> list[ConfigFinding]:
+    """What the target's own start-up code did with the launch (see :mod:`ddcheck.launch.treerun`)."""
+    out: list[ConfigFinding] = []
+
+    def ev(where, text=""):
+        return Evidence(path=where.path, line=where.line, text=text[:160]) if where is not None else None
+
+    if run.rejected:
+        out.append(_f("sglang-rejects", Consequence.REJECT,
+                      f"{release}'s own start-up code rejects this launch: {run.rejected}",
+                      "change the flags the message names", [ev(run.rejected_at, run.rejected)]))
+        return out
+    for w in run.writes:
+        if w.name in explicit and explicit[w.name] != w.new:
+            flag = "--" + w.name.replace("_", "-")
+            out.append(_f("sglang-rewrite", Consequence.PERF,
+                          f"{flag} {explicit[w.name]} is replaced by {w.new!r} at start-up ({release})",
+                          f"pass {flag} {w.new} (or drop it) so the launch says what runs", [ev(w.where)]))
+        elif w.name == "speculative_num_draft_tokens" and w.name not in explicit:
+            out.append(_f("sglang-num-draft-tokens", Consequence.PERF,
+                          f"C (speculative_num_draft_tokens) is set to {w.new} by {release}'s start-up code",
+                          "pass --speculative-num-draft-tokens to fix C yourself", [ev(w.where)], level="info"))
+    seen = set()
+    for log in run.logged:
+        if log.level in ("warning", "error") and log.message not in seen:
+            seen.add(log.message)
+            out.append(_f("sglang-warning", Consequence.PERF, f"{release} warns at start-up: {log.message}", "",
+                          [ev(log.where)], level="info"))
+    for need in run.needs:
+        if need.where is not None and run.handler is not None and need.where.path == run.handler.path:
+            out.append(_f("tree-needs", Consequence.PERF,
+                          f"{release}'s start-up code reads {need.what}; ddcheck resolved the launch as if it "
+                          f"were absent, as the tree does when it is",
+                          f"pass {need.supply} to ddcheck config" if need.supply else
+                          "check this value on the machine that will serve", [ev(need.where)], level="info"))
     return out
 
 

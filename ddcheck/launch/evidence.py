@@ -19,13 +19,17 @@ _MEMO: dict[tuple, list[Finding]] = {}
 def scan_errors(tree: SourceTree, relpaths: list[str] | None = None) -> tuple[list[Finding], str]:
     """Error findings of the scan in ``relpaths`` (default: every attention backend module), and the
     name of the engine that produced them."""
+    return [f for f in scan_findings(tree, relpaths) if f.severity == Severity.error], ENGINE
+
+
+def scan_findings(tree: SourceTree, relpaths: list[str] | None = None) -> list[Finding]:
+    """Every finding of the scan in ``relpaths`` (default: every attention backend module)."""
     if relpaths is None:
         relpaths = sorted({m for ms in backend_files(tree).values() for m in ms})
     key = (tree.label, tree.kind, len(tree.files), tuple(sorted(relpaths)))
     if key not in _MEMO:
-        result = scan_trees([tree], only=set(relpaths), jobs=1)
-        _MEMO[key] = [f for f in result.findings if f.severity == Severity.error]
-    return list(_MEMO[key]), ENGINE
+        _MEMO[key] = scan_trees([tree], only=set(relpaths), jobs=1).findings
+    return list(_MEMO[key])
 
 
 def verify_findings_by_backend(tree: SourceTree, backends: list[str] | None = None) -> dict[str, list[Finding]]:

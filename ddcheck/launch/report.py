@@ -15,6 +15,8 @@ class Report(BaseModel):
     settings: SpecSettings | None = None
     findings: list[ConfigFinding] = Field(default_factory=list)
     scan_engine: str | None = None
+    handler: str | None = None  # the tree's speculative start-up handler that ran (file:line)
+    tree_note: str | None = None  # why the tree's own code could not run (the ast tables were used)
 
     @property
     def errors(self) -> list[ConfigFinding]:
@@ -43,6 +45,12 @@ def render_text(report: Report, console=None) -> None:
                       + f": W={s.verify_width} C={s.num_draft_tokens} steps={s.num_steps} topk={s.eagle_topk}"
                       + f" verify-backend={s.verify_backend or 'auto'} page={s.page_size}"
                       + f" cuda-graph={'on' if s.cuda_graph else 'off'}")
+        if s.verify_input:
+            console.print(f"  verify input: {s.verify_input} (built at {s.verify_input_at})", highlight=False)
+        how = (f"resolved by the tree's own start-up code ({report.handler})" if s.resolved_by == "tree" else
+               "resolved with ddcheck's tables" + (f" (the tree's code could not run: {report.tree_note})"
+                                                   if report.tree_note else ""))
+        console.print(f"  {how}", highlight=False, markup=False)
     elif s is not None:
         console.print("  no speculative algorithm: nothing speculative to check")
     if not report.findings:

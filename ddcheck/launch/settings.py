@@ -29,6 +29,12 @@ class SpecSettings(BaseModel):
     dflash_block_size: int | None = None
     ddtree_budget: int | None = None
     verify_width: int | None = None  # W
+    verify_input: str | None = None  # the verify-input class the tree's worker builds (when known)
+    verify_input_fields: list[str] = Field(default_factory=list)
+    verify_input_at: str | None = None  # where the tree's worker builds it
+    capture_width: int | None = None  # tokens per request of the target-verify CUDA graphs (when evaluated)
+    capture_at: str | None = None
+    resolved_by: str = "tables"  # "tree": the target's own start-up code ran; "tables": ast tables
     auto_params: bool = False  # EAGLE steps/topk/draft tokens picked from the model at start-up
     attention_backend: str | None = None
     prefill_attention_backend: str | None = None
