@@ -1,0 +1,189 @@
+"""ddcheck on real DDTree trees: the two public forks in ../shared/corpus/ddtree-forks (unpacked at
+test time; skipped only when that folder is absent). Every verdict pinned here is explained from the
+fork's code, file:line, in docs/forks.md."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from ddcheck.api import scan
+from ddcheck.launch import check_launch
+from ddcheck.settings import Settings
+from ddcheck.sources import open_target
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = Path(os.environ.get("DDCHECK_FORKS", REPO.parent / "shared" / "corpus" / "ddtree-forks"))
+ARCHIVES = {"hz": "HaiyuZhou-sglang-ad7ab160.tar.gz", "dbg": "DB-Guo-sglang-ddtree-dev-514ea1f3.tar.gz"}
+
+pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no DDTree fork corpus at {CORPUS}")
+
+
+def _unpack(name: str, dest: Path) -> Path:
+    def keep(member, path):  # the archives hold a few symlinks out of the tree (.clang-format): skipped
+        return None if member.issym() or member.islnk() else tarfile.data_filter(member, path)
+
+    with tarfile.open(CORPUS / ARCHIVES[name]) as tar:
+        tar.extractall(dest, filter=keep)
+    return dest / "sglang"
+
+
+@pytest.fixture(scope="session")
+def fork_dir(tmp_path_factory):
+    dirs: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in dirs:
+            dirs[name] = _unpack(name, tmp_path_factory.mktemp(name))
+        return dirs[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def fork(fork_dir):
+    trees: dict[str, object] = {}
+
+    def get(name: str):
+        if name not in trees:
+            trees[name] = open_target(str(fork_dir(name)))
+        return trees[name]
+
+    return get
+
+
+def launch(*flags: str) -> list[str]:
+    return ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-draft-model-path", "d", *flags]
+
+
+def ddtree(budget: int, backend: str, graphs: bool, *extra: str) -> list[str]:
+    return launch("--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", str(budget),
+                  "--speculative-num-draft-tokens", "16", "--attention-backend", backend,
+                  *(() if graphs else ("--disable-cuda-graph",)), *extra)
+
+
+def errors(report) -> set[tuple[str, str]]:
+    return {(f.id, f.consequence.value) for f in report.findings if f.level == "error"}
+
+
+# ------------------------------------------------------------------------------------------ scan
+
+
+def test_scan_reports_the_hz_triton_width_resolver_as_a_fallback(fork_dir):
+    path = fork_dir("hz") / "srt" / "layers" / "attention" / "triton_backend.py"
+    fs = scan([str(path)], settings=Settings(), use_cache=False).findings
+    assert [(f.rule, f.line, f.function) for f in fs] == [
+        ("DD003", 364, "TritonAttnBackend._resolve_target_verify_num_draft_tokens")]
+    assert "width resolver" in fs[0].message
+
+
+@pytest.mark.parametrize("name", ["hz", "dbg"])
+def test_scan_finds_verify_reached_by_exclusion_and_through_verify_or_draft_extend(fork, name):
+    result = scan([fork(name).label], settings=Settings(), use_cache=False)
+    by_func = {}
+    for f in result.findings:
+        by_func.setdefault(f.function, set()).add((f.rule, f.line))
+    # `if forward_mode in (EXTEND, DRAFT_EXTEND, DRAFT_EXTEND_V2): ... else:` -> verify.
+    assert by_func["FlashMLABackend.forward_extend"] == {("DD001", 429), ("DD001", 444)}
+    # forward_mtp is called under `is_target_verify() or is_draft_extend() or ...`, and its
+    # `else:` after `is_draft_extend()` is the verify path.
+    assert {line for _, line in by_func["AscendAttnBackend.forward_mtp"]} >= {1677, 1678, 1679}
+
+
+# ---------------------------------------------------------------------------------------- config
+
+HZ = [  # (budget, backend, graphs) -> (W, verify input, error findings); see docs/forks.md
+    (16, "triton", False, 17, "DDTreeVerifyInput", set()),
+    (16, "triton", True, 17, "DDTreeVerifyInput", {("verify-graph-width", "CRASH")}),
+    (3, "triton", False, 4, "DFlashVerifyInput", {("verify-width", "CORRUPT")}),
+    (3, "triton", True, 4, "DFlashVerifyInput", {("verify-width", "CORRUPT"), ("verify-graph-width", "CRASH")}),
+    (16, "fa3", False, 17, "DDTreeVerifyInput", {("verify-width", "CORRUPT")}),
+    (16, "fa3", True, 17, "DDTreeVerifyInput", {("verify-width", "CORRUPT"), ("verify-graph-width", "CRASH")}),
+    (3, "fa3", False, 4, "DFlashVerifyInput", {("verify-width", "CORRUPT")}),
+    (3, "fa3", True, 4, "DFlashVerifyInput", {("verify-width", "CORRUPT"), ("verify-graph-width", "CRASH")}),
+    (16, "flashinfer", False, 17, "DDTreeVerifyInput", set()),
+    (16, "flashinfer", True, 17, "DDTreeVerifyInput", {("verify-graph-width", "CRASH")}),
+    (3, "flashinfer", False, 4, "DFlashVerifyInput", set()),
+    (3, "flashinfer", True, 4, "DFlashVerifyInput", {("verify-graph-width", "CRASH")}),
+]
+
+
+@pytest.mark.parametrize("budget,backend,graphs,W,cls,expected", HZ)
+def test_hz_ddtree_launches(fork, budget, backend, graphs, W, cls, expected):
+    r = check_launch(ddtree(budget, backend, graphs), tree=fork("hz"))
+    s = r.settings
+    assert s.resolved_by == "tree" and r.handler == "sglang/srt/arg_groups/speculative_hook.py:53"
+    assert not any(f.consequence.value == "REJECT" for f in r.findings)  # accepted
+    assert (s.num_draft_tokens, s.verify_width, s.verify_input) == (16, W, cls)
+    assert s.verify_input_at == ("sglang/srt/speculative/ddtree_worker.py:205" if budget == 16
+                                 else "sglang/srt/speculative/ddtree_worker.py:142")
+    assert errors(r) == expected
+    if graphs:
+        assert s.capture_width == 16 and s.capture_at == "sglang/srt/model_executor/cuda_graph_runner.py:519"
+
+
+def test_hz_chain_mode_names_the_resolver_test_that_fails(fork):
+    r = check_launch(ddtree(3, "triton", False), tree=fork("hz"))
+    f = next(f for f in r.findings if f.id == "verify-width")
+    assert "through DFlashVerifyInput" in f.message
+    ev = f.evidence[0]
+    assert (ev.path, ev.line) == ("sglang/srt/layers/attention/triton_backend.py", 364)
+    assert "hasattr(spec_info, 'tree_budget')" in ev.text
+
+
+def test_hz_without_c_says_what_the_tree_read_and_uses_its_fallback(fork):
+    r = check_launch(launch("--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "16",
+                            "--attention-backend", "triton", "--disable-cuda-graph"), tree=fork("hz"))
+    assert r.settings.num_draft_tokens == 16  # speculative_hook.py:338-344, the fork's own default
+    needs = [f for f in r.findings if f.id == "tree-needs"]
+    assert any("draft model's config" in f.message and "--draft-config" in f.fix for f in needs)
+    c = next(f for f in r.findings if f.id == "sglang-num-draft-tokens")
+    assert (c.evidence[0].path, c.evidence[0].line) == ("sglang/srt/arg_groups/speculative_hook.py", 344)
+
+
+def test_hz_draft_config_gives_the_block_size_the_server_will_use(fork, tmp_path):
+    # DFlash block 8 with DDTree budget 16: W = 17 and C = 8, the case from the problem statement.
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["X"], "block_size": 8}))
+    r = check_launch(launch("--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "16",
+                            "--attention-backend", "triton", "--disable-cuda-graph"),
+                     tree=fork("hz"), draft_config=str(tmp_path))
+    assert (r.settings.num_draft_tokens, r.settings.verify_width) == (8, 17)
+    assert not any(f.id == "tree-needs" and "draft model" in f.message for f in r.findings)
+
+
+DBG_DDTREE = launch("--speculative-algorithm", "DFLASH", "--speculative-dflash-enable-ddtree",
+                    "--speculative-dflash-block-size", "16", "--speculative-num-draft-tokens", "17",
+                    "--attention-backend", "triton")
+
+
+def test_dbg_enable_ddtree_launch_is_accepted_and_verifies_c(fork):
+    r = check_launch(DBG_DDTREE, tree=fork("dbg"))
+    s = r.settings
+    assert s.resolved_by == "tree"
+    assert (s.num_draft_tokens, s.verify_width, s.verify_input) == (17, 17, "DFlashVerifyInput")
+    assert s.verify_input_at == "sglang/srt/speculative/dflash_worker.py:999"
+    assert r.errors == [] and r.exit_code == 0
+    assert not any(f.id == "sglang-dflash-block-size" for f in r.findings)
+
+
+def test_dbg_without_enable_ddtree_is_rejected_where_the_fork_raises(fork):
+    argv = [a for a in DBG_DDTREE if a != "--speculative-dflash-enable-ddtree"]
+    r = check_launch(argv, tree=fork("dbg"))
+    rej = [f for f in r.findings if f.consequence.value == "REJECT"]
+    assert [f.id for f in rej] == ["sglang-dflash-block-size"]
+    assert (rej[0].evidence[0].path, rej[0].evidence[0].line) == ("sglang/srt/arg_groups/speculative_hook.py", 183)
+    assert r.exit_code == 1
+
+
+def test_checkout_package_without_init_is_a_tree(fork_dir, tmp_path):
+    src = fork_dir("dbg")
+    pkg = tmp_path / "python" / "sglang"
+    shutil.copytree(src, pkg, ignore=shutil.ignore_patterns("test", "multimodal", "*.md"))
+    (pkg / "__init__.py").unlink()
+    r = check_launch(DBG_DDTREE, sglang=str(pkg))
+    assert r.settings.resolved_by == "tree" and r.settings.num_draft_tokens == 17
