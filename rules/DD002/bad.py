@@ -13,3 +13,11 @@ class ToyVerifyBackend:
         metadata.max_seq_len_k = forward_batch.seq_lens_cpu.max().item() + self.speculative_num_draft_tokens  # expect: DD002
         metadata.scratch = torch.empty(bs * self.speculative_num_draft_tokens, dtype=torch.int32)  # expect: DD002
         metadata.custom_mask = spec_info.custom_mask
+
+    def init_cuda_graph_state(self, max_bs, max_num_tokens):
+        self.cuda_graph_custom_mask = torch.zeros(max_num_tokens * (4096 + self.speculative_num_draft_tokens))
+
+    def init_forward_metadata_replay_cuda_graph(self, bs, forward_mode, spec_info):
+        if forward_mode.is_target_verify():
+            mask = self.cuda_graph_custom_mask
+            mask[: spec_info.custom_mask.shape[0]] = spec_info.custom_mask  # expect: DD002

@@ -16,3 +16,12 @@ class ToyVerifyBackend:
         metadata.max_seq_len_k = forward_batch.seq_lens_cpu.max().item() + num_tokens_per_req
         metadata.scratch = torch.empty(bs * num_tokens_per_req, dtype=torch.int32)
         metadata.custom_mask = spec_info.custom_mask
+
+    def init_cuda_graph_state(self, max_bs, max_num_tokens, max_verify_width):
+        # Room for the largest verify width the deployment allows, not for C.
+        self.cuda_graph_custom_mask = torch.zeros(max_num_tokens * (4096 + max_verify_width))
+
+    def init_forward_metadata_replay_cuda_graph(self, bs, forward_mode, spec_info):
+        if forward_mode.is_target_verify():
+            mask = self.cuda_graph_custom_mask
+            mask[: spec_info.custom_mask.shape[0]] = spec_info.custom_mask

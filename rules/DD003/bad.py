@@ -14,4 +14,10 @@ class ToyVerifyBackend:
                 num_draft_tokens = int(spec_info.draft_token_num)
             qo_indptr = torch.arange(0, (1 + bs) * num_draft_tokens, step=num_draft_tokens)
             width = spec_info.draft_token_num if spec_info is not None else self.num_draft_tokens  # expect: DD003
-            self.metadata = (qo_indptr, width)
+            self.metadata = (qo_indptr, width, self._verify_width(spec_info))
+
+    def _verify_width(self, spec_info):
+        # A width resolver: W for the tree drafter's own input, C for the others.
+        if spec_info is not None and hasattr(spec_info, "tree_budget"):
+            return spec_info.draft_token_num
+        return self.num_draft_tokens  # expect: DD003
