@@ -171,6 +171,15 @@ def test_dbg_enable_ddtree_launch_is_accepted_and_verifies_c(fork):
     assert not any(f.id == "sglang-dflash-block-size" for f in r.findings)
 
 
+def test_dbg_fa3_attends_the_tree_as_a_chain(fork):
+    # DFLASH forces topk 1 (speculative_hook.py:163-170); fa3 reads the tree mask only when topk > 1.
+    r = check_launch([a if a != "triton" else "fa3" for a in DBG_DDTREE], tree=fork("dbg"))
+    assert errors(r) == {("tree-mask", "CORRUPT")}
+    ev = next(f for f in r.findings if f.id == "tree-mask").evidence[0]
+    assert (ev.path, ev.line) == ("sglang/srt/layers/attention/flashattention_backend.py", 571)
+    assert "self.topk <= 1" in ev.text
+
+
 def test_dbg_without_enable_ddtree_is_rejected_where_the_fork_raises(fork):
     argv = [a for a in DBG_DDTREE if a != "--speculative-dflash-enable-ddtree"]
     r = check_launch(argv, tree=fork("dbg"))
@@ -187,3 +196,25 @@ def test_checkout_package_without_init_is_a_tree(fork_dir, tmp_path):
     (pkg / "__init__.py").unlink()
     r = check_launch(DBG_DDTREE, sglang=str(pkg))
     assert r.settings.resolved_by == "tree" and r.settings.num_draft_tokens == 17
+
+
+# ----------------------------------------------------------------------------------------- smoke
+
+
+def test_smoke_uses_the_forks_own_ddtree_verify_input(fork_dir):
+    from ddcheck.smoke import run_smoke
+
+    r = run_smoke(str(fork_dir("hz")), budget=16, num_draft_tokens=8)
+    assert r.verify_inputs["W=17 C=8"].startswith("DDTreeVerifyInput (sglang/srt/speculative/ddtree_worker.py:205)")
+    reads = set().union(*(set(v) for k, v in r.harness.reads.items() if "DDTreeVerifyInput" in k))
+    assert "tree_budget" in reads  # the fork's resolver dispatches on it (triton_backend.py:362)
+    assert r.exit_code == 0, r.verdict  # agrees with `ddcheck config`: width per step for this input
+
+
+def test_smoke_chain_mode_agrees_with_config(fork_dir):
+    from ddcheck.smoke import run_smoke
+
+    r = run_smoke(str(fork_dir("hz")), budget=3, num_draft_tokens=16, allow_out_of_bounds=True)
+    assert r.verify_inputs["W=4 C=16"].startswith("DFlashVerifyInput (sglang/srt/speculative/ddtree_worker.py:142)")
+    assert r.exit_code == 1, r.verdict  # the resolver returns C for DFlashVerifyInput
+    assert {p.status for p in r.paths if p.case == "ddtree"} == {"wrong"}

@@ -146,7 +146,7 @@ def _given(args: list[str], table, dest: str) -> bool:
 def _apply(s: SpecSettings, run: TreeRun, tree: SourceTree) -> None:
     """The settings as the tree's start-up code left them, and W from the tree's worker."""
     v = run.values
-    s.resolved_by = "tree"
+    s.resolved_by, s.values = "tree", v
     algo = v.get("speculative_algorithm")
     s.algorithm = algo.upper() if isinstance(algo, str) else s.algorithm
     for field, key in (("num_steps", "speculative_num_steps"), ("eagle_topk", "speculative_eagle_topk"),
@@ -166,6 +166,7 @@ def _apply(s: SpecSettings, run: TreeRun, tree: SourceTree) -> None:
         c = choices[0]
         s.verify_width, s.verify_input, s.verify_input_fields = c.width, c.cls, c.attrs
         s.verify_input_at = f"{c.path}:{c.line}"
+        s.verify_input_sets = c.kwargs
     elif s.algorithm == "DDTREE" and s.ddtree_budget is not None:
         s.verify_width = s.ddtree_budget + 1
     if s.algorithm and s.cuda_graph:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from ddcheck.launch import target as T
 from ddcheck.launch.evidence import scan_errors, scan_findings, verify_findings_by_backend
 from ddcheck.launch.inputs import resolver_gives_w
+from ddcheck.launch.worker import mask_reads
 from ddcheck.launch.settings import EAGLE_FAMILY, SpecSettings
 from ddcheck.launch.target import Evidence
 from ddcheck.sources import SourceTree
@@ -140,6 +141,16 @@ def check_tree_mask(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
     if not s.tree_verify or not s.verify_backend:
         return []
     honoured, files = T.mask_honoured(tree, s.verify_backend)
+    if honoured and s.values and s.verify_backend in T.backend_files(tree):
+        # The backend reads the mask somewhere; does it on a path these settings take?
+        reachable, why = mask_reads(tree, list(T.backend_files(tree)[s.verify_backend]), s.values)
+        if reachable is False:
+            return [_f("tree-mask", Consequence.CORRUPT, backend=s.verify_backend,
+                       message=f"{s.algorithm} verifies a tree ({s.verify_input or 'tree mask'} carries its mask), but "
+                               f"{s.verify_backend!r} reads spec_info.custom_mask only on paths this launch does not "
+                               f"take: the tree is attended as a chain",
+                       fix="use a backend that applies the tree mask for these settings (e.g. triton, flashinfer)",
+                       evidence=[Evidence(path=p, line=n, text=t) for p, n, t in why])]
     if honoured is not False:
         return []
     return [_f("tree-mask", Consequence.CORRUPT, backend=s.verify_backend,

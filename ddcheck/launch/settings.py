@@ -33,6 +33,8 @@ class SpecSettings(BaseModel):
     verify_input_fields: list[str] = Field(default_factory=list)
     verify_input_at: str | None = None  # where the tree's worker builds it
     capture_width: int | None = None  # tokens per request of the target-verify CUDA graphs (when evaluated)
+    verify_input_sets: list[str] = Field(default_factory=list)  # fields the worker sets on it
+    values: dict = Field(default_factory=dict, exclude=True)  # server_args after the tree's start-up code
     capture_at: str | None = None
     resolved_by: str = "tables"  # "tree": the target's own start-up code ran; "tables": ast tables
     auto_params: bool = False  # EAGLE steps/topk/draft tokens picked from the model at start-up
@@ -55,7 +57,9 @@ class SpecSettings(BaseModel):
 
     @property
     def tree_verify(self) -> bool:
-        return self.algorithm == "DDTREE" or (self.eagle_topk or 1) > 1
+        """A tree (not a chain) is verified: DDTREE, topk > 1, or a worker that hands the verify
+        input its own mask."""
+        return self.algorithm == "DDTREE" or (self.eagle_topk or 1) > 1 or "custom_mask" in self.verify_input_sets
 
     @property
     def backends(self) -> list[str]:

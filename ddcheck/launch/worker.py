@@ -37,6 +37,7 @@ class VerifyChoice:
     attrs: list[str] = field(default_factory=list)  # the fields the class carries (its dataclass fields)
     cls_path: str = ""
     cls_line: int = 0
+    kwargs: list[str] = field(default_factory=list)  # the fields the worker sets when it builds it
 
 
 @dataclass
@@ -375,7 +376,8 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> W
                     cls=call.func.id, width=width if isinstance(width, int) else None,
                     width_expr=ast.unparse(kw.value), path=rel, line=call.lineno,
                     when=[("" if pol else "not ") + f"({ast.unparse(c)})" for c, pol, v in results if v is not UNKNOWN],
-                    attrs=attrs, cls_path=cls_rel, cls_line=cls_line))
+                    attrs=attrs, cls_path=cls_rel, cls_line=cls_line,
+                    kwargs=[k.arg for k in call.keywords if k.arg]))
     if not facts.choices:
         facts.note = f"{name} builds no verify input with draft_token_num= that these settings reach"
     return facts
@@ -441,3 +443,38 @@ def capture_width(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> t
                     if isinstance(w, int):
                         return w, f"{rel}:{stmt.lineno}"
     return None, ""
+
+
+def mask_reads(tree: SourceTree, relpaths: list[str], values: dict[str, Any]) -> tuple[bool | None, list]:
+    """Does a backend's code read the verify input's ``custom_mask`` on some path these settings can
+    take? Each read's enclosing tests are evaluated over the backend class's ``__init__`` attributes
+    (``self.topk = server_args.speculative_eagle_topk or 0``). (False, the test that excludes the
+    read) for every read when none is reachable; (True, []) when one is; (None, []) when there is none."""
+    excluded: list[tuple[str, int, str]] = []
+    seen_read = False
+    for rel in relpaths:
+        f = tree.find(rel)
+        if f is None:
+            continue
+        mod = ast.parse(f.read_bytes())
+        for cls in (n for n in mod.body if isinstance(n, ast.ClassDef)):
+            ev = _Eval(values)
+            init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+            if init is not None:
+                ev.local = {a.arg: UNKNOWN for a in init.args.args[1:]}
+                ev.run(init.body, ev.local)
+            for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name != "__init__"):
+                for node in ast.walk(fn):
+                    if not (isinstance(node, ast.Attribute) and node.attr == "custom_mask"
+                            and "spec_info" in ast.unparse(node.value)):
+                        continue
+                    seen_read = True
+                    conds = _paths_to(fn.body, node, [])
+                    local = _Eval(values)
+                    local.self_env = ev.self_env
+                    bad = next((f"{'' if pol else 'not '}({ast.unparse(c)})" for c, pol in conds
+                                if (v := local(c)) is not UNKNOWN and bool(v) != pol), None)
+                    if bad is None:
+                        return True, []
+                    excluded.append((rel, node.lineno, f"read only when {bad}"))
+    return (False, excluded) if seen_read else (None, [])

@@ -179,11 +179,12 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
         cases.append(("seed", SEED_BUDGET + 1, SEED_C))
 
     trace = HarnessTrace()
+    inputs = _tree_inputs(tree, report)
     with triton_interpreter(device == "cpu"):
         for cfg_c in dict.fromkeys(cc for _, _, cc in cases):
             ctx = LoadContext(device=device, num_draft_tokens=cfg_c, num_steps=max(1, cfg_c - 1))
             with SglangImporter(tree, ctx, backend_source) as importer:
-                session = Session(importer, shape, cfg_c, device)
+                session = Session(importer, shape, cfg_c, device, lambda width, c=cfg_c: inputs(width, c))
                 report.block_m = report.block_m or session.block_m()
                 for case, cw_, _ in [x for x in cases if x[2] == cfg_c]:
                     batch, pad = build_batch(cw_, prefix_lens, shape, device, report.seed, cfg_c, allow_oob)
@@ -197,6 +198,28 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                         report.paths.append(diag)
                 _merge(trace, importer.trace)
     report.harness = trace
+
+
+def _tree_inputs(tree, report: SmokeReport):
+    """``(width, C) -> (class, fields)`` of the verify input the tree's own DDTREE worker builds for
+    budget = width - 1 at that C (``ddcheck.launch.worker``), or None when the tree has no DDTREE
+    worker; the classes used are recorded in the report."""
+    from ddcheck.launch.worker import verify_inputs
+
+    memo: dict[tuple[int, int], object] = {}
+
+    def get(width: int, c: int):
+        if (width, c) not in memo:
+            values = {"speculative_algorithm": "DDTREE", "speculative_num_draft_tokens": c,
+                      "speculative_ddtree_budget": width - 1, "speculative_eagle_topk": 1, "speculative_num_steps": 1}
+            facts = verify_inputs(tree, "DDTREE", values)
+            hit = next((ch for ch in facts.choices if ch.width == width), None) if facts.worker else None
+            memo[(width, c)] = (hit.cls, hit.attrs) if hit else None
+            if hit is not None:
+                report.verify_inputs[f"W={width} C={c}"] = f"{hit.cls} ({hit.path}:{hit.line})"
+        return memo[(width, c)]
+
+    return get
 
 
 def _interpreted() -> bool:

@@ -111,13 +111,20 @@ def layer(shape: Shape, trace: Trace) -> Recording:
     )
 
 
-def verify_input(width: int, custom_mask: torch.Tensor | None, trace: Trace, label: str) -> Recording:
-    """An EagleVerifyInput-like spec_info: per-step width under both its old and new names."""
-    return Recording(
-        label, trace, draft_token_num=width, num_tokens_per_req=width, custom_mask=custom_mask,
-        topk=1, spec_steps=max(1, width - 1), kv_indptr=None, kv_indices=None,
-        capture_hidden_mode=None, positions=None,
-    )
+def verify_input(width: int, custom_mask: torch.Tensor | None, trace: Trace, label: str,
+                 fields: list[str] | None = None) -> Recording:
+    """An EagleVerifyInput-like spec_info: per-step width under both its old and new names.
+
+    With ``fields`` (a tree's own verify-input class), it carries exactly that class's fields: the
+    width, mask and topk where the class has them, None for the others (what the backend reads of
+    those is listed in the report), so a backend that dispatches on ``hasattr(spec_info, ...)``
+    takes the path it takes for that class."""
+    known = dict(draft_token_num=width, num_tokens_per_req=width, custom_mask=custom_mask, topk=1,
+                 spec_steps=max(1, width - 1), kv_indptr=None, kv_indices=None, capture_hidden_mode=None,
+                 positions=None)
+    if fields is not None:
+        known = {f: known.get(f) for f in fields}
+    return Recording(label, trace, **known)
 
 
 def forward_batch(batch: VerifyBatch, mode: Any, spec_info: Recording, pool: Recording, trace: Trace,

@@ -111,8 +111,11 @@ def _metadata(md: Any, bs: int) -> dict[str, Any]:
 class Session:
     """One loaded release at one configured C: builds backends and runs paths on batches."""
 
-    def __init__(self, importer: SglangImporter, shape: Shape, num_draft_tokens: int, device: str):
+    def __init__(self, importer: SglangImporter, shape: Shape, num_draft_tokens: int, device: str,
+                 input_fields=None):
         self.importer, self.shape, self.c, self.device = importer, shape, num_draft_tokens, device
+        # width -> (class name, fields) of the tree's own verify input at that width, when it has one
+        self.input_fields = input_fields or (lambda width: None)
         self.module = importer.load_backend()
         self.backend_cls = getattr(self.module, "TritonAttnBackend", None)
         if self.backend_cls is None:
@@ -159,7 +162,7 @@ class Session:
     def _run(self, path: str, batch: VerifyBatch, capture_width: int, pad_rows: int):
         backend, pool = self._backend(batch)
         layer = fakes.layer(self.shape, self.trace)
-        spec = fakes.verify_input(batch.width, batch.custom_mask, self.trace, "spec_info")
+        spec = self._spec(batch.width, batch.custom_mask, "spec_info")
         fb = fakes.forward_batch(batch, self.mode, spec, pool, self.trace)
         if path == "eager":
             backend.init_forward_metadata(fb)
@@ -172,6 +175,13 @@ class Session:
             out = backend.forward_extend(batch.q, batch.k, batch.v, layer, fb)
         return out, md, entry
 
+    def _spec(self, width: int, mask, label: str):
+        found = self.input_fields(width)
+        if found is None:
+            return fakes.verify_input(width, mask, self.trace, label)
+        cls, fields = found
+        return fakes.verify_input(width, mask, self.trace, f"{label} ({cls})", fields)
+
     def _capture_replay(self, backend, batch: VerifyBatch, fb, pool, cw: int):
         bs, max_tokens = batch.bs, self.shape.max_bs * cw  # the runner sizes its state for its capture width
         _call(backend.init_cuda_graph_state, max_bs=self.shape.max_bs, max_num_tokens=max_tokens)
@@ -179,8 +189,8 @@ class Session:
         fill = int(backend.get_cuda_graph_seq_len_fill_value())
         cap_seq = torch.full((bs,), fill, dtype=torch.int64, device=self.device)
         cap_req = torch.zeros(bs, dtype=torch.int64, device=self.device)
-        cap_spec = fakes.verify_input(cw, torch.ones(bs * cw * (fill + cw), dtype=torch.bool, device=self.device),
-                                      self.trace, "capture spec_info")
+        cap_spec = self._spec(cw, torch.ones(bs * cw * (fill + cw), dtype=torch.bool, device=self.device),
+                              "capture spec_info")
         if hasattr(backend, OLD_CAPTURE) and not hasattr(backend, OUT_GRAPH):
             _call(getattr(backend, OLD_CAPTURE), bs=bs, num_tokens=bs * cw, req_pool_indices=cap_req,
                   seq_lens=cap_seq, encoder_lens=None, forward_mode=self.mode, spec_info=cap_spec)

@@ -62,6 +62,8 @@ class SmokeReport(BaseModel):
     verdict: str = ""
     limitations: list[str] = Field(default_factory=list)
     config_facts: dict[str, Any] = Field(default_factory=dict)  # for `ddcheck config`
+    # "W=17 C=8" -> the tree's own verify-input class used for that case, where the tree has one
+    verify_inputs: dict[str, str] = Field(default_factory=dict)
     harness: HarnessTrace = Field(default_factory=HarnessTrace)
     seconds: float = 0.0
 
@@ -93,6 +95,10 @@ def render_text(report: SmokeReport, console=None) -> None:
     for p in report.paths:
         if p.error:
             console.print(f"[magenta]{p.case}/{p.path}[/]: {p.error}")
+    for case, cls in report.verify_inputs.items():
+        reads = sorted({a for label, attrs in report.harness.reads.items() if cls.split()[0] in label for a in attrs})
+        console.print(f"verify input {case}: the tree's own {cls}; the backend read {', '.join(reads) or 'nothing'}",
+                      highlight=False)
     for note in report.limitations:
         console.print(f"[yellow]limitation[/]: {note}")
     colour = {0: "green", 1: "red"}.get(report.exit_code, "magenta")
