@@ -55,8 +55,9 @@ class FileFix(BaseModel):
 
 
 def fixable(findings: list[Finding], unsafe: bool) -> list[Finding]:
+    # Info findings are fallbacks, left alone; a width resolver's `return C` is the exception (unsafe).
     return [f for f in findings if f.fix is not None and (f.fix.safety == "safe" or unsafe)
-            and f.severity != Severity.info]
+            and (f.severity != Severity.info or f.resolver)]
 
 
 # -- rewriting one file ---------------------------------------------------------------------------

@@ -218,3 +218,23 @@ def test_smoke_chain_mode_agrees_with_config(fork_dir):
     assert r.verify_inputs["W=4 C=16"].startswith("DFlashVerifyInput (sglang/srt/speculative/ddtree_worker.py:142)")
     assert r.exit_code == 1, r.verdict  # the resolver returns C for DFlashVerifyInput
     assert {p.status for p in r.paths if p.case == "ddtree"} == {"wrong"}
+
+
+# ------------------------------------------------------------------------------------------- fix
+
+
+def test_fix_repairs_the_launch_that_was_corrupt(fork_dir, tmp_path):
+    """hz budget 3 on triton was CORRUPT (the resolver returned C for the chain-mode input): after
+    `ddcheck fix --unsafe-fixes` config and smoke both find the width per step."""
+    from ddcheck.fixer import fix_targets
+    from ddcheck.smoke import run_smoke
+
+    out = tmp_path / "fixed" / "sglang"
+    shutil.copytree(fork_dir("hz"), out)
+
+    changed = fix_targets([str(out / "srt" / "layers" / "attention" / "triton_backend.py")], unsafe=True)
+    assert [Path(fx.display).name for fx in changed] == ["triton_backend.py"]
+    r = check_launch(ddtree(3, "triton", False), sglang=str(out))
+    assert errors(r) == set() and r.settings.verify_input == "DFlashVerifyInput"
+    s = run_smoke(str(out), budget=3, num_draft_tokens=16, allow_out_of_bounds=True)
+    assert s.exit_code == 0, s.verdict

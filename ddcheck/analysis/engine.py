@@ -270,7 +270,7 @@ class Engine:
         replacement = None
         if r.hint is not None:
             hint = r.hint
-        elif r.kind == FALLBACK:
+        elif r.kind == FALLBACK and not (r.what == RESOLVER_WHAT and r.exact and spec_info and not unbound):
             hint = "C is only the fallback here; keep the verify input's width set (and capture CUDA graphs at it)."
         elif not r.exact and r.c_expr == symbol and "laid out with C" in r.what:
             hint = ("Refill this buffer per step from the verify input's width (as the eager path does), "
@@ -287,12 +287,16 @@ class Engine:
         else:
             value = per_step_value(spec_info, r.c_expr, self.width_api)
             replacement = f"({value})"
-            safety = "unsafe" if r.kind == CAPACITY else "safe"
+            # A resolver's `return C` is a choice its author made for some inputs: changing it is unsafe.
+            safety = "unsafe" if r.kind in (CAPACITY, FALLBACK) else "safe"
             # No statement anchor (a verify-guarded conditional expression): replaced inline.
             line = r.anchor.lineno if r.anchor is not None else 0
             col = model.column(r.anchor.lineno, r.anchor.col_offset) if r.anchor is not None else 0
             fix = FixPlan(safety=safety, anchor_line=line, anchor_column=col, expression=value)
-            hint = f"Use the per-step width {replacement}" + (" (changes a buffer size: unsafe fix)" if safety == "unsafe" else "")
+            why = " (changes a buffer size: unsafe fix)" if r.kind == CAPACITY else \
+                " for every verify input that carries one (changes the resolver's choice: unsafe fix)" \
+                if r.kind == FALLBACK else ""
+            hint = f"Use the per-step width {replacement}{why}"
         if r.kind == LAYOUT:
             message = (f"`{symbol}` is the start-up width C; on the target-verify path it {r.what}. Wrong whenever "
                        f"the verify input's width W differs from C (tree drafters: DDTree verifies budget + 1).")

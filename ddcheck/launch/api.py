@@ -77,7 +77,10 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     tree = tree or open_sglang(sglang)
-    table = flag_table(tree)
+    try:
+        table = flag_table(tree)
+    except LookupError as exc:
+        raise UsageError(str(exc)) from exc
     args = server_argv(argv)
     if file is not None:
         args = ["--config", str(file)] + args
