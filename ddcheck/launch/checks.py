@@ -15,8 +15,7 @@ from pydantic import BaseModel, Field
 
 from ddcheck.launch import target as T
 from ddcheck.launch.evidence import scan_errors, scan_findings, verify_findings_by_backend
-from ddcheck.launch.inputs import resolver_gives_w
-from ddcheck.launch.worker import mask_reads
+from ddcheck.launch.inputs import mask_reads, resolver_gives_w
 from ddcheck.launch.settings import EAGLE_FAMILY, SpecSettings
 from ddcheck.launch.target import Evidence
 from ddcheck.sources import SourceTree

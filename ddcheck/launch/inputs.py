@@ -1,4 +1,5 @@
-"""Which way a backend's width resolver goes for a given verify-input class.
+"""How a backend's verify path treats a launch's verify input: which way a width resolver goes for
+its class, and whether the tree mask is read on a path the launch's settings take.
 
 ``ddcheck scan`` reports a resolver's ``return C`` as a fallback (DD003): W for some verify inputs,
 C for the others. For a launch, the verify input is known (its class and fields, from the tree's
@@ -9,11 +10,12 @@ worker), so the tests guarding the resolver's ``return W`` — ``hasattr(spec_in
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 from ddcheck.analysis.exprs import dotted, mentions_per_step
 from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY
 from ddcheck.findings import Finding
-from ddcheck.launch.worker import _paths_to
+from ddcheck.launch.evaluate import UNKNOWN, Evaluator, guards_to
 from ddcheck.sources import SourceTree
 
 
@@ -68,7 +70,7 @@ def resolver_gives_w(tree: SourceTree, finding: Finding, cls: str, attrs: set[st
                and mentions_per_step(n.value, DEFAULT_VOCABULARY)]
     verdicts = []
     for ret in returns:
-        conds = _paths_to(fn.body, ret, [])
+        conds = guards_to(fn.body, ret, [])
         vals = [(input_truth(t, cls, attrs), pol, t) for t, pol in conds]
         vals = [(None if v is None else v == pol, t) for v, pol, t in vals]
         if any(v is False for v, _ in vals):
@@ -80,3 +82,38 @@ def resolver_gives_w(tree: SourceTree, finding: Finding, cls: str, attrs: set[st
     if any(v is None for v, _ in verdicts):
         return None, next(t for v, t in verdicts if v is None)
     return (False, verdicts[0][1]) if verdicts else (None, "")
+
+
+def mask_reads(tree: SourceTree, relpaths: list[str], values: dict[str, Any]) -> tuple[bool | None, list]:
+    """Does a backend's code read the verify input's ``custom_mask`` on some path these settings can
+    take? Each read's enclosing tests are evaluated over the backend class's ``__init__`` attributes
+    (``self.topk = server_args.speculative_eagle_topk or 0``). (False, the test that excludes the
+    read) for every read when none is reachable; (True, []) when one is; (None, []) when there is none."""
+    excluded: list[tuple[str, int, str]] = []
+    seen_read = False
+    for rel in relpaths:
+        f = tree.find(rel)
+        if f is None:
+            continue
+        mod = ast.parse(f.read_bytes())
+        for cls in (n for n in mod.body if isinstance(n, ast.ClassDef)):
+            ev = Evaluator(values)
+            init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+            if init is not None:
+                ev.local = {a.arg: UNKNOWN for a in init.args.args[1:]}
+                ev.run(init.body, ev.local)
+            for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name != "__init__"):
+                for node in ast.walk(fn):
+                    if not (isinstance(node, ast.Attribute) and node.attr == "custom_mask"
+                            and "spec_info" in ast.unparse(node.value)):
+                        continue
+                    seen_read = True
+                    conds = guards_to(fn.body, node, [])
+                    local = Evaluator(values)
+                    local.self_env = ev.self_env
+                    bad = next((f"{'' if pol else 'not '}({ast.unparse(c)})" for c, pol in conds
+                                if (v := local(c)) is not UNKNOWN and bool(v) != pol), None)
+                    if bad is None:
+                        return True, []
+                    excluded.append((rel, node.lineno, f"read only when {bad}"))
+    return (False, excluded) if seen_read else (None, [])

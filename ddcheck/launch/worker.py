@@ -13,15 +13,13 @@ This reads the tree with ``ast`` and never runs it: the worker needs a GPU and t
 from __future__ import annotations
 
 import ast
-import operator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddcheck.launch.evaluate import UNKNOWN, Evaluator, guards_to, statements_before
 from ddcheck.sources import SourceTree
 
 SPEC_INFO = "sglang/srt/speculative/spec_info.py"
-UNKNOWN = object()
-_FELL_THROUGH = object()
 
 
 @dataclass
@@ -86,7 +84,7 @@ class _Modules:
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sglang."):
                 for a in node.names:
                     if (a.asname or a.name) == name:
-                        return self.find_class(a.name, node.module[len(""):])
+                        return self.find_class(a.name, node.module)
         return None
 
     def imports_of(self, module: str) -> dict[str, str]:
@@ -99,10 +97,6 @@ class _Modules:
                 for a in node.names:
                     out[a.asname or a.name] = node.module
         return out
-
-
-def _module_of_relpath(mods: _Modules, relpath: str) -> str:
-    return relpath[len(mods.prefix):-3].replace("/", ".")
 
 
 def worker_class(mods: _Modules, algorithm: str) -> tuple[str, str] | None:
@@ -126,149 +120,6 @@ def worker_class(mods: _Modules, algorithm: str) -> tuple[str, str] | None:
 
 
 # --------------------------------------------------------------------------- evaluation
-
-_BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-        ast.Mod: operator.mod}
-_CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
-        ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not}
-
-
-class _Eval:
-    def __init__(self, values: dict[str, Any], sa_name: str = "server_args"):
-        self.values = values
-        self.sa = {sa_name}
-        self.self_env: dict[str, Any] = {}
-        self.local: dict[str, Any] = {}
-        self.methods: dict[str, ast.FunctionDef] | None = None  # SpeculativeAlgorithm's, for capture_width
-        self.algorithm: str | None = None
-
-    def methods_eval(self, fn: ast.FunctionDef, args: list[Any]) -> Any:
-        """The value a SpeculativeAlgorithm method returns for this algorithm (``self.is_x()`` decided)."""
-        inner = _Eval(self.values)
-        inner.methods, inner.algorithm = self.methods, self.algorithm
-        params = [a.arg for a in fn.args.args][1:]
-        inner.local = dict(zip(params, args))
-        return inner.returns(fn.body)
-
-    def returns(self, body: list[ast.stmt]) -> Any:
-        for stmt in body:
-            if isinstance(stmt, ast.Return):
-                return self(stmt.value) if stmt.value is not None else None
-            if isinstance(stmt, ast.If):
-                t = self(stmt.test)
-                if t is UNKNOWN:
-                    return UNKNOWN
-                got = self.returns(stmt.body if t else stmt.orelse)
-                if got is not _FELL_THROUGH:
-                    return got
-            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-                self.run([stmt], self.local)
-            elif not isinstance(stmt, (ast.Expr, ast.Pass)):
-                return UNKNOWN
-        return _FELL_THROUGH
-
-    def __call__(self, node: ast.expr) -> Any:
-        try:
-            return self._e(node)
-        except Exception:  # noqa: BLE001 - anything odd is simply unknown
-            return UNKNOWN
-
-    def _e(self, n: ast.expr) -> Any:
-        if isinstance(n, ast.Constant):
-            return n.value
-        if isinstance(n, ast.Name):
-            if n.id in self.local:
-                return self.local[n.id]
-            return {"None": None, "True": True, "False": False}.get(n.id, UNKNOWN)
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and n.value.attr == "server_args":
-            return self.values.get(n.attr, UNKNOWN)  # model_runner.server_args.X
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
-            if n.value.id in self.sa:
-                return self.values.get(n.attr, UNKNOWN)
-            if n.value.id == "self":
-                return self.self_env.get(n.attr, UNKNOWN)
-            return UNKNOWN
-        if isinstance(n, ast.BinOp) and type(n.op) in _BIN:
-            a, b = self._e(n.left), self._e(n.right)
-            return UNKNOWN if UNKNOWN in (a, b) or None in (a, b) else _BIN[type(n.op)](a, b)
-        if isinstance(n, ast.UnaryOp):
-            v = self._e(n.operand)
-            if v is UNKNOWN:
-                return UNKNOWN
-            return (not v) if isinstance(n.op, ast.Not) else -v if isinstance(n.op, ast.USub) else UNKNOWN
-        if isinstance(n, ast.BoolOp):
-            vals = [self._e(v) for v in n.values]
-            if isinstance(n.op, ast.And):
-                for v in vals:
-                    if v is UNKNOWN:
-                        return UNKNOWN
-                    if not v:
-                        return v
-                return vals[-1]
-            for v in vals:
-                if v is UNKNOWN:
-                    return UNKNOWN
-                if v:
-                    return v
-            return vals[-1]
-        if isinstance(n, ast.Compare) and len(n.ops) == 1 and type(n.ops[0]) in _CMP:
-            a, b = self._e(n.left), self._e(n.comparators[0])
-            if UNKNOWN in (a, b):
-                return UNKNOWN
-            if None in (a, b) and type(n.ops[0]) not in (ast.Is, ast.IsNot, ast.Eq, ast.NotEq):
-                return UNKNOWN
-            return _CMP[type(n.ops[0])](a, b)
-        if isinstance(n, ast.IfExp):
-            t = self._e(n.test)
-            return UNKNOWN if t is UNKNOWN else self._e(n.body if t else n.orelse)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and self.methods is not None:
-            fn = self.methods.get(n.func.attr)
-            if fn is not None:
-                return self.methods_eval(fn, [self._e(a) for a in n.args])
-            if n.func.attr.startswith("is_") and not n.args and self.algorithm:
-                return n.func.attr == f"is_{self.algorithm.lower()}"
-            return UNKNOWN
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
-            args = [self._e(a) for a in n.args]
-            if n.func.id == "getattr" and len(n.args) in (2, 3) and isinstance(n.args[0], ast.Name) \
-                    and n.args[0].id in self.sa and isinstance(args[1], str):
-                return self.values.get(args[1], args[2] if len(args) == 3 else UNKNOWN)
-            if UNKNOWN in args or n.keywords:
-                return UNKNOWN
-            fn = {"int": int, "max": max, "min": min, "bool": bool, "abs": abs}.get(n.func.id)
-            return fn(*args) if fn and None not in args else UNKNOWN
-        return UNKNOWN
-
-    def run(self, body: list[ast.stmt], env: dict[str, Any]) -> None:
-        """Straight-line evaluation of assignments into ``env`` (self attributes or locals), taking
-        ``if`` branches whose test evaluates; where it does not, values that differ become unknown."""
-        for stmt in body:
-            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and getattr(stmt, "value", None) is not None:
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                value = self(stmt.value)
-                for t in targets:
-                    self._store(t, value, env)
-            elif isinstance(stmt, ast.If):
-                t = self(stmt.test)
-                if t is UNKNOWN:
-                    before = dict(env)
-                    self.run(stmt.body, env)
-                    after_body = dict(env)
-                    env.clear()
-                    env.update(before)
-                    self.run(stmt.orelse, env)
-                    for k in set(after_body) | set(env):
-                        if after_body.get(k, UNKNOWN) != env.get(k, UNKNOWN):
-                            env[k] = UNKNOWN
-                else:
-                    self.run(stmt.body if t else stmt.orelse, env)
-
-    def _store(self, t: ast.expr, value: Any, env: dict[str, Any]) -> None:
-        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-            self.self_env[t.attr] = value
-        elif isinstance(t, ast.Name):
-            env[t.id] = value
-
 
 def _class_chain(mods: _Modules, name: str, module: str) -> list[tuple[str, ast.ClassDef, str]]:
     """The class and its bases defined in the tree, base first."""
@@ -296,33 +147,6 @@ def class_fields(mods: _Modules, name: str, module: str) -> tuple[list[str], str
     return sorted(set(fields)), where[0], where[1]
 
 
-def _ends_flow(body: list[ast.stmt]) -> bool:
-    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
-
-
-def _paths_to(body: list[ast.stmt], target: ast.AST, conds: list[tuple[ast.expr, bool]]):
-    """The (test, polarity) pairs on the way from ``body`` to ``target``, early exits included."""
-    for stmt in body:
-        if any(n is target for n in ast.walk(stmt)):
-            if isinstance(stmt, ast.If):
-                if any(n is target for n in ast.walk(stmt.test)):
-                    return conds
-                if any(n is target for s in stmt.body for n in ast.walk(s)):
-                    return _paths_to(stmt.body, target, conds + [(stmt.test, True)])
-                return _paths_to(stmt.orelse, target, conds + [(stmt.test, False)])
-            for name in ("body", "orelse", "finalbody"):
-                inner = getattr(stmt, name, None)
-                if isinstance(inner, list) and any(n is target for s in inner for n in ast.walk(s)):
-                    return _paths_to(inner, target, conds)
-            for h in getattr(stmt, "handlers", []) or []:
-                if any(n is target for n in ast.walk(h)):
-                    return _paths_to(h.body, target, conds)
-            return conds
-        if isinstance(stmt, ast.If) and _ends_flow(stmt.body) and not stmt.orelse:
-            conds = conds + [(stmt.test, False)]
-    return conds
-
-
 def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> WorkerFacts:
     mods = _Modules(tree)
     facts = WorkerFacts()
@@ -336,7 +160,7 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> W
         facts.note = f"worker class {name} not found in {module}"
         return facts
     facts.worker, facts.worker_path, facts.worker_line = name, chain[-1][0], chain[-1][1].lineno
-    ev = _Eval(values)
+    ev = Evaluator(values)
     for _, node, _ in chain:
         init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
         if init is not None:
@@ -358,10 +182,10 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> W
                 kw = next((k for k in call.keywords if k.arg == "draft_token_num"), None)
                 if kw is None:
                     continue
-                conds = _paths_to(fn.body, call, [])
-                local_ev = _Eval(values)
+                conds = guards_to(fn.body, call, [])
+                local_ev = Evaluator(values)
                 local_ev.sa, local_ev.self_env = ev.sa, ev.self_env
-                local_ev.run(_before(fn.body, call), local_ev.local)
+                local_ev.run(statements_before(fn.body, call), local_ev.local)
                 results = [(c, pol, local_ev(c)) for c, pol in conds]
                 if any(v is not UNKNOWN and bool(v) != pol for _, pol, v in results):
                     continue  # a test on the way is false for these settings
@@ -387,20 +211,6 @@ def _calls_super(fn: ast.FunctionDef) -> bool:
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == fn.name
                and isinstance(n.func.value, ast.Call) and isinstance(n.func.value.func, ast.Name)
                and n.func.value.func.id == "super" for n in ast.walk(fn))
-
-
-def _before(body: list[ast.stmt], target: ast.AST) -> list[ast.stmt]:
-    """Statements that run before ``target`` on its way down (flattened into taken blocks)."""
-    out: list[ast.stmt] = []
-    for stmt in body:
-        if any(n is target for n in ast.walk(stmt)):
-            for name in ("body", "orelse"):
-                inner = getattr(stmt, name, None)
-                if isinstance(inner, list) and any(n is target for s in inner for n in ast.walk(s)):
-                    return out + _before(inner, target)
-            return out
-        out.append(stmt)
-    return out
 
 
 def _import_module_for(fn: ast.FunctionDef, name: str) -> str | None:
@@ -434,47 +244,12 @@ def capture_width(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> t
                 if isinstance(stmt, ast.Assign) and any(
                         isinstance(t, ast.Attribute) and t.attr == "num_tokens_per_bs" for t in stmt.targets) \
                         and "target_verify" in ast.unparse(stmt.value):
-                    ev = _Eval(values)
+                    ev = Evaluator(values)
                     ev.methods, ev.algorithm = methods, algorithm
                     ev.sa = {"server_args"}
                     ev.local = {a.arg: None for a in [*init.args.args[1:], *init.args.kwonlyargs]}  # overrides unset
-                    ev.run(_before(init.body, stmt), ev.local)
+                    ev.run(statements_before(init.body, stmt), ev.local)
                     w = ev(stmt.value)
                     if isinstance(w, int):
                         return w, f"{rel}:{stmt.lineno}"
     return None, ""
-
-
-def mask_reads(tree: SourceTree, relpaths: list[str], values: dict[str, Any]) -> tuple[bool | None, list]:
-    """Does a backend's code read the verify input's ``custom_mask`` on some path these settings can
-    take? Each read's enclosing tests are evaluated over the backend class's ``__init__`` attributes
-    (``self.topk = server_args.speculative_eagle_topk or 0``). (False, the test that excludes the
-    read) for every read when none is reachable; (True, []) when one is; (None, []) when there is none."""
-    excluded: list[tuple[str, int, str]] = []
-    seen_read = False
-    for rel in relpaths:
-        f = tree.find(rel)
-        if f is None:
-            continue
-        mod = ast.parse(f.read_bytes())
-        for cls in (n for n in mod.body if isinstance(n, ast.ClassDef)):
-            ev = _Eval(values)
-            init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
-            if init is not None:
-                ev.local = {a.arg: UNKNOWN for a in init.args.args[1:]}
-                ev.run(init.body, ev.local)
-            for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name != "__init__"):
-                for node in ast.walk(fn):
-                    if not (isinstance(node, ast.Attribute) and node.attr == "custom_mask"
-                            and "spec_info" in ast.unparse(node.value)):
-                        continue
-                    seen_read = True
-                    conds = _paths_to(fn.body, node, [])
-                    local = _Eval(values)
-                    local.self_env = ev.self_env
-                    bad = next((f"{'' if pol else 'not '}({ast.unparse(c)})" for c, pol in conds
-                                if (v := local(c)) is not UNKNOWN and bool(v) != pol), None)
-                    if bad is None:
-                        return True, []
-                    excluded.append((rel, node.lineno, f"read only when {bad}"))
-    return (False, excluded) if seen_read else (None, [])
