@@ -61,6 +61,7 @@ class SourceTree:
     files: list[SourceFile]
     root: Path | None = None  # directory on disk, for "dir" and "file" targets
     wheel: Path | None = None
+    _relpaths: tuple[set[str], str] | None = field(default=None, repr=False, compare=False)
 
     def find(self, suffix: str) -> SourceFile | None:
         """The file whose relpath ends with ``suffix`` (posix), preferring the shortest match."""
@@ -71,6 +72,19 @@ class SourceTree:
     def read_text(self, suffix: str) -> str | None:
         f = self.find(suffix)
         return None if f is None else f.read_bytes().decode("utf-8")
+
+    def module_file(self, fullname: str) -> tuple[str, bool] | None:
+        """(relpath, is_package) of the module ``fullname`` (``sglang.srt.x``) in this tree, or None."""
+        if self._relpaths is None:
+            root = self.package_root(fullname.split(".")[0])
+            self._relpaths = ({f.relpath for f in self.files}, f"{root}/" if root else "")
+        paths, prefix = self._relpaths
+        base = prefix + fullname.replace(".", "/")
+        if f"{base}.py" in paths:
+            return f"{base}.py", False
+        if f"{base}/__init__.py" in paths:
+            return f"{base}/__init__.py", True
+        return None
 
     def package_root(self, package: str = "sglang") -> str | None:
         """The relpath prefix under which ``package/`` lives (``""`` for a wheel), or None."""

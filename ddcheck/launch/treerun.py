@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ddcheck.isolation import SwappedImports
 from ddcheck.sources import SourceTree
 
 HANDLER_NAMES = ("handle_speculative_decoding",)
@@ -228,7 +229,9 @@ class _ServerArgs:
 # --------------------------------------------------------------------------- the runner
 
 
-class _Runner(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _Runner(SwappedImports, importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    namespaces = NAMESPACES
+
     def __init__(self, tree: SourceTree, draft_config: dict | None, model_config: dict | None, gpu: str = "nvidia"):
         self.tree, self.gpu = tree, gpu
         self.result = TreeRun()
@@ -238,7 +241,6 @@ class _Runner(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.depth: dict[str, int] = {}
         self.loading: list[str] = []
         self.files: dict[str, str] = {}  # compiled filename -> tree relpath
-        self.saved: dict[str, types.ModuleType] = {}
         self.draft_config, self.model_config = draft_config, model_config
         self.server_args: _ServerArgs | None = None
         self.provided = {
@@ -253,12 +255,7 @@ class _Runner(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     # -- tree lookups
     def module_file(self, fullname: str) -> tuple[str, bool] | None:
-        base = self.prefix + fullname.replace(".", "/")
-        if f"{base}.py" in self.paths:
-            return f"{base}.py", False
-        if f"{base}/__init__.py" in self.paths:
-            return f"{base}/__init__.py", True
-        return None
+        return self.tree.module_file(fullname)
 
     def caller(self) -> Where | None:
         frame = sys._getframe(2)
@@ -327,19 +324,6 @@ class _Runner(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         finally:
             self.loading.pop()
 
-    def __enter__(self) -> "_Runner":
-        for name in list(sys.modules):
-            if name.split(".")[0] in NAMESPACES:
-                self.saved[name] = sys.modules.pop(name)
-        sys.meta_path.insert(0, self)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        sys.meta_path.remove(self)
-        for name in list(sys.modules):
-            if name.split(".")[0] in NAMESPACES:
-                del sys.modules[name]
-        sys.modules.update(self.saved)
 
 
 class _Capture(logging.Handler):

@@ -23,7 +23,6 @@ import importlib.machinery
 import importlib.util
 import os
 import re
-import sys
 import tempfile
 import types
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from enum import Enum, IntEnum, auto
 from pathlib import Path
 from typing import Any, Callable
 
+from ddcheck.isolation import SwappedImports
 from ddcheck.sources import SourceTree
 
 BACKEND_MODULE = "sglang.srt.layers.attention.triton_backend"
@@ -325,12 +325,14 @@ class LoadContext:
     topk: int = 1
 
 
-class SglangImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class SglangImporter(SwappedImports, importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Serves ``sglang.*`` from a :class:`SourceTree`; install with ``with importer:``.
 
     Real modules are written to a private temp directory first so Triton (which reads a kernel's
     source with ``inspect``) and tracebacks see ordinary files.
     """
+
+    namespaces = NAMESPACES
 
     def __init__(self, tree: SourceTree, context: LoadContext, backend_source: str | None = None):
         self.tree, self.context, self.trace = tree, context, Trace()
@@ -341,18 +343,12 @@ class SglangImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self._paths = {f.relpath: f for f in tree.files}
         self._backend_source = backend_source
         self._tmp = Path(tempfile.mkdtemp(prefix="ddcheck-smoke-"))
-        self._saved: dict[str, types.ModuleType] = {}
         self._provided: dict[str, dict[str, Any]] | None = None
 
     # -- tree lookups
     def _relpath(self, fullname: str) -> tuple[str, bool] | None:
         """(relpath, is_package) of a module in the tree, or None."""
-        base = self._prefix + fullname.replace(".", "/")
-        if f"{base}.py" in self._paths:
-            return f"{base}.py", False
-        if f"{base}/__init__.py" in self._paths:
-            return f"{base}/__init__.py", True
-        return None
+        return self.tree.module_file(fullname)
 
     def tree_has_module(self, fullname: str) -> bool:
         return self._relpath(fullname) is not None
@@ -384,21 +380,6 @@ class SglangImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module):
         pass
-
-    # -- installation
-    def __enter__(self) -> "SglangImporter":
-        for name in list(sys.modules):
-            if name.split(".")[0] in NAMESPACES:
-                self._saved[name] = sys.modules.pop(name)
-        sys.meta_path.insert(0, self)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        sys.meta_path.remove(self)
-        for name in list(sys.modules):
-            if name.split(".")[0] in NAMESPACES:
-                del sys.modules[name]
-        sys.modules.update(self._saved)
 
     def load_backend(self) -> types.ModuleType:
         """Import the backend module (must be inside ``with self:``)."""
