@@ -170,6 +170,8 @@ def config(
     model_config: Optional[Path] = typer.Option(
         None, "--model-config", help="The target model's config.json (file or directory)."),
     gpu: str = typer.Option("nvidia", "--gpu", help="The serving machine, for the tree's platform probes: nvidia | amd | npu | xpu | musa | cpu."),
+    smoke: bool = typer.Option(False, "--smoke", help="Also run the launch's triton verify path from the tree at its C and W (needs the smoke extra)."),
+    device: str = typer.Option("cpu", "--device", help="With --smoke: cpu (Triton interpreter) or cuda."),
 ) -> None:
     """Check an SGLang speculative-decoding launch before it runs.
 
@@ -182,7 +184,8 @@ def config(
         raise Exit2("--format must be text or json")
     raise typer.Exit(config_main(list(ctx.args), file=str(file) if file else None, sglang=sglang, fmt=fmt,
                                  draft_config=str(draft_config) if draft_config else None,
-                                 model_config=str(model_config) if model_config else None, gpu=gpu))
+                                 model_config=str(model_config) if model_config else None, gpu=gpu,
+                                 smoke=smoke, device=device))
 
 
 @app.command("rules")

@@ -238,3 +238,16 @@ def test_fix_repairs_the_launch_that_was_corrupt(fork_dir, tmp_path):
     assert errors(r) == set() and r.settings.verify_input == "DFlashVerifyInput"
     s = run_smoke(str(out), budget=3, num_draft_tokens=16, allow_out_of_bounds=True)
     assert s.exit_code == 0, s.verdict
+
+
+def test_config_smoke_runs_the_launch_at_its_c_and_w(fork):
+    """`ddcheck config --smoke`: the launch, run from the tree with its worker's verify-input class."""
+    bad = check_launch(ddtree(3, "triton", False), tree=fork("hz"), smoke=True)
+    f = next(f for f in bad.findings if f.id == "launch-smoke")
+    assert (f.level, f.consequence.value) == ("error", "CORRUPT")
+    assert "DFlashVerifyInput (sglang/srt/speculative/ddtree_worker.py:142)" in f.message
+    good = check_launch(DBG_DDTREE, tree=fork("dbg"), smoke=True)
+    g = next(f for f in good.findings if f.id == "launch-smoke")
+    assert g.level == "info" and "DFlashVerifyInput (sglang/srt/speculative/dflash_worker.py:999)" in g.message
+    other = check_launch(ddtree(16, "fa3", False), tree=fork("hz"), smoke=True)
+    assert "triton backend only" in next(f for f in other.findings if f.id == "launch-smoke").message

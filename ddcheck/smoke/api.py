@@ -55,6 +55,7 @@ def run_smoke(
     seed_case: bool = True,
     isolate: bool = True,
     timeout: float = 1800,
+    launch: dict | None = None,
 ) -> "SmokeReport":
     """Run the target's TritonAttnBackend on a DDTree batch of W = budget + 1 tokens per request
     with the backend built for C = ``num_draft_tokens``; compare against a float64 reference.
@@ -62,11 +63,14 @@ def run_smoke(
     ``backend_file``/``backend_source`` replace the tree's ``triton_backend.py`` (a fixed copy);
     the base backend and kernels still come from the tree. ``graph_capture_width="W"`` emulates a
     graph runner that captures at the verify width (the remedy for the capture limitation).
-    ``isolate`` runs it in a fresh interpreter (see :mod:`ddcheck.smoke.worker`).
+    ``isolate`` runs it in a fresh interpreter (see :mod:`ddcheck.smoke.worker`). ``launch``: the
+    ``server_args`` values of a resolved launch (``ddcheck config --smoke``), whose algorithm's worker
+    gives the verify-input class; by default the tree's DDTREE worker, if it has one.
     """
     args = dict(target=target, backend_file=backend_file, backend_source=backend_source, budget=budget,
                 num_draft_tokens=num_draft_tokens, device=device, seed=seed, allow_out_of_bounds=allow_out_of_bounds,
-                prefix_lens=prefix_lens, dtype=dtype, graph_capture_width=graph_capture_width, seed_case=seed_case)
+                prefix_lens=prefix_lens, dtype=dtype, graph_capture_width=graph_capture_width, seed_case=seed_case,
+                launch=launch)
     t0 = time.perf_counter()
     report = _blank_report(args)
     try:
@@ -81,7 +85,7 @@ def run_smoke(
                     pass  # the worker reports the unreadable file
             return _isolated(args, timeout, report)
         _run(report, target, backend_file, backend_source, prefix_lens, dtype, allow_out_of_bounds,
-             graph_capture_width, seed_case)
+             graph_capture_width, seed_case, launch)
     except HarnessError as exc:
         report.exit_code, report.verdict = 2, f"harness failure: {exc}"
     except Exception as exc:  # never let a crash look like a verdict
@@ -136,7 +140,7 @@ def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
 
 
 def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens, dtype, allow_oob,
-         capture_mode, seed_case) -> None:
+         capture_mode, seed_case, launch=None) -> None:
     try:
         import torch  # noqa: F401
         import triton  # noqa: F401
@@ -179,7 +183,7 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
         cases.append(("seed", SEED_BUDGET + 1, SEED_C))
 
     trace = HarnessTrace()
-    inputs = _tree_inputs(tree, report)
+    inputs = _tree_inputs(tree, report, launch)
     with triton_interpreter(device == "cpu"):
         for cfg_c in dict.fromkeys(cc for _, _, cc in cases):
             ctx = LoadContext(device=device, num_draft_tokens=cfg_c, num_steps=max(1, cfg_c - 1))
@@ -200,19 +204,23 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     report.harness = trace
 
 
-def _tree_inputs(tree, report: SmokeReport):
-    """``(width, C) -> (class, fields)`` of the verify input the tree's own DDTREE worker builds for
-    budget = width - 1 at that C (``ddcheck.launch.worker``), or None when the tree has no DDTREE
-    worker; the classes used are recorded in the report."""
+def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None):
+    """``(width, C) -> (class, fields)`` of the verify input the tree's own worker builds at that C
+    (for DDTREE, budget = width - 1) (``ddcheck.launch.worker``), or None when the tree has no such
+    worker; the classes used are recorded in the report. The worker is the launch's algorithm's
+    (``launch``: resolved server_args values), else the tree's DDTREE worker."""
     from ddcheck.launch.worker import verify_inputs
 
     memo: dict[tuple[int, int], object] = {}
+    base = dict(launch or {"speculative_algorithm": "DDTREE", "speculative_eagle_topk": 1, "speculative_num_steps": 1})
+    algorithm = str(base.get("speculative_algorithm") or "DDTREE").upper()
 
     def get(width: int, c: int):
         if (width, c) not in memo:
-            values = {"speculative_algorithm": "DDTREE", "speculative_num_draft_tokens": c,
-                      "speculative_ddtree_budget": width - 1, "speculative_eagle_topk": 1, "speculative_num_steps": 1}
-            facts = verify_inputs(tree, "DDTREE", values)
+            values = {**base, "speculative_num_draft_tokens": c}
+            if algorithm == "DDTREE":
+                values["speculative_ddtree_budget"] = width - 1
+            facts = verify_inputs(tree, algorithm, values)
             hit = next((ch for ch in facts.choices if ch.width == width), None) if facts.worker else None
             memo[(width, c)] = (hit.cls, hit.attrs) if hit else None
             if hit is not None:
