@@ -102,9 +102,9 @@ HZ = [  # (budget, backend, graphs) -> (W, verify input, error findings); see do
     (16, "triton", True, 17, "DDTreeVerifyInput", {("verify-graph-width", "CRASH")}),
     (3, "triton", False, 4, "DFlashVerifyInput", {("verify-width", "CORRUPT")}),
     (3, "triton", True, 4, "DFlashVerifyInput", {("verify-width", "CORRUPT"), ("verify-graph-width", "CRASH")}),
-    (16, "fa3", False, 17, "DDTreeVerifyInput", {("verify-width", "CORRUPT")}),
+    (16, "fa3", False, 17, "DDTreeVerifyInput", set()),  # C only where the model has sliding windows: warning
     (16, "fa3", True, 17, "DDTreeVerifyInput", {("verify-width", "CORRUPT"), ("verify-graph-width", "CRASH")}),
-    (3, "fa3", False, 4, "DFlashVerifyInput", {("verify-width", "CORRUPT")}),
+    (3, "fa3", False, 4, "DFlashVerifyInput", set()),
     (3, "fa3", True, 4, "DFlashVerifyInput", {("verify-width", "CORRUPT"), ("verify-graph-width", "CRASH")}),
     (16, "flashinfer", False, 17, "DDTreeVerifyInput", set()),
     (16, "flashinfer", True, 17, "DDTreeVerifyInput", {("verify-graph-width", "CRASH")}),
@@ -125,6 +125,19 @@ def test_hz_ddtree_launches(fork, budget, backend, graphs, W, cls, expected):
     assert errors(r) == expected
     if graphs:
         assert s.capture_width == 16 and s.capture_at == "sglang/srt/model_executor/cuda_graph_runner.py:519"
+
+
+def test_hz_fa3_without_graphs_is_wrong_only_for_sliding_window_models(fork):
+    # Eager chain-mode fa3 takes W from spec_info (flashattention_backend.py:538-542); C is left in the
+    # sliding-window helper (:2642), called only `if self.has_swa` (:627), and in the graph paths.
+    r = check_launch(ddtree(3, "fa3", False), tree=fork("hz"))
+    f = next(f for f in r.findings if f.id == "verify-width")
+    assert (f.level, f.consequence.value) == ("warning", "CORRUPT")
+    assert "`self.has_swa`" in f.message
+    assert {e.line for e in f.evidence} == {2655, 2687}
+    on = check_launch(ddtree(3, "fa3", True), tree=fork("hz"))
+    g = next(f for f in on.findings if f.id == "verify-width")
+    assert g.level == "error" and {e.line for e in g.evidence} == {1946, 1947, 2211}  # graph capture/replay
 
 
 def test_hz_chain_mode_names_the_resolver_test_that_fails(fork):

@@ -9,6 +9,7 @@ so a check fires exactly on the releases that would apply it, with the guard's f
 
 from __future__ import annotations
 
+import ast
 from enum import Enum
 
 from pydantic import BaseModel, Field
@@ -16,6 +17,7 @@ from pydantic import BaseModel, Field
 from ddcheck.launch import target as T
 from ddcheck.launch.evidence import scan_errors, scan_findings, verify_findings_by_backend
 from ddcheck.launch.inputs import mask_reads, resolver_gives_w
+from ddcheck.launch.paths import Launch, batch_fields, finding_reach
 from ddcheck.launch.settings import EAGLE_FAMILY, SpecSettings
 from ddcheck.launch.target import Evidence
 from ddcheck.sources import SourceTree
@@ -79,7 +81,7 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
                    message=f"verify width W={W} != C={C}; backend {s.verify_backend!r} is not in the "
                            f"{s.release} attention registry, so its verify path could not be checked")]
     found = list(found or [])
-    undecided = []
+    undecided = []  # (finding, the test ddcheck cannot decide for this launch)
     if s.verify_input:
         # Width resolvers (DD003): decided for the verify input this launch's worker builds.
         resolvers = [f for f in scan_findings(tree, list(T.backend_files(tree)[s.verify_backend])) if f.resolver]
@@ -90,12 +92,24 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
                                                              f"`{test}` does not hold for it"}))
             elif gives_w is None:
                 undecided.append((f, test))
+    if s.values:
+        # Only what this launch's path reaches (entry points, graphs on or off, its settings' branches).
+        launch = Launch(values=s.values, algorithm=s.algorithm, input_cls=s.verify_input,
+                        input_fields=set(s.verify_input_fields), graphs=s.cuda_graph,
+                        modes=_mode_table(tree), batch_fields=batch_fields(tree))
+        memo: dict = {}
+        reaches = [(f, finding_reach(tree, f, launch, memo)) for f in found]
+        found = [f for f, r in reaches if r.status == "reached"]
+        undecided += [(f, r.why) for f, r in reaches if r.status == "conditional"]
     if not found and undecided:
         f, test = undecided[0]
         return [_f("verify-width", Consequence.CORRUPT, level="warning", backend=s.verify_backend,
-                   message=f"W={W} != C={C}: {f.function} returns W only when `{test}`, which ddcheck cannot "
-                           f"decide for {s.verify_input}; run `ddcheck smoke` on this tree",
-                   evidence=[Evidence(path=f.relpath or f.path, line=f.line, text=f.message[:160])])]
+                   message=f"W={W} != C={C}: backend {s.verify_backend!r} uses C on this launch's verify path only "
+                           f"where `{test}` holds ({f.function}; {len(undecided)} finding(s)), which depends on "
+                           f"the model or the run, not on the flags",
+                   fix=f"{ways_out}; or run `ddcheck config --smoke` / `ddcheck fix` on the target",
+                   evidence=[Evidence(path=g.relpath or g.path, line=g.line, text=f"when {t}: {g.message[:120]}")
+                             for g, t in undecided[:5]])]
     if not found:
         return []
     _, engine = scan_errors(tree, list(T.backend_files(tree)[s.verify_backend]))
@@ -110,6 +124,14 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
                fix=f"{ways_out}; or pick a backend whose verify path is per-step "
                    f"({', '.join(ok[:6]) or 'none in this release'}); or run `ddcheck fix` on the target",
                evidence=[Evidence(path=f.relpath or f.path, line=f.line, text=f.message[:160]) for f in found[:5]])]
+
+
+def _mode_table(tree: SourceTree):
+    from ddcheck.analysis.modes import FORWARD_MODE_MODULE, ModeTable
+
+    f = tree.find(FORWARD_MODE_MODULE.replace(".", "/") + ".py")
+    table = ModeTable.from_module(ast.parse(f.read_bytes()), f.relpath) if f is not None else None
+    return table or ModeTable()
 
 
 def check_verify_graph(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
