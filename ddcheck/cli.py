@@ -139,11 +139,13 @@ def smoke(
     allow_out_of_bounds: bool = typer.Option(False, "--allow-out-of-bounds", help="Run W < C even where the buggy path writes out of bounds."),
     graph_capture_width: str = typer.Option("C", "--graph-capture-width", help="C (what SGLang's graph runner does) or W (what DDTree needs)."),
     seed: int = typer.Option(0, "--seed", help="Random seed of the batch and the trees."),
+    launch: Optional[str] = typer.Option(None, "--launch", help="A launch command: run at its C and W (resolved as `ddcheck config` does) with its worker's verify input."),
 ) -> None:
     """Run the tree's real Triton verify path at W != C and compare with a reference.
 
     Exit 0: every path correct; 1: the control passes but W != C is wrong (the bug); 2: harness failure.
-    Example: [bold]ddcheck smoke sglang==0.5.10[/bold]
+    Example: [bold]ddcheck smoke sglang==0.5.10[/bold]; [bold]ddcheck smoke python/sglang --launch
+    "python -m sglang.launch_server --speculative-algorithm DDTREE --speculative-ddtree-budget 16 ..."[/bold]
     """
     try:
         from .smoke import smoke_main
@@ -153,10 +155,32 @@ def smoke(
         raise Exit2("--format must be text or json")
     if graph_capture_width not in ("C", "W"):
         raise Exit2("--graph-capture-width must be C or W")
+    values = None
+    if launch is not None:
+        budget, num_draft_tokens, graph_capture_width, values = _launch_widths(target, launch)
+        allow_out_of_bounds = True  # the launch decides W and C; W < C runs in padded buffers
     raise typer.Exit(smoke_main(target, backend_file=str(backend_file) if backend_file else None, fmt=fmt,
                                 budget=budget, num_draft_tokens=num_draft_tokens, device=device,
                                 allow_out_of_bounds=allow_out_of_bounds, graph_capture_width=graph_capture_width,
-                                seed=seed))
+                                seed=seed, launch=values))
+
+
+def _launch_widths(target: str, launch: str):
+    """(budget, C, capture width, server_args values) of a launch command against ``target``."""
+    import shlex
+
+    from .launch.api import UsageError, _jsonable, check_launch
+
+    try:
+        report = check_launch(shlex.split(launch), sglang=target)
+    except (UsageError, ValueError) as exc:
+        raise Exit2(f"--launch: {exc}") from exc
+    s = report.settings
+    if s is None or s.verify_width is None or s.num_draft_tokens is None:
+        raise Exit2("--launch: W or C of this launch is not known (see `ddcheck config` for why)")
+    capture = "W" if s.cuda_graph and s.capture_width == s.verify_width else "C"
+    values = {k: v for k, v in s.values.items() if _jsonable(v)} or None
+    return s.verify_width - 1, s.num_draft_tokens, capture, values
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -264,3 +264,19 @@ def test_config_smoke_runs_the_launch_at_its_c_and_w(fork):
     assert g.level == "info" and "DFlashVerifyInput (sglang/srt/speculative/dflash_worker.py:999)" in g.message
     other = check_launch(ddtree(16, "fa3", False), tree=fork("hz"), smoke=True)
     assert "triton backend only" in next(f for f in other.findings if f.id == "launch-smoke").message
+
+
+def test_smoke_cli_runs_a_launch(fork_dir):
+    import subprocess
+    import sys
+
+    launch_cmd = " ".join(ddtree(3, "triton", False))
+    out = subprocess.run([sys.executable, "-m", "ddcheck", "smoke", str(fork_dir("hz")), "--launch", launch_cmd,
+                          "--format", "json"], capture_output=True, text=True)
+    assert out.returncode == 1, out.stderr
+    report = json.loads(out.stdout)
+    assert (report["width"], report["num_draft_tokens"]) == (4, 16)
+    assert report["verify_inputs"]["W=4 C=16"].startswith("DFlashVerifyInput")
+    bad = subprocess.run([sys.executable, "-m", "ddcheck", "smoke", str(fork_dir("hz")), "--launch", "--model-path m"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--launch" in bad.stderr and "Traceback" not in bad.stderr
