@@ -378,7 +378,7 @@ def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bo
         _report_unfixable(unfixable, console)
         # --check fails on pending fixes; both fail when a fix could not be made or was rolled back.
         return 1 if (check and pending) or result.errors or rejected else 0
-    written = []
+    written, failed = [], []
     for fx in pending:
         path = _disk(trees, fx)
         try:
@@ -390,8 +390,9 @@ def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bo
                     shutil.copy2(path, backup)
             write_atomic(path, fx.after, fx.before)
             written.append((fx, path))
-        except (FixError, OSError) as exc:
-            err.print(f"[red]{escape(str(exc))}[/red]")
+        except (FixError, OSError) as exc:  # not written (changed on disk, read-only, ...): never a success
+            failed.append(fx)
+            err.print(f"[red]{escape(fx.display)}: not written: {escape(str(exc))}[/red]")
     for fx, path in written:
         console.print(f"fixed {len(fx.fixed)} in {escape(str(path))}")
     if installed and written:
@@ -407,7 +408,7 @@ def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bo
             return code
     if exit_non_zero_on_fix and written:
         return 1
-    if rejected or result.errors or any(f.fix is None for f in remaining):
+    if failed or rejected or result.errors or any(f.fix is None for f in remaining):
         return 1
     return 0
 

@@ -6,10 +6,12 @@ Everything downstream sees :class:`SourceFile` objects and never touches the dis
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.util
 import os
 import re
+import stat
 import subprocess
 import sys
 import zipfile
@@ -165,6 +167,8 @@ def open_target(target: str) -> SourceTree:
         raise TargetError(f"{target}: no such file or directory")
     if path.is_dir():
         return _open_dir(path)
+    if not path.is_file():
+        raise TargetError(f"{target}: not a regular file (a FIFO, socket or device is never read)")
     if path.suffix == ".whl" or zipfile.is_zipfile(path) and path.suffix in (".zip", ".whl"):
         return _open_wheel(path, label=str(path))
     return SourceTree(label=str(path), kind="file", root=path.parent,
@@ -172,7 +176,20 @@ def open_target(target: str) -> SourceTree:
 
 
 def _disk_file(path: Path, display: str, relpath: str) -> SourceFile:
-    return SourceFile(display=display, relpath=relpath, _read=path.read_bytes, disk_path=path)
+    return SourceFile(display=display, relpath=relpath, _read=lambda: read_regular(path), disk_path=path)
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of a regular file; anything else (a FIFO that would block, a device, a socket) is an
+    OSError, so it is reported as that file's error and never read."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, socket or device is never read)")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
 
 
 def _open_dir(path: Path) -> SourceTree:
@@ -203,7 +220,7 @@ def _open_dir(path: Path) -> SourceTree:
                 except OSError:
                     stamp = None
                 p = Path(e.path)
-                files.append(SourceFile(display=e.path, relpath=rel + e.name, _read=p.read_bytes,
+                files.append(SourceFile(display=e.path, relpath=rel + e.name, _read=lambda p=p: read_regular(p),
                                         disk_path=p, stamp=stamp))
         stack.extend(reversed(subdirs))
     files.sort(key=lambda f: f.relpath)

@@ -252,6 +252,11 @@ class Engine:
             return
         self.reported[key] = Reported(verdict.kind, verdict.what, fp, node, anchor, c_expr, exact, hint)
 
+    def forget(self, relpath: str) -> None:
+        """Drop what was reported in one file (its analysis failed half-way)."""
+        for key in [k for k, r in self.reported.items() if r.fp.model.source.relpath == relpath]:
+            del self.reported[key]
+
     # -- findings -----------------------------------------------------------------------------
 
     def findings(self) -> list[Finding]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -11,6 +12,7 @@ from .exprs import dotted, is_c_valued, is_exact_c, self_attr
 from .vocabulary import Vocabulary
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
 class SourceError(Exception):
@@ -59,6 +61,8 @@ class ModuleModel:
         text = decode(raw)
         try:
             tree = ast.parse(raw, filename=source.display)
+        except (RecursionError, MemoryError) as exc:
+            raise SourceError(f"too deeply nested or too large to parse ({type(exc).__name__})") from exc
         except (SyntaxError, ValueError) as exc:
             where = f" (line {exc.lineno}, column {exc.offset})" if isinstance(exc, SyntaxError) else ""
             raise SourceError(f"does not parse: {getattr(exc, 'msg', exc)}{where}") from exc
@@ -72,7 +76,10 @@ class ModuleModel:
 
     @cached_property
     def lines(self) -> list[str]:
-        return self.text.splitlines(keepends=True)
+        """Physical lines as Python's tokenizer counts them: ended by \\n, \\r\\n or \\r only
+        (``str.splitlines`` also splits on form feeds, U+2028 and other separators Python allows
+        inside a line, which would shift every later line number and column)."""
+        return LINE_RE.findall(self.text)
 
     @cached_property
     def parents(self) -> dict[int, tuple[ast.AST, str]]:

@@ -246,7 +246,12 @@ def _analyse_chunk(tree: SourceTree, relpaths: list[str], vocab: Vocabulary) -> 
             except (SourceError, OSError) as exc:
                 out.errors[by_rel[rel].display] = str(exc)
         if model is not None:
-            engine.analyze(model)
+            try:
+                engine.analyze(model)
+            except (RecursionError, MemoryError) as exc:
+                # One pathological file is that file's error; the run goes on without its findings.
+                out.errors[model.source.display] = f"too deeply nested to analyse ({type(exc).__name__})"
+                engine.forget(model.source.relpath)
     out.findings = engine.findings()
     for r in engine.reported.values():
         out.sources.setdefault(r.fp.model.source.display, r.fp.model.lines)
@@ -273,3 +278,5 @@ def _syntax_check(f: SourceFile, data: bytes, errors: dict[str, str]) -> None:
     except (SyntaxError, ValueError) as exc:
         where = f" (line {exc.lineno}, column {exc.offset})" if isinstance(exc, SyntaxError) else ""
         errors[f.display] = f"does not parse: {getattr(exc, 'msg', exc)}{where}"
+    except (RecursionError, MemoryError) as exc:
+        errors[f.display] = f"too deeply nested or too large to parse ({type(exc).__name__})"

@@ -1,0 +1,99 @@
+"""Bad input never hangs ddcheck, shifts its positions or stops the run (issue "Hardening")."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ddcheck.api import scan
+from ddcheck.fixer import fix_targets
+from ddcheck.settings import Settings
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "analysis"
+
+
+def ddcheck(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ddcheck", *args], capture_output=True, text=True, timeout=timeout)
+
+
+# Characters str.splitlines() treats as line breaks but Python's tokenizer does not.
+SEPARATORS = ["\x0c", "\x0b", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@pytest.mark.parametrize("sep", SEPARATORS, ids=[f"U+{ord(c):04X}" for c in SEPARATORS])
+def test_line_separators_in_comments_keep_positions_and_fixes_right(tmp_path, sep):
+    plain = (FIXTURES / "guards.py").read_text()
+    src = plain.replace('"""Ways the target-verify branch is spelled."""',
+                        f'"""Ways the target-verify branch is spelled."""\n# a{sep}b{sep}c\n')
+    path = tmp_path / "backend.py"
+    path.write_text(src, encoding="utf-8")
+    findings = scan([str(path)], settings=Settings(), use_cache=False).findings
+    base = scan([str(FIXTURES / "guards.py")], settings=Settings(), use_cache=False).findings
+    # Two lines were added above every finding: the comment and the blank line after it.
+    assert [(f.line - 2, f.column, f.symbol) for f in findings] == [(f.line, f.column, f.symbol) for f in base]
+    lines = src.split("\n")
+    for f in findings:
+        assert lines[f.line - 1][f.column:f.end_column] == f.symbol == "self.num_draft_tokens"
+    fix_targets([str(path)])
+    fixed = path.read_text(encoding="utf-8")
+    assert "or ()" not in fixed and f"# a{sep}b{sep}c" in fixed
+    compile(fixed, str(path), "exec")
+    assert [f for f in scan([str(path)], settings=Settings(), use_cache=False).findings if f.rule == "DD001"] == []
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_fifos_are_reported_never_read(tmp_path):
+    (tmp_path / "backend.py").write_text((FIXTURES / "guards.py").read_text())
+    os.mkfifo(tmp_path / "pipe.py")
+    out = ddcheck("scan", "--no-cache", str(tmp_path), timeout=30)
+    assert out.returncode == 1 and "pipe.py: cannot scan" in out.stdout and "not a regular file" in out.stdout
+    assert "backend.py:" in out.stdout  # the rest of the tree was scanned
+    direct = ddcheck("scan", "--no-cache", str(tmp_path / "pipe.py"), timeout=30)
+    assert direct.returncode == 1 and "not a regular file" in direct.stdout
+    fix = ddcheck("fix", "--check", str(tmp_path), timeout=30)
+    assert fix.returncode == 1 and "Traceback" not in fix.stderr
+
+
+def test_a_file_too_deep_to_parse_is_its_own_error(tmp_path):
+    (tmp_path / "backend.py").write_text((FIXTURES / "guards.py").read_text())
+    chain = " + ".join(["self.num_draft_tokens"] * 300_000)  # ast construction recurses past the limit
+    (tmp_path / "deep.py").write_text(
+        "class B:\n    def __init__(self, mr):\n        self.num_draft_tokens = mr.server_args.speculative_num_draft_tokens\n\n"
+        "    def init_forward_metadata(self, forward_batch):\n"
+        "        if forward_batch.forward_mode.is_target_verify():\n"
+        f"            x = forward_batch.seq_lens + {chain}\n")
+    result = scan([str(tmp_path)], settings=Settings(), use_cache=False)
+    errors = {Path(e.path).name: e.message for e in result.errors}
+    assert "too deeply nested" in errors["deep.py"]
+    assert any(Path(f.path).name == "backend.py" for f in result.findings)
+    out = ddcheck("scan", "--no-cache", str(tmp_path))
+    assert out.returncode == 1 and "Traceback" not in out.stderr and "internal error" not in out.stderr
+
+
+@pytest.mark.parametrize("how", ["changed on disk", "write denied"])
+def test_a_fix_that_is_not_written_fails_the_run(tmp_path, monkeypatch, how):
+    from rich.console import Console
+
+    from ddcheck import fixer
+
+    target = tmp_path / "backend.py"
+    target.write_text((FIXTURES / "guards.py").read_text())
+    real = fixer.write_atomic
+
+    def interfere(path, after, before):
+        if how == "write denied":
+            raise PermissionError(13, "Permission denied", str(path))
+        Path(path).write_text(Path(path).read_text() + "# edited by someone else\n")
+        return real(path, after, before)
+
+    monkeypatch.setattr(fixer, "write_atomic", interfere)
+    for non_zero_on_fix in (False, True):
+        code = fixer.fix_main([str(target)], settings=Settings(), diff=False, check=False, unsafe=False,
+                              out_dir=None, installed=False, exit_non_zero_on_fix=non_zero_on_fix, verify=False,
+                              console=Console(file=open(os.devnull, "w")), err=Console(file=open(os.devnull, "w")))
+        assert code == 1
+    assert "(ddcheck fix)" not in target.read_text()  # nothing of ours was written over the file
