@@ -57,7 +57,8 @@ def scan(targets: list[str] | None = None, *, settings: Settings | None = None, 
     result = cache.load(k) if k else None
     if result is None:
         result = scan_trees_with_settings(trees, settings)
-        if k:
+        # A read error can go away with no change to the file's size or mtime (permissions): not kept.
+        if k and not any(e.message.startswith("cannot be read") for e in result.errors):
             cache.store(k, result)
     result.errors[:0] = open_errors
     result.notes = notes

@@ -97,3 +97,40 @@ def test_a_fix_that_is_not_written_fails_the_run(tmp_path, monkeypatch, how):
                               console=Console(file=open(os.devnull, "w")), err=Console(file=open(os.devnull, "w")))
         assert code == 1
     assert "(ddcheck fix)" not in target.read_text()  # nothing of ours was written over the file
+
+
+def test_pep263_encodings_are_honoured_and_kept_by_fix(tmp_path):
+    src = (FIXTURES / "guards.py").read_text().replace(
+        '"""Ways the target-verify branch is spelled."""', '# -*- coding: latin-1 -*-\n"""Caf\xe9 guards."""', 1)
+    path = tmp_path / "backend.py"
+    path.write_bytes(src.encode("latin-1"))
+    result = scan([str(path)], settings=Settings(), use_cache=False)
+    assert result.errors == [] and len(result.findings) == len(
+        scan([str(FIXTURES / "guards.py")], settings=Settings(), use_cache=False).findings)
+    fix_targets([str(path)])
+    data = path.read_bytes()
+    assert b'"""Caf\xe9 guards."""' in data  # still latin-1
+    compile(data, str(path), "exec")
+    bad = tmp_path / "bad.py"
+    bad.write_bytes(b"# -*- coding: no-such-codec -*-\nx = 1\n")
+    errs = scan([str(bad)], settings=Settings(), use_cache=False).errors
+    assert errs and "cannot be decoded" in errs[0].message
+
+
+def test_a_read_error_is_not_cached(tmp_path, monkeypatch):
+    from ddcheck import sources
+
+    monkeypatch.setenv("DDCHECK_CACHE", str(tmp_path / "cache"))
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "backend.py").write_text((FIXTURES / "guards.py").read_text())
+    real = sources.read_regular
+
+    def denied(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(sources, "read_regular", denied)
+    assert "cannot be read" in scan([str(tree)], settings=Settings()).errors[0].message
+    monkeypatch.setattr(sources, "read_regular", real)  # readable again; size and mtime unchanged
+    again = scan([str(tree)], settings=Settings())
+    assert again.errors == [] and again.findings

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -20,10 +22,17 @@ class SourceError(Exception):
 
 
 def decode(data: bytes) -> str:
+    """Source bytes as text, in the encoding Python would read them with (PEP 263 coding line or
+    BOM, UTF-8 by default)."""
     try:
-        return data.decode("utf-8")
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:  # an unknown or conflicting coding declaration
+        raise SourceError(f"cannot be decoded: {exc.msg if hasattr(exc, 'msg') else exc}") from exc
+    try:
+        return data.decode(encoding)
     except UnicodeDecodeError as exc:
-        raise SourceError(f"not UTF-8: {exc.reason} at byte {exc.start}") from exc
+        what = "not UTF-8" if encoding in ("utf-8", "utf-8-sig") else f"not valid {encoding}"
+        raise SourceError(f"{what}: {exc.reason} at byte {exc.start}") from exc
 
 
 @dataclass

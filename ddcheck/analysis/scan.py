@@ -17,7 +17,7 @@ from .. import suppressions
 from ..findings import FileError, ScanResult
 from ..sources import SourceFile, SourceTree
 from .engine import Engine
-from .module import ModuleModel, SourceError
+from .module import ModuleModel, SourceError, decode
 from .vocabulary import DEFAULT_VOCABULARY, Vocabulary
 
 # A file can start a verify path only if it tests for it or names a function for it; helper
@@ -150,9 +150,9 @@ def _scan_into(result: ScanResult, trees, vocab, wants_path, only, jobs) -> None
                 errors[f.display] = f"cannot be read: {exc.strerror or exc}"
                 continue
             try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                errors[f.display] = f"not UTF-8: {exc.reason} at byte {exc.start}"
+                text = decode(data)
+            except SourceError as exc:
+                errors[f.display] = str(exc)
                 continue
             if suppressions.MARKER in data:
                 result.suppressions[f.display] = suppressions.parse(text)
