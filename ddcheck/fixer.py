@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from .findings import Finding, ScanResult, Severity
 from .settings import Settings
-from .sources import PACKAGE_VERSION_RE, SourceTree, TargetError, installed_sglang, open_target
+from .sources import PACKAGE_VERSION_RE, SourceTree, TargetError, installed_sglang, open_target, printable
 
 LOCAL = "num_tokens_per_req"
 BACKUP_SUFFIX = ".ddcheck-orig"
@@ -394,7 +394,7 @@ def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bo
             failed.append(fx)
             err.print(f"[red]{escape(fx.display)}: not written: {escape(str(exc))}[/red]")
     for fx, path in written:
-        console.print(f"fixed {len(fx.fixed)} in {escape(str(path))}")
+        console.print(f"fixed {len(fx.fixed)} in {escape(printable(str(path)))}")
     if installed and written:
         console.print("Backups were written next to each file; to restore:")
         for _, path in written:

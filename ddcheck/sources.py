@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable
@@ -179,6 +180,11 @@ def _disk_file(path: Path, display: str, relpath: str) -> SourceFile:
     return SourceFile(display=display, relpath=relpath, _read=lambda: read_regular(path), disk_path=path)
 
 
+def printable(name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 (held as surrogates by os) shown as \\xNN."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def read_regular(path: Path) -> bytes:
     """The bytes of a regular file; anything else (a FIFO that would block, a device, a socket) is an
     OSError, so it is reported as that file's error and never read."""
@@ -212,7 +218,7 @@ def _open_dir(path: Path) -> SourceTree:
         for e in entries:
             if e.is_dir(follow_symlinks=False):
                 if e.name not in SKIPPED_DIRS and not e.name.startswith("."):
-                    subdirs.append((e.path, f"{rel}{e.name}/"))
+                    subdirs.append((e.path, f"{rel}{printable(e.name)}/"))
             elif e.name.endswith(".py"):
                 try:
                     st = e.stat()
@@ -220,8 +226,10 @@ def _open_dir(path: Path) -> SourceTree:
                 except OSError:
                     stamp = None
                 p = Path(e.path)
-                files.append(SourceFile(display=e.path, relpath=rel + e.name, _read=lambda p=p: read_regular(p),
-                                        disk_path=p, stamp=stamp))
+                # Names that are not UTF-8 (legal on Linux) are read through their Path, and shown
+                # and keyed escaped (\xff), so no output or cache key ever holds a lone surrogate.
+                files.append(SourceFile(display=printable(e.path), relpath=rel + printable(e.name),
+                                        _read=lambda p=p: read_regular(p), disk_path=p, stamp=stamp))
         stack.extend(reversed(subdirs))
     files.sort(key=lambda f: f.relpath)
     return SourceTree(label=str(path), kind="dir", files=files, root=path)
@@ -253,8 +261,27 @@ def _zip(path: Path) -> zipfile.ZipFile:
     return _ZIPS[key]
 
 
+MAX_SOURCE_BYTES = 64 << 20  # no Python source of a real tree comes near this
+
+
 def _member_reader(wheel: Path, member: str) -> Callable[[], bytes]:
-    return lambda: _zip(wheel).read(member)
+    def read() -> bytes:
+        """A member's bytes, or an OSError naming what is wrong with it (that file's error)."""
+        zf = _zip(wheel)
+        info = zf.getinfo(member)
+        if info.file_size > MAX_SOURCE_BYTES:
+            raise OSError(errno.EFBIG, f"member of {info.file_size} bytes, over the {MAX_SOURCE_BYTES >> 20} MiB cap")
+        try:
+            with zf.open(info) as fh:
+                data = fh.read(MAX_SOURCE_BYTES + 1)
+        except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError, zlib.error) as exc:
+            # CRC mismatch, encryption, unsupported compression, truncated data
+            raise OSError(errno.EIO, f"corrupt archive member ({type(exc).__name__}: {exc})") from exc
+        if len(data) > MAX_SOURCE_BYTES:
+            raise OSError(errno.EFBIG, f"member larger than its header says, over the {MAX_SOURCE_BYTES >> 20} MiB cap")
+        return data
+
+    return read
 
 
 def content_hash(data: bytes) -> str:

@@ -134,3 +134,46 @@ def test_a_read_error_is_not_cached(tmp_path, monkeypatch):
     monkeypatch.setattr(sources, "read_regular", real)  # readable again; size and mtime unchanged
     again = scan([str(tree)], settings=Settings())
     assert again.errors == [] and again.findings
+
+
+def test_corrupt_wheel_members_are_their_own_errors(tmp_path):
+    import zipfile
+
+    good = (FIXTURES / "guards.py").read_bytes()
+    wheel = tmp_path / "pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("pkg/good.py", good)
+        zf.writestr("pkg/crc.py", good)
+    data = bytearray(wheel.read_bytes())
+    # Corrupt the CRC stored for crc.py in its local header and the central directory.
+    for marker in (b"PK\x03\x04", b"PK\x01\x02"):
+        start = 0
+        while (i := data.find(marker, start)) != -1:
+            name_at = i + (30 if marker == b"PK\x03\x04" else 46)
+            if data[name_at:name_at + 10] == b"pkg/crc.py":
+                crc_at = i + (14 if marker == b"PK\x03\x04" else 16)
+                data[crc_at:crc_at + 4] = b"\x00\x00\x00\x00"
+            start = i + 4
+    wheel.write_bytes(bytes(data))
+    result = scan([str(wheel)], settings=Settings(), use_cache=False)
+    errors = {e.path.rsplit("!", 1)[-1]: e.message for e in result.errors}
+    assert "corrupt archive member" in errors["pkg/crc.py"]
+    assert any(f.path.endswith("!pkg/good.py") for f in result.findings)
+    out = ddcheck("scan", "--no-cache", str(wheel))
+    assert out.returncode == 1 and "Traceback" not in out.stderr and "internal error" not in out.stderr
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="non-UTF-8 file names are a Linux matter")
+def test_file_names_that_are_not_utf8_are_scanned_and_fixed(tmp_path):
+    src = (FIXTURES / "guards.py").read_bytes()
+    odd = os.path.join(os.fsencode(tmp_path), b"\xff\xfe.py")
+    with open(odd, "wb") as fh:
+        fh.write(src)
+    for fmt in ("text", "json", "sarif", "github"):
+        out = ddcheck("scan", "--no-cache", "--format", fmt, str(tmp_path))
+        assert out.returncode == 1 and "Traceback" not in out.stderr and "internal error" not in out.stderr, fmt
+        assert "xff" in out.stdout and "xfe.py" in out.stdout, fmt  # escaped (SARIF: percent-encoded too)
+    fixed = ddcheck("fix", str(tmp_path))
+    assert "internal error" not in fixed.stderr
+    with open(odd, "rb") as fh:
+        assert b"(ddcheck fix)" in fh.read()

@@ -26,8 +26,10 @@ def decode(data: bytes) -> str:
     BOM, UTF-8 by default)."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as exc:  # an unknown or conflicting coding declaration
-        raise SourceError(f"cannot be decoded: {exc.msg if hasattr(exc, 'msg') else exc}") from exc
+    except SyntaxError as exc:
+        if "encoding" in str(exc) and "invalid or missing" not in str(exc):  # unknown or conflicting declaration
+            raise SourceError(f"cannot be decoded: {exc}") from exc
+        encoding = "utf-8"  # no declaration: the first lines are simply not UTF-8, said below
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as exc:
