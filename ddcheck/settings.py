@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from .analysis.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 from .findings import Finding, Severity
+from .sources import read_regular
 
 
 class SettingsError(Exception):
@@ -116,7 +117,7 @@ def load_settings(start: Path | None = None, config_file: Path | None = None) ->
     if path is None:
         return Settings()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_regular(Path(path)).decode("utf-8"))
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
         raise SettingsError(f"{path}: cannot read configuration: {exc}") from exc
     table = data.get("tool", {}).get("ddcheck", data if config_file and path.name != "pyproject.toml" else {})

@@ -177,3 +177,37 @@ def test_file_names_that_are_not_utf8_are_scanned_and_fixed(tmp_path):
     assert "internal error" not in fixed.stderr
     with open(odd, "rb") as fh:
         assert b"(ddcheck fix)" in fh.read()
+
+
+LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+    f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n" for i in range(9))
+
+
+@pytest.mark.parametrize("name,text", [
+    ("laughs.yaml", LAUGHS),
+    ("tag.yaml", "model-path: !!python/object/apply:os.system [echo pwned]\n"),
+    ("broken.yaml", "model-path: [unclosed\n"),
+])
+def test_launch_yaml_is_loaded_safely(tmp_path, name, text):
+    from ddcheck.launch.flags import FlagTable, ParseError, merge_config_file
+
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ParseError, match="not valid YAML") as info:
+        merge_config_file(FlagTable(release="x", flags=[]), ["--config", str(path)])
+    assert "line" in str(info.value)  # where in the file
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_fifos_as_config_files_never_block(tmp_path):
+    from ddcheck.launch.flags import ParseError, merge_config_file
+
+    fifo = tmp_path / "launch.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(ParseError, match="not a regular file"):
+        merge_config_file(None, ["--config", str(fifo)])
+    pyproject = tmp_path / "pyproject.toml"
+    os.mkfifo(pyproject)
+    out = ddcheck("scan", "--config", str(pyproject), str(FIXTURES / "guards.py"), timeout=30)
+    assert out.returncode == 2 and "cannot read configuration" in (out.stderr + out.stdout)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ddcheck.sources import SourceTree, cache_dir, content_hash
+from ddcheck.sources import SourceTree, cache_dir, content_hash, read_regular
 
 TABLE_VERSION = 3  # bump when extraction changes, to invalidate cached tables
 FIELD_SOURCES = ("sglang/srt/server_args.py",)
@@ -428,6 +428,25 @@ def parse(table: FlagTable, argv: list[str]) -> dict:
     return vars(build_parser(table).parse_args(argv))
 
 
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _load_yaml(text: str):
+    """YAML as SGLang's ``--config`` takes it, safely: no tags construct objects (safe loader) and
+    no aliases (a few lines of anchors would otherwise expand to gigabytes)."""
+    import yaml
+
+    class NoAliases(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.events.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not accepted in a launch config",
+                                                  mark)
+            return super().compose_node(parent, index)
+
+    return yaml.load(text, Loader=NoAliases)  # noqa: S506 - a SafeLoader subclass
+
+
 def merge_config_file(table: FlagTable, argv: list[str], load=None) -> list[str]:
     """SGLang's ``--config FILE`` merge (``ConfigArgumentMerger``): YAML keys become flags placed
     *before* the command line, so the command line wins; store_true keys with False are dropped."""
@@ -445,7 +464,19 @@ def merge_config_file(table: FlagTable, argv: list[str], load=None) -> list[str]
         raise ParseError(f"Config file not found: {path}")
     import yaml
 
-    data = (load or yaml.safe_load)(path.read_text()) or {}
+    try:
+        if path.is_file() and path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ParseError(f"Config file is over {MAX_CONFIG_BYTES >> 10} KiB: {path}")
+        text = read_regular(path)
+        if len(text) > MAX_CONFIG_BYTES:
+            raise ParseError(f"Config file is over {MAX_CONFIG_BYTES >> 10} KiB: {path}")
+        data = (load or _load_yaml)(text.decode("utf-8")) or {}
+    except OSError as exc:
+        raise ParseError(f"Config file cannot be read: {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"Config file is not UTF-8: {path}: {exc.reason} at byte {exc.start}") from exc
+    except yaml.YAMLError as exc:
+        raise ParseError(f"Config file is not valid YAML: {path}: {exc}") from exc
     if not isinstance(data, dict):
         raise ParseError("Config file must contain a dictionary at root level")
     store_true = {f.dest for f in table.flags if f.kind == "store_true"}
