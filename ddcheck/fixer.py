@@ -244,10 +244,13 @@ def _err(path: str, message: str):
 
 def write_atomic(path: Path, data: bytes, expected_before: bytes | None) -> None:
     """Replace ``path`` with ``data`` via a temp file + rename, keeping its mode; refuses when the
-    file changed on disk since it was read."""
+    file changed on disk since it was read (checked again just before the rename). A symlink is
+    followed: its target is fixed in place and the link stays a link."""
+    path = Path(os.path.realpath(path))
     if expected_before is not None and path.read_bytes() != expected_before:
         raise FixError(f"{path} changed on disk since it was read; not written")
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
+    st = path.stat() if path.exists() else None
+    mode = stat.S_IMODE(st.st_mode) if st else 0o644
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".ddcheck-tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -255,11 +258,21 @@ def write_atomic(path: Path, data: bytes, expected_before: bytes | None) -> None
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
+        if expected_before is not None and (path.read_bytes() != expected_before or _identity(path) != _identity_of(st)):
+            raise FixError(f"{path} changed on disk while it was being fixed; not written")
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _identity(path: Path) -> tuple:
+    return _identity_of(path.stat())
+
+
+def _identity_of(st) -> tuple:
+    return (st.st_ino, st.st_size, st.st_mtime_ns) if st is not None else ()
 
 
 def copy_tree(target: str, out_dir: Path) -> Path:

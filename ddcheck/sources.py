@@ -222,7 +222,7 @@ def _open_dir(path: Path) -> SourceTree:
             elif e.name.endswith(".py"):
                 try:
                     st = e.stat()
-                    stamp = (st.st_size, st.st_mtime_ns)
+                    stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                 except OSError:
                     stamp = None
                 p = Path(e.path)
