@@ -108,6 +108,7 @@ def fix(
     exit_non_zero_on_fix: bool = typer.Option(False, "--exit-non-zero-on-fix", help="Exit 1 when files were changed (pre-commit)."),
     verify: bool = typer.Option(False, "--verify", help="Run `ddcheck smoke` on the fixed tree; fail unless it passes."),
     config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml to read [tool.ddcheck] from."),
+    force: bool = typer.Option(False, "--force", help="With --out: write into a directory that is not empty."),
 ) -> None:
     """Rewrite verify-path uses of C to the verify input's per-step width, format-preserving.
 
@@ -124,7 +125,7 @@ def fix(
     settings = _settings((targets or [None])[0], config, None, None, None)
     code = fix_main(list(targets or []), settings=settings, diff=diff, check=check, unsafe=unsafe_fixes,
                     out_dir=out_dir, installed=installed, exit_non_zero_on_fix=exit_non_zero_on_fix,
-                    verify=verify, console=out, err=err)
+                    verify=verify, console=out, err=err, force=force)
     raise typer.Exit(code)
 
 

@@ -102,7 +102,11 @@ def rewrite(source: bytes, findings: list[Finding]) -> bytes:
     new = wrapper.module.visit(rewriter)
     if rewriter.inserted != set(bind):
         raise FixError("the per-step width could not be bound at the top of every verify block")
-    return new.bytes
+    out = new.bytes
+    # libcst drops the last line break of a file whose lines end in a bare CR; put it back.
+    if source.endswith(b"\r") and not out.endswith((b"\r", b"\n")):
+        out += b"\r"
+    return out
 
 
 def _site(by_span, f: Finding) -> cst.CSTNode:
@@ -345,7 +349,7 @@ def _disk(trees: list[SourceTree], fx: FileFix) -> Path:
 
 
 def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bool, out_dir: Path | None,
-             installed: bool, exit_non_zero_on_fix: bool, verify: bool, console, err) -> int:
+             installed: bool, exit_non_zero_on_fix: bool, verify: bool, console, err, force: bool = False) -> int:
     from rich.markup import escape
 
     from .api import open_targets
@@ -359,6 +363,10 @@ def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bo
     if out_dir is not None:
         if len(targets) != 1:
             err.print("ddcheck: --out takes exactly one target")
+            return 2
+        problem = _out_problem(Path(targets[0]), out_dir, force)
+        if problem:
+            err.print(f"ddcheck: --out {escape(str(out_dir))}: {problem}")
             return 2
         try:
             copy_tree(targets[0], out_dir)
@@ -424,6 +432,20 @@ def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bo
     if failed or rejected or result.errors or any(f.fix is None for f in remaining):
         return 1
     return 0
+
+
+def _out_problem(source: Path, out_dir: Path, force: bool) -> str:
+    """Why a patched copy may not go to ``out_dir`` (empty when it may)."""
+    out = out_dir.resolve()
+    if source.exists():
+        src = source.resolve()
+        if out == src or src in out.parents:
+            return "is inside the target it would copy (the copy would copy itself)"
+    if out.exists() and not out.is_dir():
+        return "exists and is not a directory"
+    if out.is_dir() and any(out.iterdir()) and not force:
+        return "is not empty (its files would be overwritten by the copy); pass --force to write into it"
+    return ""
 
 
 def _report_unfixable(findings: list[Finding], console) -> None:

@@ -264,3 +264,33 @@ def test_cache_holds_data_not_code_and_survives_corruption(tmp_path, monkeypatch
     import json
 
     assert all(json.loads(p.read_text()) for p in (cache / "scan").glob("*.json"))  # rewritten
+
+
+@pytest.mark.parametrize("eol", ["\r", "\r\n"], ids=["CR", "CRLF"])
+def test_fix_keeps_every_kind_of_line_ending(tmp_path, eol):
+    src = (FIXTURES / "guards.py").read_text()
+    lf, other = tmp_path / "lf.py", tmp_path / "other.py"
+    lf.write_bytes(src.encode())
+    other.write_bytes(src.replace("\n", eol).encode())
+    fix_targets([str(lf), str(other)])
+    fixed_lf, fixed_other = lf.read_bytes(), other.read_bytes()
+    assert b"(ddcheck fix)" in fixed_other
+    assert fixed_other == fixed_lf.replace(b"\n", eol.encode())  # the same edits, the file's own endings
+
+
+def test_fix_out_refuses_to_overwrite_or_copy_into_itself(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "backend.py").write_text((FIXTURES / "guards.py").read_text())
+    inside = ddcheck("fix", str(src), "--out", str(src / "copy"))
+    assert inside.returncode == 2 and "inside the target" in inside.stderr and not (src / "copy").exists()
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.py").write_text("mine\n")
+    refused = ddcheck("fix", str(src), "--out", str(busy))
+    assert refused.returncode == 2 and "not empty" in refused.stderr
+    assert sorted(p.name for p in busy.iterdir()) == ["keep.py"]
+    forced = ddcheck("fix", str(src), "--out", str(busy), "--force")
+    assert forced.returncode == 0 and (busy / "keep.py").read_text() == "mine\n"
+    assert "(ddcheck fix)" in (busy / "backend.py").read_text()
+    assert "(ddcheck fix)" not in (src / "backend.py").read_text()
