@@ -198,3 +198,12 @@ def statements_before(body: list[ast.stmt], target: ast.AST) -> list[ast.stmt]:
             return out
         out.append(stmt)
     return out
+
+
+def tree_class(tree, relpath: str, name: str) -> ast.ClassDef | None:
+    """The top-level class ``name`` of the tree file ending in ``relpath``, parsed with ``ast``."""
+    f = tree.find(relpath)
+    if f is None:
+        return None
+    mod = ast.parse(f.read_bytes())
+    return next((c for c in mod.body if isinstance(c, ast.ClassDef) and c.name == name), None)

@@ -19,7 +19,7 @@ from typing import Any
 
 from ddcheck.analysis.modes import ModeTable
 from ddcheck.findings import Finding
-from ddcheck.launch.evaluate import UNKNOWN, Evaluator, guards_to, statements_before
+from ddcheck.launch.evaluate import UNKNOWN, Evaluator, guards_to, statements_before, tree_class
 from ddcheck.launch.inputs import input_truth
 from ddcheck.sources import SourceTree
 
@@ -81,11 +81,7 @@ class _LaunchEval(Evaluator):
 
 def batch_fields(tree: SourceTree) -> set[str]:
     """The fields of the tree's ``ForwardBatch`` (for ``hasattr(forward_batch, ...)`` tests)."""
-    f = tree.find("sglang/srt/model_executor/forward_batch_info.py")
-    if f is None:
-        return set()
-    mod = ast.parse(f.read_bytes())
-    cls = next((c for c in mod.body if isinstance(c, ast.ClassDef) and c.name == "ForwardBatch"), None)
+    cls = tree_class(tree, "sglang/srt/model_executor/forward_batch_info.py", "ForwardBatch")
     return {i.target.id for i in (cls.body if cls else []) if isinstance(i, ast.AnnAssign)
             and isinstance(i.target, ast.Name)}
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ddcheck.isolation import SwappedImports
+from ddcheck.launch.evaluate import tree_class
 from ddcheck.sources import SourceTree
 
 HANDLER_NAMES = ("handle_speculative_decoding",)
@@ -362,11 +363,7 @@ def find_handler(tree: SourceTree) -> tuple[str, str, str] | None:
 
 
 def server_args_methods(tree: SourceTree) -> set[str]:
-    f = tree.find("sglang/srt/server_args.py")
-    if f is None:
-        return set()
-    mod = ast.parse(f.read_bytes())
-    cls = next((n for n in mod.body if isinstance(n, ast.ClassDef) and n.name == "ServerArgs"), None)
+    cls = tree_class(tree, "sglang/srt/server_args.py", "ServerArgs")
     return {n.name for n in cls.body if isinstance(n, ast.FunctionDef)} if cls else set()
 
 
