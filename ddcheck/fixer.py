@@ -23,6 +23,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 from pydantic import BaseModel, Field
 
+from .analysis.module import SourceError, decode, encoding_of
 from .findings import Finding, ScanResult, Severity
 from .settings import Settings
 from .sources import PACKAGE_VERSION_RE, SourceTree, TargetError, installed_sglang, open_target, printable
@@ -65,7 +66,14 @@ def fixable(findings: list[Finding], unsafe: bool) -> list[Finding]:
 
 def rewrite(source: bytes, findings: list[Finding]) -> bytes:
     """Apply the fixes of ``findings`` (all of one file) to ``source``; raises FixError."""
-    module = cst.parse_module(source)
+    try:
+        encoding = encoding_of(source)
+        text = decode(source)
+    except SourceError as exc:
+        raise FixError(str(exc)) from exc
+    # Decoded here: libcst's own encoding detection misses a coding line in a file of bare-CR lines.
+    module = cst.parse_module(text.removeprefix("\ufeff") if encoding == "utf-8-sig" else text,
+                              config=cst.PartialParserConfig(encoding=encoding))
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
     parents = wrapper.resolve(ParentNodeProvider)
@@ -102,7 +110,7 @@ def rewrite(source: bytes, findings: list[Finding]) -> bytes:
     new = wrapper.module.visit(rewriter)
     if rewriter.inserted != set(bind):
         raise FixError("the per-step width could not be bound at the top of every verify block")
-    out = new.bytes
+    out = new.bytes  # encoded as the source was (utf-8-sig writes its BOM back)
     # libcst drops the last line break of a file whose lines end in a bare CR; put it back.
     if source.endswith(b"\r") and not out.endswith((b"\r", b"\n")):
         out += b"\r"

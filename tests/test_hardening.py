@@ -294,3 +294,12 @@ def test_fix_out_refuses_to_overwrite_or_copy_into_itself(tmp_path):
     assert forced.returncode == 0 and (busy / "keep.py").read_text() == "mine\n"
     assert "(ddcheck fix)" in (busy / "backend.py").read_text()
     assert "(ddcheck fix)" not in (src / "backend.py").read_text()
+
+
+def test_fix_keeps_a_byte_order_mark(tmp_path):
+    path = tmp_path / "backend.py"
+    path.write_bytes(b"\xef\xbb\xbf" + (FIXTURES / "guards.py").read_bytes())
+    fix_targets([str(path)])
+    data = path.read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf") and not data.startswith(b"\xef\xbb\xbf\xef\xbb\xbf")
+    assert b"(ddcheck fix)" in data

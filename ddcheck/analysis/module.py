@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import io
 import re
 import tokenize
 from dataclasses import dataclass, field
@@ -15,21 +14,29 @@ from .vocabulary import Vocabulary
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+BYTE_LINE_RE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
 class SourceError(Exception):
     """A file that cannot be analysed (not UTF-8, does not parse, unreadable)."""
 
 
-def decode(data: bytes) -> str:
-    """Source bytes as text, in the encoding Python would read them with (PEP 263 coding line or
-    BOM, UTF-8 by default)."""
+def encoding_of(data: bytes) -> str:
+    """The encoding Python reads these source bytes with (PEP 263 coding line or BOM, else UTF-8).
+    The coding line is looked for in the first two lines as Python counts them (``\\r`` ends a line
+    too, which ``tokenize.detect_encoding`` on a byte stream does not know)."""
+    first_two = iter(BYTE_LINE_RE.findall(data[:4096])[:2])
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return tokenize.detect_encoding(lambda: next(first_two, b""))[0]
     except SyntaxError as exc:
         if "encoding" in str(exc) and "invalid or missing" not in str(exc):  # unknown or conflicting declaration
             raise SourceError(f"cannot be decoded: {exc}") from exc
-        encoding = "utf-8"  # no declaration: the first lines are simply not UTF-8, said below
+        return "utf-8"  # no declaration: the first lines are simply not UTF-8, said by decode()
+
+
+def decode(data: bytes) -> str:
+    """Source bytes as text, in the encoding Python would read them with."""
+    encoding = encoding_of(data)
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as exc:
