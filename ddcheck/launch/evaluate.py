@@ -31,6 +31,14 @@ class Evaluator:
         self.methods: dict[str, ast.FunctionDef] | None = None  # SpeculativeAlgorithm's, for capture_width
         self.algorithm: str | None = None
 
+    def bind_init(self, init: ast.FunctionDef | None) -> "Evaluator":
+        """Evaluate a class's ``__init__`` into ``self_env`` (its parameters unknown), locals left empty."""
+        if init is not None:
+            self.local = {a.arg: UNKNOWN for a in init.args.args[1:]}
+            self.run(init.body, self.local)
+            self.local = {}
+        return self
+
     def methods_eval(self, fn: ast.FunctionDef, args: list[Any]) -> Any:
         """The value a SpeculativeAlgorithm method returns for this algorithm (``self.is_x()`` decided)."""
         inner = Evaluator(self.values)

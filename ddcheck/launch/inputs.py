@@ -97,11 +97,8 @@ def mask_reads(tree: SourceTree, relpaths: list[str], values: dict[str, Any]) ->
             continue
         mod = ast.parse(f.read_bytes())
         for cls in (n for n in mod.body if isinstance(n, ast.ClassDef)):
-            ev = Evaluator(values)
             init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
-            if init is not None:
-                ev.local = {a.arg: UNKNOWN for a in init.args.args[1:]}
-                ev.run(init.body, ev.local)
+            ev = Evaluator(values).bind_init(init)
             for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name != "__init__"):
                 for node in ast.walk(fn):
                     if not (isinstance(node, ast.Attribute) and node.attr == "custom_mask"
@@ -109,10 +106,8 @@ def mask_reads(tree: SourceTree, relpaths: list[str], values: dict[str, Any]) ->
                         continue
                     seen_read = True
                     conds = guards_to(fn.body, node, [])
-                    local = Evaluator(values)
-                    local.self_env = ev.self_env
                     bad = next((f"{'' if pol else 'not '}({ast.unparse(c)})" for c, pol in conds
-                                if (v := local(c)) is not UNKNOWN and bool(v) != pol), None)
+                                if (v := ev(c)) is not UNKNOWN and bool(v) != pol), None)
                     if bad is None:
                         return True, []
                     excluded.append((rel, node.lineno, f"read only when {bad}"))

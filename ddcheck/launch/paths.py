@@ -104,12 +104,7 @@ class _ClassPaths:
         for c in reversed(chain):
             self.methods.update({f.name: f for f in c.body if isinstance(f, ast.FunctionDef)})
         self.ev = _LaunchEval(launch)
-        init = self.methods.get("__init__")
-        if init is not None:
-            params = [a.arg for a in init.args.args[1:]]
-            self.ev.local = {p: UNKNOWN for p in params}
-            self.ev.run(init.body, self.ev.local)
-            self.ev.local = {}
+        self.ev.bind_init(self.methods.get("__init__"))
         self.reach = self._walk()
 
     def _entries(self) -> list[tuple[str, dict[str, Any]]]:

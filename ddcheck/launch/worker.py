@@ -231,10 +231,9 @@ def capture_width(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> t
         for node in ast.walk(spec[1]):
             if isinstance(node, ast.ClassDef):
                 methods.update({f.name: f for f in node.body if isinstance(f, ast.FunctionDef)})
-    for f in tree.files:
+    f = tree.find("sglang/srt/model_executor/cuda_graph_runner.py")
+    if f is not None:
         rel = f.relpath
-        if not (rel.endswith("model_executor/cuda_graph_runner.py")):
-            continue
         mod = ast.parse(f.read_bytes())
         for cls in (n for n in mod.body if isinstance(n, ast.ClassDef)):
             init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
