@@ -214,7 +214,10 @@ def test_origin_ddtree_budget_16_is_corrupt(ddtree_tree):
 @network
 def test_origin_budget_7_is_clean(ddtree_tree):
     r = run(ddtree_tree, argv_of("origin_ddtree.argv") + ["--speculative-ddtree-budget", "7"])
-    assert r.exit_code == 0 and not ids(r, None) - {"sglang-max-running-requests"}
+    # infos only: the tree's handler sets C from --speculative-dflash-block-size and reads the draft config
+    assert r.exit_code == 0 and not ids(r, None) - {"sglang-max-running-requests", "sglang-num-draft-tokens",
+                                                    "tree-needs"}
+    assert r.settings.resolved_by == "tree" and ids(r, "warning") == set()
     r = run(ddtree_tree, [a for a in argv_of("origin_ddtree.argv") if a not in ("--speculative-ddtree-budget", "16")])
     assert r.settings.ddtree_budget == 7 and r.exit_code == 0  # default budget = block size - 1
 
@@ -373,7 +376,7 @@ def test_config_main_json_and_exit_codes(capsys, ddtree_tree):
     assert data["release"] == "0.5.16" and data["findings"][0]["id"] == "verify-width"
     assert data["findings"][0]["consequence"] == "CORRUPT" and data["settings"]["verify_width"] == 17
     assert config_main(argv_of("origin_ddtree.argv") + ["--speculative-ddtree-budget", "7"], sglang=root) == 0
-    assert "no findings" in capsys.readouterr().out
+    assert "0 error(s)" in capsys.readouterr().out
     assert config_main([], sglang=root) == 2
     assert config_main(["--model-path", "m"], sglang="/nonexistent/sglang") == 2
     assert config_main(["--model-path", "m"], sglang=root, fmt="xml") == 2

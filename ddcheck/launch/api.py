@@ -143,6 +143,8 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
         report.scan_engine = scan_errors(tree, [])[1]
     if smoke:
         report.findings.append(launch_smoke(s, tree, device))
+    rank = {"error": 0, "warning": 1, "info": 2}
+    report.findings.sort(key=lambda f: rank.get(f.level, 3))  # what stops the launch first; stable otherwise
     return report
 
 
@@ -203,14 +205,18 @@ def _apply(s: SpecSettings, run: TreeRun, tree: SourceTree) -> None:
     if v.get("disable_cuda_graph"):
         s.cuda_graph = False
     facts = verify_inputs(tree, s.algorithm, v) if s.algorithm else None
-    choices = [c for c in facts.choices if c.width is not None] if facts else []
-    if choices and len(choices) == len(facts.choices):
-        c = choices[0]
-        s.verify_width, s.verify_input, s.verify_input_fields = c.width, c.cls, c.attrs
+    # The worker class's own construction comes first (a base's is reached only through super()).
+    c = facts.choices[0] if facts and facts.choices else None
+    if c is not None:
+        s.verify_input, s.verify_input_fields, s.verify_input_type = c.cls, c.attrs, c.input_type
         s.verify_input_at = f"{c.path}:{c.line}"
         s.verify_input_sets = c.kwargs
+    if c is not None and c.width is not None:
+        s.verify_width = c.width
     elif s.algorithm == "DDTREE" and s.ddtree_budget is not None:
         s.verify_width = s.ddtree_budget + 1
+    if c is not None and c.width is None:
+        s.verify_width_per_step = c.width_expr
     if s.algorithm and s.cuda_graph:
         width, at = capture_width(tree, s.algorithm, v)
         s.capture_width, s.capture_at = width, at or None

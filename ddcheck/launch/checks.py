@@ -64,21 +64,25 @@ ALTERNATIVES = ("flashinfer", "fa3", "triton", "flex_attention", "torch_native")
 def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
     """W != C on a backend whose verify layout is fixed at C (scan error findings) -> CORRUPT."""
     W, C = s.verify_width, s.num_draft_tokens
-    if s.algorithm is None or W is None or C is None or W == C:
+    if s.algorithm is None or W is None or C is None or (W == C and not s.verify_width_per_step):
         return []
     ways_out = (f"set W = C (e.g. --speculative-ddtree-budget {C - 1})" if s.algorithm == "DDTREE"
                 else "make the verify width equal --speculative-num-draft-tokens")
+    differs = f"W={W} != C={C}"
+    if s.verify_width_per_step:  # no flag pins a width the worker computes each step
+        ways_out = "pick a backend whose verify path is per-step"
+        differs = f"W (computed each step as `{s.verify_width_per_step}`, up to {W}) can differ from C={C}"
     if s.verify_backend is None:
         bad = {b: f for b, f in verify_findings_by_backend(tree, [b for b in ALTERNATIVES
                                                               if b in T.backend_files(tree)]).items() if f}
         return [_f("verify-width", Consequence.CORRUPT, level="warning",
-                   message=f"verify width W={W} != C={C} and the attention backend is chosen at start-up; "
+                   message=f"verify width {differs} and the attention backend is chosen at start-up; "
                            f"common backends with a fixed-width verify layout in {s.release}: {', '.join(sorted(bad)) or 'none'}",
                    fix="pass --attention-backend explicitly (one whose verify path is per-step) and re-run")]
     found = verify_findings_by_backend(tree, [s.verify_backend]).get(s.verify_backend)
     if s.verify_backend not in T.backend_files(tree):
         return [_f("verify-width", Consequence.CORRUPT, level="warning", backend=s.verify_backend,
-                   message=f"verify width W={W} != C={C}; backend {s.verify_backend!r} is not in the "
+                   message=f"verify width {differs}; backend {s.verify_backend!r} is not in the "
                            f"{s.release} attention registry, so its verify path could not be checked")]
     found = list(found or [])
     undecided = []  # (finding, the test ddcheck cannot decide for this launch)
@@ -86,7 +90,8 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
         # Width resolvers (DD003): decided for the verify input this launch's worker builds.
         resolvers = [f for f in scan_findings(tree, list(T.backend_files(tree)[s.verify_backend])) if f.resolver]
         for f in resolvers:
-            gives_w, test = resolver_gives_w(tree, f, s.verify_input, set(s.verify_input_fields))
+            gives_w, test = resolver_gives_w(tree, f, s.verify_input, set(s.verify_input_fields),
+                                             s.verify_input_type)
             if gives_w is False:
                 found.append(f.model_copy(update={"message": f"{f.function} returns C for {s.verify_input}: "
                                                              f"`{test}` does not hold for it"}))
@@ -96,6 +101,7 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
         # Only what this launch's path reaches (entry points, graphs on or off, its settings' branches).
         launch = Launch(values=s.values, algorithm=s.algorithm, input_cls=s.verify_input,
                         input_fields=set(s.verify_input_fields), graphs=s.cuda_graph,
+                        input_type=s.verify_input_type,
                         modes=_mode_table(tree), batch_fields=batch_fields(tree))
         memo: dict = {}
         reaches = [(f, finding_reach(tree, f, launch, memo)) for f in found]
@@ -104,7 +110,7 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
     if not found and undecided:
         f, test = undecided[0]
         return [_f("verify-width", Consequence.CORRUPT, level="warning", backend=s.verify_backend,
-                   message=f"W={W} != C={C}: backend {s.verify_backend!r} uses C on this launch's verify path only "
+                   message=f"{differs}: backend {s.verify_backend!r} uses C on this launch's verify path only "
                            f"where `{test}` holds ({f.function}; {len(undecided)} finding(s)), which depends on "
                            f"the model or the run, not on the flags",
                    fix=f"{ways_out}; or run `ddcheck config --smoke` / `ddcheck fix` on the target",
@@ -117,11 +123,16 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
     ok = [b for b, fs in verify_findings_by_backend(tree, cands).items()
           if not fs and (not s.tree_verify or T.mask_honoured(tree, b)[0])]
     through = f" (through {s.verify_input})" if s.verify_input else ""
+    verifies = (f"verifies W tokens per request{through}, computed each step (`{s.verify_width_per_step}`, up to "
+                f"{W}), and C=--speculative-num-draft-tokens={C}" if s.verify_width_per_step else
+                f"verifies W={W} tokens per request{through} but C=--speculative-num-draft-tokens={C}")
     return [_f("verify-width", Consequence.CORRUPT, backend=s.verify_backend,
-               message=f"{s.algorithm} verifies W={W} tokens per request{through} but C=--speculative-num-draft-tokens={C}; "
+               message=f"{s.algorithm} {verifies}; "
                        f"backend {s.verify_backend!r} lays out the target-verify batch with C "
-                       f"({len(found)} {engine} finding(s)), so masks/offsets are wrong for every request",
-               fix=f"{ways_out}; or pick a backend whose verify path is per-step "
+                       f"({len(found)} {engine} finding(s)), so masks/offsets are wrong "
+                       + ("on every step whose W differs from C" if s.verify_width_per_step else "for every request"),
+               fix=("" if s.verify_width_per_step else f"{ways_out}; or ")
+                   + f"pick a backend whose verify path is per-step "
                    f"({', '.join(ok[:6]) or 'none in this release'}); or run `ddcheck fix` on the target",
                evidence=[Evidence(path=f.relpath or f.path, line=f.line, text=f.message[:160]) for f in found[:5]])]
 

@@ -4,16 +4,153 @@ A small interpreter over ``ast`` expressions and straight-line statements: const
 comparisons, ``and``/``or``/``not``, conditional expressions, ``int``/``max``/``min``, reads of
 ``server_args.X`` (the launch's values) and of ``self.X`` bound earlier. Anything else is
 :data:`UNKNOWN`, and an ``if`` whose test is unknown keeps only what both branches agree on.
+
+With a :class:`World`, calls are followed into the tree: its module-level functions (found through
+the calling module's imports), the ``SpeculativeAlgorithm`` methods (``self`` is the launch's
+algorithm) and the ``ModelRunner`` methods (``self`` is a target model runner of this launch), a few
+calls deep. That is how a graph runner's capture width is read whatever helper a tree routes it
+through (``resolve_num_tokens_per_req(...)``, ``max(resolve_..._buckets(...))``).
 """
 
 from __future__ import annotations
 
 import ast
 import operator
+from dataclasses import dataclass
 from typing import Any
 
 UNKNOWN = object()
 _FELL_THROUGH = object()
+MAX_CALL_DEPTH = 8
+SERVER_ARGS_GETTERS = ("get_server_args", "get_global_server_args")
+
+
+@dataclass(frozen=True)
+class Algo:
+    """A ``SpeculativeAlgorithm`` member (``SpeculativeAlgorithm.DDTREE``, or ``self`` in its methods)."""
+
+    name: str
+
+
+class _SA:
+    """``server_args`` as a value: attribute reads give the launch's values."""
+
+
+SA = _SA()
+
+
+@dataclass
+class Obj:
+    """An object of the tree whose attributes the launch decides (a target ``ModelRunner``)."""
+
+    label: str
+    attrs: dict[str, Any]
+    cls: str = ""  # the tree class whose methods calls on it run
+    module: str = ""
+
+
+class TreeModules:
+    """A tree's modules parsed with ``ast``, by dotted name (cached)."""
+
+    def __init__(self, tree):
+        self.tree = tree
+        root = tree.package_root("sglang")
+        self.prefix = f"{root}/" if root else ""
+        self.cache: dict[str, tuple[str, ast.Module] | None] = {}
+
+    def module(self, dotted: str) -> tuple[str, ast.Module] | None:
+        if dotted not in self.cache:
+            rel = self.prefix + dotted.replace(".", "/") + ".py"
+            f = self.tree.find(rel) if rel else None
+            try:
+                self.cache[dotted] = (f.relpath, ast.parse(f.read_bytes())) if f is not None else None
+            except (SyntaxError, ValueError, OSError, RecursionError):
+                self.cache[dotted] = None
+        return self.cache[dotted]
+
+    def dotted(self, relpath: str) -> str:
+        rel = relpath[len(self.prefix):] if relpath.startswith(self.prefix) else relpath
+        return rel[:-3].replace("/", ".")
+
+    def find_class(self, name: str, module: str, _seen: frozenset = frozenset()) -> tuple[str, ast.ClassDef, str] | None:
+        """(relpath, ClassDef, module) for ``name`` defined in, imported into, or aliased in ``module``
+        (``Worker = WorkerV2``)."""
+        if (name, module) in _seen:
+            return None
+        seen = _seen | {(name, module)}
+        hit = self.module(module)
+        if hit is None:
+            return None
+        rel, mod = hit
+        for node in mod.body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                return rel, node, module
+        for node in mod.body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) \
+                    and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                return self.find_class(node.value.id, module, seen)
+        for node in ast.walk(mod):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sglang."):
+                for a in node.names:
+                    if (a.asname or a.name) == name:
+                        return self.find_class(a.name, node.module, seen)
+        return None
+
+    def find_function(self, name: str, module: str, _depth: int = 0) -> tuple[ast.FunctionDef, str] | None:
+        """A module-level function ``name`` of ``module`` or imported into it from the tree."""
+        hit = self.module(module)
+        if hit is None or _depth > 4:
+            return None
+        for node in hit[1].body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return node, module
+        for node in ast.walk(hit[1]):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sglang."):
+                for a in node.names:
+                    if (a.asname or a.name) == name:
+                        return self.find_function(a.name, node.module, _depth + 1)
+        return None
+
+    def imports_of(self, module: str) -> dict[str, str]:
+        hit = self.module(module)
+        out: dict[str, str] = {}
+        if hit is None:
+            return out
+        for node in ast.walk(hit[1]):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sglang."):
+                for a in node.names:
+                    out[a.asname or a.name] = node.module
+        return out
+
+
+class World:
+    """What calls in the tree's code resolve to for one launch."""
+
+    def __init__(self, mods: TreeModules, algorithm: str | None):
+        self.mods, self.algorithm = mods, algorithm
+        self.algo_methods: dict[str, ast.FunctionDef] = {}
+        self.algo_module = "sglang.srt.speculative.spec_info"
+        hit = mods.find_class("SpeculativeAlgorithm", self.algo_module)
+        if hit is not None:
+            self.algo_methods = {f.name: f for f in hit[1].body if isinstance(f, ast.FunctionDef)}
+            self.algo_module = hit[2]
+
+    def model_runner(self) -> Obj:
+        """A target model runner of this launch (``is_draft_worker`` False)."""
+        return Obj("model_runner", {"spec_algorithm": Algo(self.algorithm or "NONE"), "server_args": SA,
+                                    "is_draft_worker": False},
+                   cls="ModelRunner", module="sglang.srt.model_executor.model_runner")
+
+    def method(self, obj: Obj, name: str) -> tuple[ast.FunctionDef, str] | None:
+        hit = self.mods.find_class(obj.cls, obj.module) if obj.cls else None
+        while hit is not None:
+            rel, node, module = hit
+            fn = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == name), None)
+            if fn is not None:
+                return fn, module
+            base = next((b.id for b in node.bases if isinstance(b, ast.Name)), None)
+            hit = self.mods.find_class(base, module) if base else None
+        return None
 
 
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
@@ -23,13 +160,18 @@ _CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.Lt
 
 
 class Evaluator:
-    def __init__(self, values: dict[str, Any], sa_name: str = "server_args"):
+    def __init__(self, values: dict[str, Any], sa_name: str = "server_args", world: World | None = None,
+                 module: str = "", depth: int = 0):
         self.values = values
         self.sa = {sa_name}
         self.self_env: dict[str, Any] = {}
+        self.self_lines: dict[str, int] = {}  # self attribute -> line of the assignment that set it
+        self.self_value: Any = None  # ``self`` as a value (an Algo, an Obj) inside a followed method
         self.local: dict[str, Any] = {}
         self.methods: dict[str, ast.FunctionDef] | None = None  # SpeculativeAlgorithm's, for capture_width
         self.algorithm: str | None = None
+        self.world, self.module, self.depth = world, module, depth
+        self.imports: dict[str, str] = {}  # names imported inside the function being evaluated
 
     def bind_init(self, init: ast.FunctionDef | None) -> "Evaluator":
         """Evaluate a class's ``__init__`` into ``self_env`` (its parameters unknown), locals left empty."""
@@ -41,11 +183,38 @@ class Evaluator:
 
     def methods_eval(self, fn: ast.FunctionDef, args: list[Any]) -> Any:
         """The value a SpeculativeAlgorithm method returns for this algorithm (``self.is_x()`` decided)."""
-        inner = Evaluator(self.values)
+        inner = Evaluator(self.values, world=self.world, module=self.world.algo_module if self.world else "",
+                          depth=self.depth + 1)
         inner.methods, inner.algorithm = self.methods, self.algorithm
+        if self.algorithm:
+            inner.self_value = Algo(self.algorithm.upper())
         params = [a.arg for a in fn.args.args][1:]
         inner.local = dict(zip(params, args))
-        return inner.returns(fn.body)
+        got = inner.returns(fn.body)
+        return None if got is _FELL_THROUGH else got
+
+    def call(self, fn: ast.FunctionDef, module: str, args: list[Any], kwargs: dict[str, Any],
+             self_value: Any = None) -> Any:
+        """What a tree function returns for these arguments, followed a few calls deep."""
+        if self.depth >= MAX_CALL_DEPTH:
+            return UNKNOWN
+        inner = Evaluator(self.values, world=self.world, module=module, depth=self.depth + 1)
+        inner.methods, inner.algorithm, inner.self_value = self.methods, self.algorithm, self_value
+        a = fn.args
+        positional = [p.arg for p in [*a.posonlyargs, *a.args]]
+        if self_value is not None and positional:
+            positional = positional[1:]
+        defaults = dict(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+        defaults.update({k.arg: d for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+        bound = dict(zip(positional, args))
+        for name in [*positional, *(k.arg for k in a.kwonlyargs)]:
+            if name in kwargs:
+                bound[name] = kwargs[name]
+            elif name not in bound:
+                bound[name] = inner(defaults[name]) if name in defaults else UNKNOWN
+        inner.local = bound
+        got = inner.returns(fn.body)
+        return None if got is _FELL_THROUGH else got
 
     def returns(self, body: list[ast.stmt]) -> Any:
         for stmt in body:
@@ -60,15 +229,33 @@ class Evaluator:
                     return got
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
                 self.run([stmt], self.local)
-            elif not isinstance(stmt, (ast.Expr, ast.Pass)):
-                return UNKNOWN
+            elif isinstance(stmt, ast.ImportFrom):
+                self._import(stmt)
+            elif not isinstance(stmt, (ast.Expr, ast.Pass, ast.Assert, ast.Import)):
+                return UNKNOWN  # a raise, a loop, a with: no value we can vouch for
         return _FELL_THROUGH
+
+    def _import(self, stmt: ast.ImportFrom) -> None:
+        if stmt.module and stmt.module.startswith("sglang."):
+            for a in stmt.names:
+                self.imports[a.asname or a.name] = stmt.module
 
     def __call__(self, node: ast.expr) -> Any:
         try:
             return self._e(node)
+        except RecursionError:
+            return UNKNOWN
         except Exception:  # noqa: BLE001 - anything odd is simply unknown
             return UNKNOWN
+
+    def _attr(self, base: Any, attr: str) -> Any:
+        if base is SA:
+            return self.values.get(attr, UNKNOWN)
+        if isinstance(base, Obj):
+            return base.attrs.get(attr, UNKNOWN)
+        if isinstance(base, Algo) and attr == "name":
+            return base.name
+        return UNKNOWN
 
     def _e(self, n: ast.expr) -> Any:
         if isinstance(n, ast.Constant):
@@ -76,15 +263,22 @@ class Evaluator:
         if isinstance(n, ast.Name):
             if n.id in self.local:
                 return self.local[n.id]
+            if n.id in self.sa:
+                return SA
+            if n.id == "self" and self.self_value is not None:
+                return self.self_value
             return {"None": None, "True": True, "False": False}.get(n.id, UNKNOWN)
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and n.value.attr == "server_args":
-            return self.values.get(n.attr, UNKNOWN)  # model_runner.server_args.X
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
-            if n.value.id in self.sa:
-                return self.values.get(n.attr, UNKNOWN)
-            if n.value.id == "self":
-                return self.self_env.get(n.attr, UNKNOWN)
-            return UNKNOWN
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "SpeculativeAlgorithm" \
+                and n.value.id not in self.local:
+            return Algo(n.attr)
+        if isinstance(n, ast.Attribute) and n.attr == "server_args" and not (
+                isinstance(n.value, ast.Name) and n.value.id == "self" and "server_args" in self.self_env):
+            return SA  # model_runner.server_args
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" \
+                and self.self_value is None:
+            return self.self_env.get(n.attr, UNKNOWN)
+        if isinstance(n, ast.Attribute):
+            return self._attr(self._e(n.value), n.attr)
         if isinstance(n, ast.BinOp) and type(n.op) in _BIN:
             a, b = self._e(n.left), self._e(n.right)
             return UNKNOWN if UNKNOWN in (a, b) or None in (a, b) else _BIN[type(n.op)](a, b)
@@ -108,32 +302,120 @@ class Evaluator:
                 if v:
                     return v
             return vals[-1]
-        if isinstance(n, ast.Compare) and len(n.ops) == 1 and type(n.ops[0]) in _CMP:
-            a, b = self._e(n.left), self._e(n.comparators[0])
-            if UNKNOWN in (a, b):
-                return UNKNOWN
-            if None in (a, b) and type(n.ops[0]) not in (ast.Is, ast.IsNot, ast.Eq, ast.NotEq):
-                return UNKNOWN
-            return _CMP[type(n.ops[0])](a, b)
+        if isinstance(n, ast.Compare):
+            return self._compare(n)
         if isinstance(n, ast.IfExp):
             t = self._e(n.test)
             return UNKNOWN if t is UNKNOWN else self._e(n.body if t else n.orelse)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and self.methods is not None:
-            fn = self.methods.get(n.func.attr)
-            if fn is not None:
-                return self.methods_eval(fn, [self._e(a) for a in n.args])
-            if n.func.attr.startswith("is_") and not n.args and self.algorithm:
-                return n.func.attr == f"is_{self.algorithm.lower()}"
-            return UNKNOWN
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
-            args = [self._e(a) for a in n.args]
-            if n.func.id == "getattr" and len(n.args) in (2, 3) and isinstance(n.args[0], ast.Name) \
-                    and n.args[0].id in self.sa and isinstance(args[1], str):
-                return self.values.get(args[1], args[2] if len(args) == 3 else UNKNOWN)
-            if UNKNOWN in args or n.keywords:
+        if isinstance(n, (ast.List, ast.Tuple, ast.Set)):
+            items = [self._e(e) for e in n.elts]
+            if UNKNOWN in items:
                 return UNKNOWN
-            fn = {"int": int, "max": max, "min": min, "bool": bool, "abs": abs}.get(n.func.id)
-            return fn(*args) if fn and None not in args else UNKNOWN
+            return {ast.List: list, ast.Tuple: tuple, ast.Set: set}[type(n)](items)
+        if isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+            return self._comprehension(n)
+        if isinstance(n, ast.Subscript):
+            base, index = self._e(n.value), self._e(n.slice)
+            return UNKNOWN if UNKNOWN in (base, index) or isinstance(base, (_SA, Obj, Algo)) else base[index]
+        if isinstance(n, ast.Call):
+            return self._call(n)
+        return UNKNOWN
+
+    def _compare(self, n: ast.Compare) -> Any:
+        left = self._e(n.left)
+        for op, right_node in zip(n.ops, n.comparators):
+            right = self._e(right_node)
+            if UNKNOWN in (left, right):
+                return UNKNOWN
+            if isinstance(op, (ast.In, ast.NotIn)):
+                if not isinstance(right, (list, tuple, set, dict, str)):
+                    return UNKNOWN
+                ok = (left in right) == isinstance(op, ast.In)
+            elif type(op) in _CMP:
+                if None in (left, right) and type(op) not in (ast.Is, ast.IsNot, ast.Eq, ast.NotEq):
+                    return UNKNOWN
+                ok = _CMP[type(op)](left, right)
+            else:
+                return UNKNOWN
+            if not ok:
+                return False
+            left = right
+        return True
+
+    def _comprehension(self, n) -> Any:
+        if len(n.generators) != 1 or not isinstance(n.generators[0].target, ast.Name):
+            return UNKNOWN
+        gen = n.generators[0]
+        it = self._e(gen.iter)
+        if not isinstance(it, (list, tuple, set, range)):
+            return UNKNOWN
+        out, saved = [], self.local.get(gen.target.id, _FELL_THROUGH)
+        try:
+            for v in it:
+                self.local[gen.target.id] = v
+                tests = [self._e(t) for t in gen.ifs]
+                if UNKNOWN in tests:
+                    return UNKNOWN
+                if all(tests):
+                    item = self._e(n.elt)
+                    if item is UNKNOWN:
+                        return UNKNOWN
+                    out.append(item)
+        finally:
+            if saved is _FELL_THROUGH:
+                self.local.pop(gen.target.id, None)
+            else:
+                self.local[gen.target.id] = saved
+        return set(out) if isinstance(n, ast.SetComp) else out
+
+    def _call(self, n: ast.Call) -> Any:
+        f = n.func
+        if isinstance(f, ast.Name) and f.id in SERVER_ARGS_GETTERS and not n.args:
+            return SA
+        if isinstance(f, ast.Name) and f.id == "getattr" and len(n.args) in (2, 3):
+            base, name = self._e(n.args[0]), self._e(n.args[1])
+            if not isinstance(name, str) or base is UNKNOWN:
+                return UNKNOWN
+            got = self._attr(base, name)
+            if got is UNKNOWN and len(n.args) == 3 and (base is SA and name not in self.values):
+                return self._e(n.args[2])
+            return got
+        if isinstance(f, ast.Attribute):
+            base = self._e(f.value) if not (isinstance(f.value, ast.Name) and f.value.id == "self"
+                                            and self.self_value is None) else UNKNOWN
+            args = [self._e(a) for a in n.args]
+            kwargs = {k.arg: self._e(k.value) for k in n.keywords if k.arg}
+            if isinstance(base, Algo) or (base is UNKNOWN and self.methods is not None):
+                methods = self.methods if self.methods is not None else (self.world.algo_methods if self.world else {})
+                fn = methods.get(f.attr)
+                algo = base.name if isinstance(base, Algo) else self.algorithm
+                if fn is not None and algo:
+                    sub = Evaluator(self.values, world=self.world, depth=self.depth,
+                                    module=self.world.algo_module if self.world else "")
+                    sub.methods, sub.algorithm = methods, algo
+                    return sub.call(fn, sub.module, args, kwargs, self_value=Algo(algo.upper()))
+                if f.attr.startswith("is_") and not n.args and algo:
+                    return f.attr == f"is_{algo.lower()}"
+                return UNKNOWN
+            if isinstance(base, Obj) and self.world is not None:
+                hit = self.world.method(base, f.attr)
+                if hit is not None:
+                    return self.call(hit[0], hit[1], args, kwargs, self_value=base)
+            return UNKNOWN
+        if isinstance(f, ast.Name):
+            args = [self._e(a) for a in n.args]
+            kwargs = {k.arg: self._e(k.value) for k in n.keywords if k.arg}
+            builtin = _BUILTINS.get(f.id)
+            if builtin is not None and f.id not in self.local:
+                if UNKNOWN in args or n.keywords or any(a is None for a in args):
+                    return UNKNOWN
+                return builtin(*args)
+            if self.world is not None and any(k.arg is None for k in n.keywords) is False:
+                module = self.imports.get(f.id)
+                hit = (self.world.mods.find_function(f.id, module) if module
+                       else self.world.mods.find_function(f.id, self.module) if self.module else None)
+                if hit is not None:
+                    return self.call(hit[0], hit[1], args, kwargs)
         return UNKNOWN
 
     def run(self, body: list[ast.stmt], env: dict[str, Any]) -> None:
@@ -144,27 +426,45 @@ class Evaluator:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 value = self(stmt.value)
                 for t in targets:
-                    self._store(t, value, env)
+                    self._store(t, value, env, stmt.lineno)
+            elif isinstance(stmt, ast.ImportFrom):
+                self._import(stmt)
             elif isinstance(stmt, ast.If):
                 t = self(stmt.test)
                 if t is UNKNOWN:
-                    before = dict(env)
+                    before, before_self = dict(env), dict(self.self_env)
                     self.run(stmt.body, env)
-                    after_body = dict(env)
+                    after_body, after_self = dict(env), dict(self.self_env)
                     env.clear()
                     env.update(before)
+                    self.self_env.clear()
+                    self.self_env.update(before_self)
                     self.run(stmt.orelse, env)
                     for k in set(after_body) | set(env):
                         if after_body.get(k, UNKNOWN) != env.get(k, UNKNOWN):
                             env[k] = UNKNOWN
+                    for k in set(after_self) | set(self.self_env):
+                        if after_self.get(k, UNKNOWN) != self.self_env.get(k, UNKNOWN):
+                            self.self_env[k] = UNKNOWN
                 else:
                     self.run(stmt.body if t else stmt.orelse, env)
 
-    def _store(self, t: ast.expr, value: Any, env: dict[str, Any]) -> None:
+    def _store(self, t: ast.expr, value: Any, env: dict[str, Any], line: int = 0) -> None:
         if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
             self.self_env[t.attr] = value
+            self.self_lines[t.attr] = line
         elif isinstance(t, ast.Name):
             env[t.id] = value
+        elif isinstance(t, ast.Tuple) and isinstance(value, (tuple, list)) and len(value) == len(t.elts):
+            for sub, v in zip(t.elts, value):
+                self._store(sub, v, env, line)
+        elif isinstance(t, ast.Tuple):
+            for sub in t.elts:
+                self._store(sub, UNKNOWN, env, line)
+
+
+_BUILTINS = {"int": int, "max": max, "min": min, "bool": bool, "abs": abs, "len": len, "sorted": sorted,
+             "set": set, "list": list, "tuple": tuple, "any": any, "all": all}
 
 
 def _ends_flow(body: list[ast.stmt]) -> bool:

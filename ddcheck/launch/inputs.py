@@ -23,16 +23,52 @@ def _is_input(node: ast.expr) -> bool:
     return (dotted(node) or "").rsplit(".", 1)[-1] == "spec_info"
 
 
-def input_truth(test: ast.expr, cls: str, attrs: set[str]) -> bool | None:
-    """A test on the verify input, decided for an instance of ``cls`` carrying ``attrs``."""
+def _input_type_read(node: ast.expr) -> bool:
+    """``spec_info.spec_input_type`` or ``getattr(spec_info, "spec_input_type", ...)``."""
+    if isinstance(node, ast.Attribute) and node.attr == "spec_input_type" and _is_input(node.value):
+        return True
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+            and len(node.args) >= 2 and _is_input(node.args[0]) and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value == "spec_input_type")
+
+
+def input_truth(test: ast.expr, cls: str, attrs: set[str], input_type: str | None = None,
+                helpers: dict[str, ast.FunctionDef] | None = None, _depth: int = 0) -> bool | None:
+    """A test on the verify input, decided for an instance of ``cls`` carrying ``attrs`` whose
+    ``spec_input_type`` is ``SpecInputType.<input_type>``. ``helpers``: the backend class's methods, so
+    a test written as ``self._is_tree_spec(spec_info)`` is decided through its ``return``."""
+    def again(t: ast.expr) -> bool | None:
+        return input_truth(t, cls, attrs, input_type, helpers, _depth + 1)
+
+    if _depth > 6:
+        return None
     if isinstance(test, ast.BoolOp):
-        vals = [input_truth(v, cls, attrs) for v in test.values]
+        vals = [again(v) for v in test.values]
         if isinstance(test.op, ast.And):
             return False if False in vals else None if None in vals else True
         return True if True in vals else None if None in vals else False
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        v = input_truth(test.operand, cls, attrs)
+        v = again(test.operand)
         return None if v is None else not v
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _input_type_read(test.left) and input_type:
+        right = test.comparators[0]
+        names = right.elts if isinstance(right, (ast.Tuple, ast.List, ast.Set)) else [right]
+        members = [(dotted(n) or "").rsplit(".", 1)[-1] for n in names]
+        hit = input_type in members
+        op = test.ops[0]
+        if isinstance(op, (ast.Eq, ast.Is, ast.In)):
+            return hit
+        if isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)):
+            return not hit
+    if isinstance(test, ast.Call) and helpers and isinstance(test.func, ast.Attribute) \
+            and isinstance(test.func.value, ast.Name) and test.func.attr in helpers \
+            and len(test.args) == 1 and _is_input(test.args[0]):
+        fn = helpers[test.func.attr]
+        params = [a.arg for a in fn.args.args]
+        body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None \
+                and params and params[-1] == "spec_info":  # one parameter, the input, named as at the call
+            return again(body[0].value)
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.args and _is_input(test.args[0]):
         if test.func.id == "hasattr" and len(test.args) == 2 and isinstance(test.args[1], ast.Constant):
             return test.args[1].value in attrs
@@ -61,17 +97,29 @@ def _function(tree: SourceTree, relpath: str, qualname: str) -> ast.FunctionDef 
     return node if isinstance(node, ast.FunctionDef) else None
 
 
-def resolver_gives_w(tree: SourceTree, finding: Finding, cls: str, attrs: set[str]) -> tuple[bool | None, str]:
+def class_methods(tree: SourceTree, relpath: str, qualname: str) -> dict[str, ast.FunctionDef]:
+    """The methods of the class a function (``Class.method``) belongs to."""
+    f = tree.find(relpath)
+    if f is None or "." not in qualname:
+        return {}
+    cls = next((n for n in ast.parse(f.read_bytes()).body if isinstance(n, ast.ClassDef)
+                and n.name == qualname.split(".")[0]), None)
+    return {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)} if cls else {}
+
+
+def resolver_gives_w(tree: SourceTree, finding: Finding, cls: str, attrs: set[str],
+                     input_type: str | None = None) -> tuple[bool | None, str]:
     """(does the resolver return W for this input, the test that decides it)."""
     fn = _function(tree, finding.relpath, finding.function or "")
     if fn is None:
         return None, ""
+    helpers = class_methods(tree, finding.relpath, finding.function or "")
     returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None
                and mentions_per_step(n.value, DEFAULT_VOCABULARY)]
     verdicts = []
     for ret in returns:
         conds = guards_to(fn.body, ret, [])
-        vals = [(input_truth(t, cls, attrs), pol, t) for t, pol in conds]
+        vals = [(input_truth(t, cls, attrs, input_type, helpers), pol, t) for t, pol in conds]
         vals = [(None if v is None else v == pol, t) for v, pol, t in vals]
         if any(v is False for v, _ in vals):
             verdicts.append((False, next(ast.unparse(t) for v, t in vals if v is False)))

@@ -47,6 +47,9 @@ def render_text(report: Report, console=None) -> None:
                       + f" cuda-graph={'on' if s.cuda_graph else 'off'}")
         if s.verify_input:
             console.print(f"  verify input: {s.verify_input} (built at {s.verify_input_at})", highlight=False)
+        if s.verify_width_per_step:
+            console.print(f"  W is computed each step (draft_token_num={s.verify_width_per_step}); "
+                          f"W={s.verify_width} is its bound", highlight=False, markup=False)
         how = (f"resolved by the tree's own start-up code ({report.handler})" if s.resolved_by == "tree" else
                "resolved with ddcheck's tables" + (f" (the tree's code could not run: {report.tree_note})"
                                                    if report.tree_note else ""))

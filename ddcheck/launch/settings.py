@@ -31,7 +31,11 @@ class SpecSettings(BaseModel):
     verify_width: int | None = None  # W
     verify_input: str | None = None  # the verify-input class the tree's worker builds (when known)
     verify_input_fields: list[str] = Field(default_factory=list)
+    verify_input_type: str | None = None  # the SpecInputType member it sets (DDTREE_VERIFY)
     verify_input_at: str | None = None  # where the tree's worker builds it
+    # The worker computes W each step (``draft_token_num=verify_token_num``): the expression. W above is
+    # then its bound (budget + 1), and any step may verify fewer tokens than C even when W == C.
+    verify_width_per_step: str | None = None
     capture_width: int | None = None  # tokens per request of the target-verify CUDA graphs (when evaluated)
     verify_input_sets: list[str] = Field(default_factory=list)  # fields the worker sets on it
     values: dict = Field(default_factory=dict, exclude=True)  # server_args after the tree's start-up code

@@ -48,6 +48,10 @@ PLATFORM_PROBES = {"is_cuda": "nvidia", "is_cuda_alike": "nvidia", "is_hip": "am
                    "is_cpu": "cpu", "is_xpu": "xpu", "is_musa": "musa", "is_mps": "mps",
                    "cpu_has_amx_support": "cpu-amx"}
 GPUS = ("nvidia", "amd", "npu", "xpu", "musa", "cpu")
+# ServerArgs.__post_init__ fills these before the speculative handler runs (``_handle_missing_default_values``:
+# device = get_device(); ``_handle_page_size``: 1 unless the backend asks for more); the handler reads them.
+DEVICE_OF = {"nvidia": "cuda", "amd": "cuda", "npu": "npu", "xpu": "xpu", "musa": "musa", "cpu": "cpu"}
+FILLED_BEFORE = {"page_size": 1}
 
 
 class NeedsInput(AttributeError):
@@ -111,6 +115,14 @@ class TreeRun:
 # --------------------------------------------------------------------------- stand-ins
 
 
+class _StandInBase:
+    """What a tree class deriving from a stand-in (``class L(msgspec.Struct, frozen=True)``) derives
+    from instead: class keywords accepted, so the rest of the module still loads."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__()
+
+
 class _StandIn:
     """Anything reached through a stand-in module: attribute access gives more stand-ins, use in
     annotations/isinstance/subclassing works, calling it raises :class:`StandInUsed`."""
@@ -137,7 +149,7 @@ class _StandIn:
     __ror__ = __or__
 
     def __mro_entries__(self, bases):
-        return (object,)
+        return (_StandInBase,)
 
     def __repr__(self) -> str:
         return f"<ddcheck stand-in {self._name}>"
@@ -410,6 +422,12 @@ def run_handler(tree: SourceTree, values: dict[str, Any], draft_config: dict | N
         runner.result.failed = "no speculative handler (handle_speculative_decoding) in this tree"
         return runner.result
     relpath, kind, name = found
+    values = dict(values)
+    if "device" in values and values["device"] is None and gpu in DEVICE_OF:
+        values["device"] = DEVICE_OF[gpu]
+    for key, default in FILLED_BEFORE.items():
+        if key in values and values[key] is None:
+            values[key] = default
     sa = runner.server_args = _ServerArgs(runner, values, server_args_methods(tree))
     handler_lock = logging.getLogger()
     capture = _Capture(runner)

@@ -16,7 +16,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddcheck.launch.evaluate import UNKNOWN, Evaluator, guards_to, statements_before
+from ddcheck.launch.evaluate import UNKNOWN, Evaluator, Obj, TreeModules, World, guards_to, statements_before
 from ddcheck.sources import SourceTree
 
 SPEC_INFO = "sglang/srt/speculative/spec_info.py"
@@ -36,6 +36,7 @@ class VerifyChoice:
     cls_path: str = ""
     cls_line: int = 0
     kwargs: list[str] = field(default_factory=list)  # the fields the worker sets when it builds it
+    input_type: str | None = None  # the SpecInputType member the class sets (``spec_input_type=``)
 
 
 @dataclass
@@ -54,52 +55,7 @@ class WorkerFacts:
 # --------------------------------------------------------------------------- the tree's modules
 
 
-class _Modules:
-    def __init__(self, tree: SourceTree):
-        self.tree = tree
-        root = tree.package_root("sglang")
-        self.prefix = f"{root}/" if root else ""
-        self.cache: dict[str, tuple[str, ast.Module] | None] = {}
-
-    def module(self, dotted: str) -> tuple[str, ast.Module] | None:
-        if dotted not in self.cache:
-            rel = self.prefix + dotted.replace(".", "/") + ".py"
-            f = self.tree.find(rel) if rel else None
-            try:
-                self.cache[dotted] = (f.relpath, ast.parse(f.read_bytes())) if f is not None else None
-            except (SyntaxError, ValueError, OSError):
-                self.cache[dotted] = None
-        return self.cache[dotted]
-
-    def find_class(self, name: str, module: str) -> tuple[str, ast.ClassDef, str] | None:
-        """(relpath, ClassDef, module) for ``name`` defined in, or imported into, ``module``."""
-        hit = self.module(module)
-        if hit is None:
-            return None
-        rel, mod = hit
-        for node in mod.body:
-            if isinstance(node, ast.ClassDef) and node.name == name:
-                return rel, node, module
-        for node in ast.walk(mod):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sglang."):
-                for a in node.names:
-                    if (a.asname or a.name) == name:
-                        return self.find_class(a.name, node.module)
-        return None
-
-    def imports_of(self, module: str) -> dict[str, str]:
-        hit = self.module(module)
-        out: dict[str, str] = {}
-        if hit is None:
-            return out
-        for node in ast.walk(hit[1]):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sglang."):
-                for a in node.names:
-                    out[a.asname or a.name] = node.module
-        return out
-
-
-def worker_class(mods: _Modules, algorithm: str) -> tuple[str, str] | None:
+def worker_class(mods: TreeModules, algorithm: str) -> tuple[str, str] | None:
     """(class name, module) the tree's SpeculativeAlgorithm gives for ``algorithm``."""
     hit = mods.module("sglang.srt.speculative.spec_info")
     if hit is None:
@@ -121,7 +77,7 @@ def worker_class(mods: _Modules, algorithm: str) -> tuple[str, str] | None:
 
 # --------------------------------------------------------------------------- evaluation
 
-def _class_chain(mods: _Modules, name: str, module: str) -> list[tuple[str, ast.ClassDef, str]]:
+def _class_chain(mods: TreeModules, name: str, module: str) -> list[tuple[str, ast.ClassDef, str]]:
     """The class and its bases defined in the tree, base first."""
     out: list[tuple[str, ast.ClassDef, str]] = []
     seen = set()
@@ -135,7 +91,7 @@ def _class_chain(mods: _Modules, name: str, module: str) -> list[tuple[str, ast.
     return out
 
 
-def class_fields(mods: _Modules, name: str, module: str) -> tuple[list[str], str, int]:
+def class_fields(mods: TreeModules, name: str, module: str) -> tuple[list[str], str, int]:
     """The annotated fields of a verify-input class and its bases (dataclass fields), and where it is."""
     chain = _class_chain(mods, name, module)
     fields: list[str] = []
@@ -147,8 +103,26 @@ def class_fields(mods: _Modules, name: str, module: str) -> tuple[list[str], str
     return sorted(set(fields)), where[0], where[1]
 
 
+def class_input_type(mods: TreeModules, name: str, module: str) -> str | None:
+    """The ``SpecInputType`` member a verify-input class gives itself: ``spec_input_type=SpecInputType.X``
+    passed up from its own ``__init__``/``__post_init__``, or a field default (the subclass's wins)."""
+    for _, node, _ in reversed(_class_chain(mods, name, module)):
+        for item in ast.walk(node):
+            value = None
+            if isinstance(item, ast.keyword) and item.arg == "spec_input_type":
+                value = item.value
+            elif isinstance(item, (ast.AnnAssign, ast.Assign)) and item.value is not None and any(
+                    isinstance(t, ast.Name) and t.id == "spec_input_type"
+                    for t in (item.targets if isinstance(item, ast.Assign) else [item.target])):
+                value = item.value
+            if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) \
+                    and value.value.id == "SpecInputType":
+                return value.attr
+    return None
+
+
 def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> WorkerFacts:
-    mods = _Modules(tree)
+    mods = TreeModules(tree)
     facts = WorkerFacts()
     found = worker_class(mods, algorithm)
     if found is None:
@@ -192,6 +166,7 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> W
                 width = local_ev(kw.value)
                 cls_module = _import_module_for(fn, call.func.id) or imports.get(call.func.id, mod)
                 attrs, cls_rel, cls_line = class_fields(mods, call.func.id, cls_module)
+                input_type = class_input_type(mods, call.func.id, cls_module)
                 key = (call.func.id, width if width is not UNKNOWN else None)
                 if key in seen:
                     continue
@@ -201,7 +176,7 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> W
                     width_expr=ast.unparse(kw.value), path=rel, line=call.lineno,
                     when=[("" if pol else "not ") + f"({ast.unparse(c)})" for c, pol, v in results if v is not UNKNOWN],
                     attrs=attrs, cls_path=cls_rel, cls_line=cls_line,
-                    kwargs=[k.arg for k in call.keywords if k.arg]))
+                    kwargs=[k.arg for k in call.keywords if k.arg], input_type=input_type))
     if not facts.choices:
         facts.note = f"{name} builds no verify input with draft_token_num= that these settings reach"
     return facts
@@ -220,35 +195,57 @@ def _import_module_for(fn: ast.FunctionDef, name: str) -> str | None:
     return None
 
 
+# Names that mark the capture width in a graph runner's ``__init__``: upstream's
+# ``get_num_tokens_per_bs_for_target_verify``, newer ``decode_num_tokens_per_req``/``num_tokens_per_req``.
+CAPTURE_MARKS = ("target_verify", "num_tokens_per_req", "num_tokens_per_bs")
+RUNNER_DIR = "sglang/srt/model_executor/"
+
+
 def capture_width(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> tuple[int | None, str]:
-    """Tokens per request the tree's CUDA-graph runner captures target-verify graphs with
-    (``self.num_tokens_per_bs = spec_algorithm.get_num_tokens_per_bs_for_target_verify(...)``),
-    evaluated for this algorithm and these settings; (None, "") when it cannot be told."""
-    mods = _Modules(tree)
-    spec = mods.module("sglang.srt.speculative.spec_info")
-    methods: dict[str, ast.FunctionDef] = {}
-    if spec is not None:
-        for node in ast.walk(spec[1]):
-            if isinstance(node, ast.ClassDef):
-                methods.update({f.name: f for f in node.body if isinstance(f, ast.FunctionDef)})
-    f = tree.find("sglang/srt/model_executor/cuda_graph_runner.py")
-    if f is not None:
-        rel = f.relpath
-        mod = ast.parse(f.read_bytes())
-        for cls in (n for n in mod.body if isinstance(n, ast.ClassDef)):
+    """Tokens per request the tree's CUDA-graph runner captures target-verify graphs with, and where.
+
+    The runner is a ``*CudaGraphRunner`` class under ``model_executor/`` (not a draft or prefill one)
+    whose ``__init__`` sets an attribute from an expression naming the verify width. Its whole
+    ``__init__`` is evaluated for this launch as a *target* runner, following the calls it makes
+    into the tree (the algorithm's methods, ``ModelRunner`` methods, helper functions), so a fork
+    that captures at ``budget + 1`` in a branch of its own is read as such. (None, "") when it
+    cannot be told."""
+    mods = TreeModules(tree)
+    world = World(mods, algorithm)
+    for rel, module, cls, init, attrs in _graph_runners(mods):
+        ev = Evaluator(values, world=world, module=module)
+        ev.algorithm = algorithm
+        params = [a.arg for a in [*init.args.args[1:], *init.args.kwonlyargs]]
+        ev.local = {p: None for p in params}  # overrides unset: the runner falls back to server_args
+        ev.local[params[0] if params else "model_runner"] = world.model_runner()
+        ev.run(init.body, ev.local)
+        for attr in attrs:
+            w = ev.self_env.get(attr, UNKNOWN)
+            if isinstance(w, int) and not isinstance(w, bool):
+                return w, f"{rel}:{ev.self_lines.get(attr, init.lineno)}"
+    return None, ""
+
+
+def _graph_runners(mods: TreeModules):
+    """(relpath, module, class, __init__, capture attributes) of the target graph runners in the tree."""
+    skip = ("draft", "prefill", "piecewise", "eagle", "mtp")
+    for f in mods.tree.files:
+        if not (f.relpath.startswith(mods.prefix + RUNNER_DIR) and f.relpath.endswith(".py")):
+            continue
+        module = mods.dotted(f.relpath)
+        hit = mods.module(module)
+        if hit is None:
+            continue
+        for cls in (n for n in hit[1].body if isinstance(n, ast.ClassDef)):
+            name = cls.name.lower()
+            if "cudagraphrunner" not in name or any(k in name for k in skip):
+                continue
             init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
             if init is None:
                 continue
-            for stmt in ast.walk(init):
-                if isinstance(stmt, ast.Assign) and any(
-                        isinstance(t, ast.Attribute) and t.attr == "num_tokens_per_bs" for t in stmt.targets) \
-                        and "target_verify" in ast.unparse(stmt.value):
-                    ev = Evaluator(values)
-                    ev.methods, ev.algorithm = methods, algorithm
-                    ev.sa = {"server_args"}
-                    ev.local = {a.arg: None for a in [*init.args.args[1:], *init.args.kwonlyargs]}  # overrides unset
-                    ev.run(statements_before(init.body, stmt), ev.local)
-                    w = ev(stmt.value)
-                    if isinstance(w, int):
-                        return w, f"{rel}:{stmt.lineno}"
-    return None, ""
+            attrs = [t.attr for stmt in ast.walk(init) if isinstance(stmt, ast.Assign)
+                     for t in stmt.targets
+                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+                     and any(m in ast.unparse(stmt.value) for m in CAPTURE_MARKS)]
+            if attrs:
+                yield f.relpath, module, cls.name, init, list(dict.fromkeys(attrs))

@@ -221,7 +221,9 @@ def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None):
             if algorithm == "DDTREE":
                 values["speculative_ddtree_budget"] = width - 1
             facts = verify_inputs(tree, algorithm, values)
-            hit = next((ch for ch in facts.choices if ch.width == width), None) if facts.worker else None
+            # the input built at this width; else one whose width the worker computes each step
+            hit = (next((ch for ch in facts.choices if ch.width == width), None)
+                   or next((ch for ch in facts.choices if ch.width is None), None)) if facts.worker else None
             memo[(width, c)] = (hit.cls, hit.attrs) if hit else None
             if hit is not None:
                 report.verify_inputs[f"W={width} C={c}"] = f"{hit.cls} ({hit.path}:{hit.line})"
