@@ -162,7 +162,12 @@ def launch_smoke(s: SpecSettings, tree: SourceTree, device: str) -> ConfigFindin
     values = {k: v for k, v in s.values.items() if _jsonable(v)} if s.values else None
     r = run_smoke(tree.label, budget=W - 1, num_draft_tokens=C, device=device, allow_out_of_bounds=True,
                   graph_capture_width="W" if s.cuda_graph and s.capture_width == W else "C", launch=values)
-    inputs = r.verify_inputs.get(f"W={W} C={C}", "ddcheck's stand-in verify input")
+    inputs = r.verify_inputs.get(f"W={W} C={C}")
+    if inputs is None:
+        inputs = "ddcheck's stand-in verify input"
+    else:
+        inputs = ("an instance of " if inputs.split()[0] in r.verify_input_instances
+                  else "a stand-in with the fields of ") + inputs
     if r.exit_code == 1:
         return _f("launch-smoke", Consequence.CORRUPT, f"the tree's triton verify path at C={C}, W={W} ({inputs}) "
                   f"gives wrong attention: {r.verdict}", "see verify-width; `ddcheck fix` the tree, or make W == C")

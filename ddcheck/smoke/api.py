@@ -10,6 +10,8 @@ from typing import Literal
 from ddcheck.smoke.loader import BACKEND_RELPATH, HarnessError, LoadContext, SglangImporter
 from ddcheck.smoke.report import HarnessTrace, SmokeReport, render_text
 
+SPEC_INFO_MODULE = "sglang.srt.speculative.spec_info"
+SPEC_REGISTRY_MODULE = "sglang.srt.speculative.spec_registry"
 SEED_BUDGET, SEED_C = 7, 8  # the DDTree seed configuration: budget 7 verifies 8 = C tokens
 PATHS = ("eager", "graph")
 
@@ -184,10 +186,13 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
 
     trace = HarnessTrace()
     inputs = _tree_inputs(tree, report, launch)
+    # The tree's own verify-input classes are run from the tree, with the SpecInput base they need.
+    modules = {found[2] for _, w_, c_ in cases if (found := inputs(w_, c_)) is not None and found[2]}
+    extra = modules | {SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE} if modules else set()
     with triton_interpreter(device == "cpu"):
         for cfg_c in dict.fromkeys(cc for _, _, cc in cases):
             ctx = LoadContext(device=device, num_draft_tokens=cfg_c, num_steps=max(1, cfg_c - 1))
-            with SglangImporter(tree, ctx, backend_source) as importer:
+            with SglangImporter(tree, ctx, backend_source, extra_real=extra) as importer:
                 session = Session(importer, shape, cfg_c, device, lambda width, c=cfg_c: inputs(width, c))
                 report.block_m = report.block_m or session.block_m()
                 for case, cw_, _ in [x for x in cases if x[2] == cfg_c]:
@@ -201,11 +206,17 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                         diag = session.run("ddtree-capture-at-W", "graph", batch, tol, cw_, pad)
                         report.paths.append(diag)
                 _merge(trace, importer.trace)
+                for what, why in session.input_failures.items():
+                    note = f"the tree's verify input ({what}) does not run here ({why}): a stand-in " \
+                           f"carrying its class's fields was used"
+                    if note not in report.limitations:
+                        report.limitations.append(note)
+                report.verify_input_instances = sorted(set(report.verify_input_instances) | session.instances)
     report.harness = trace
 
 
 def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None):
-    """``(width, C) -> (class, fields)`` of the verify input the tree's own worker builds at that C
+    """``(width, C) -> (class, fields, module)`` of the verify input the tree's own worker builds at that C
     (for DDTREE, budget = width - 1) (``ddcheck.launch.worker``), or None when the tree has no such
     worker; the classes used are recorded in the report. The worker is the launch's algorithm's
     (``launch``: resolved server_args values), else the tree's DDTREE worker."""
@@ -224,12 +235,20 @@ def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None):
             # the input built at this width; else one whose width the worker computes each step
             hit = (next((ch for ch in facts.choices if ch.width == width), None)
                    or next((ch for ch in facts.choices if ch.width is None), None)) if facts.worker else None
-            memo[(width, c)] = (hit.cls, hit.attrs) if hit else None
+            module = _module_of(tree, hit.cls_path) if hit else ""
+            memo[(width, c)] = (hit.cls, hit.attrs, module) if hit else None
             if hit is not None:
                 report.verify_inputs[f"W={width} C={c}"] = f"{hit.cls} ({hit.path}:{hit.line})"
         return memo[(width, c)]
 
     return get
+
+
+def _module_of(tree, relpath: str) -> str:
+    root = tree.package_root("sglang")
+    prefix = f"{root}/" if root else ""
+    rel = relpath[len(prefix):] if relpath.startswith(prefix) else relpath
+    return rel[:-3].replace("/", ".") if rel.endswith(".py") else ""
 
 
 def _interpreted() -> bool:

@@ -127,6 +127,43 @@ def verify_input(width: int, custom_mask: torch.Tensor | None, trace: Trace, lab
     return Recording(label, trace, **known)
 
 
+def tree_verify_input(cls: type, width: int, custom_mask: torch.Tensor | None, trace: Trace, label: str) -> Any:
+    """An instance of the tree's own verify-input class (its ``__init__``/``__post_init__`` run, so
+    ``spec_input_type`` and its methods are the tree's), holding this batch's width and mask; fields
+    the harness has no value for are None. Attribute reads after construction are recorded."""
+    import dataclasses
+    import inspect
+
+    known = dict(draft_token_num=width, num_tokens_per_req=width, custom_mask=custom_mask, topk=1,
+                 spec_steps=max(1, width - 1), tree_budget=width - 1, budget=width - 1)
+    if dataclasses.is_dataclass(cls):
+        names = [f.name for f in dataclasses.fields(cls) if f.init]
+        required = {f.name for f in dataclasses.fields(cls) if f.init and f.default is dataclasses.MISSING
+                    and f.default_factory is dataclasses.MISSING}
+    else:
+        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        names = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        required = {p.name for p in params if p.default is inspect.Parameter.empty and p.name in names}
+    kwargs = {n: known[n] for n in names if n in known}
+    kwargs.update({n: None for n in required if n not in kwargs})
+
+    class Recorded(cls):  # noqa: D401 - the tree's class, reads recorded once built
+        def __getattribute__(self, name: str):
+            if not name.startswith("__") and object.__getattribute__(self, "__dict__").get("_ddcheck_armed"):
+                trace.reads.setdefault(label, set()).add(name)
+            return super().__getattribute__(name)
+
+        def __getattr__(self, name: str):
+            if not name.startswith("__"):
+                trace.missing.setdefault(label, set()).add(name)
+            raise AttributeError(f"{label} has no attribute {name!r}")
+
+    Recorded.__name__ = Recorded.__qualname__ = cls.__name__
+    obj = Recorded(**kwargs)
+    obj.__dict__["_ddcheck_armed"] = True
+    return obj
+
+
 def forward_batch(batch: VerifyBatch, mode: Any, spec_info: Recording, pool: Recording, trace: Trace,
                   label: str = "forward_batch") -> Recording:
     """A TARGET_VERIFY ForwardBatch: seq_lens are the prefix lengths, extend_* are unset."""

@@ -114,8 +114,10 @@ class Session:
     def __init__(self, importer: SglangImporter, shape: Shape, num_draft_tokens: int, device: str,
                  input_fields=None):
         self.importer, self.shape, self.c, self.device = importer, shape, num_draft_tokens, device
-        # width -> (class name, fields) of the tree's own verify input at that width, when it has one
+        # width -> (class name, fields, module) of the tree's own verify input at that width, when it has one
         self.input_fields = input_fields or (lambda width: None)
+        self.input_failures = importer.preload()  # before the backend binds SpecInputType
+        self.instances: set[str] = set()  # tree verify-input classes built as real instances
         self.module = importer.load_backend()
         self.backend_cls = getattr(self.module, "TritonAttnBackend", None)
         if self.backend_cls is None:
@@ -179,7 +181,19 @@ class Session:
         found = self.input_fields(width)
         if found is None:
             return fakes.verify_input(width, mask, self.trace, label)
-        cls, fields = found
+        cls, fields, module = found
+        if module in self.importer.extra_real:
+            import importlib
+
+            real = getattr(importlib.import_module(module), cls, None)
+            if isinstance(real, type):
+                try:
+                    obj = fakes.tree_verify_input(real, width, mask, self.trace, f"{label} ({cls})")
+                except Exception as exc:  # its constructor needs what the harness lacks: say so, carry on
+                    self.input_failures[f"{module}.{cls}()"] = f"{type(exc).__name__}: {exc}"
+                else:
+                    self.instances.add(cls)
+                    return obj
         return fakes.verify_input(width, mask, self.trace, f"{label} ({cls})", fields)
 
     def _capture_replay(self, backend, batch: VerifyBatch, fb, pool, cw: int):

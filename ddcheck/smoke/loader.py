@@ -334,8 +334,12 @@ class SglangImporter(SwappedImports, importlib.abc.MetaPathFinder, importlib.abc
 
     namespaces = NAMESPACES
 
-    def __init__(self, tree: SourceTree, context: LoadContext, backend_source: str | None = None):
+    def __init__(self, tree: SourceTree, context: LoadContext, backend_source: str | None = None,
+                 extra_real: set[str] | None = None):
         self.tree, self.context, self.trace = tree, context, Trace()
+        # Modules run from the tree for this session only: a tree's own verify-input class and the
+        # SpecInput/SpecInputType it derives from (``spec_info``), so the backend meets a real instance.
+        self.extra_real: set[str] = set(extra_real or ())
         root = tree.package_root("sglang")
         if root is None:
             raise HarnessError(f"{tree.label}: no sglang package in this target")
@@ -355,7 +359,25 @@ class SglangImporter(SwappedImports, importlib.abc.MetaPathFinder, importlib.abc
 
     def is_real(self, fullname: str) -> bool:
         hit = self._relpath(fullname)
-        return hit is not None and not hit[1] and _is_real_name(fullname)
+        return hit is not None and not hit[1] and (_is_real_name(fullname) or fullname in self.extra_real)
+
+    def preload(self) -> dict[str, str]:
+        """Import the session's extra real modules now (inside ``with self:``, before the backend, so
+        the backend binds the same ``SpecInputType``). One that fails to run here is dropped back to a
+        stand-in; returns {module: why} for those."""
+        import sys
+
+        failed: dict[str, str] = {}
+        for name in sorted(self.extra_real, key=lambda n: n.count(".")):
+            if name in sys.modules:
+                continue
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # noqa: BLE001 - the caller falls back to a stand-in input
+                failed[name] = f"{type(exc).__name__}: {exc}"
+                self.extra_real.discard(name)
+                sys.modules.pop(name, None)
+        return failed
 
     # -- finder protocol
     def find_spec(self, fullname, path=None, target=None):

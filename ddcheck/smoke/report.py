@@ -64,6 +64,8 @@ class SmokeReport(BaseModel):
     config_facts: dict[str, Any] = Field(default_factory=dict)  # for `ddcheck config`
     # "W=17 C=8" -> the tree's own verify-input class used for that case, where the tree has one
     verify_inputs: dict[str, str] = Field(default_factory=dict)
+    # of those, the classes the backend met as real instances (built by the tree's own class code)
+    verify_input_instances: list[str] = Field(default_factory=list)
     harness: HarnessTrace = Field(default_factory=HarnessTrace)
     seconds: float = 0.0
 
@@ -97,8 +99,9 @@ def render_text(report: SmokeReport, console=None) -> None:
             console.print(f"[magenta]{p.case}/{p.path}[/]: {p.error}")
     for case, cls in report.verify_inputs.items():
         reads = sorted({a for label, attrs in report.harness.reads.items() if cls.split()[0] in label for a in attrs})
-        console.print(f"verify input {case}: the tree's own {cls}; the backend read {', '.join(reads) or 'nothing'}",
-                      highlight=False)
+        how = "an instance of" if cls.split()[0] in report.verify_input_instances else "a stand-in with the fields of"
+        console.print(f"verify input {case}: {how} the tree's own {cls}; the backend read "
+                      f"{', '.join(reads) or 'nothing'}", highlight=False)
     for note in report.limitations:
         console.print(f"[yellow]limitation[/]: {note}")
     colour = {0: "green", 1: "red"}.get(report.exit_code, "magenta")
