@@ -221,6 +221,8 @@ def test_smoke_uses_the_forks_own_ddtree_verify_input(fork_dir):
     assert r.verify_inputs["W=17 C=8"].startswith("DDTreeVerifyInput (sglang/srt/speculative/ddtree_worker.py:205)")
     reads = set().union(*(set(v) for k, v in r.harness.reads.items() if "DDTreeVerifyInput" in k))
     assert "tree_budget" in reads  # the fork's resolver dispatches on it (triton_backend.py:362)
+    # a real instance: the fork's own dataclass (ddtree_info.py:16) with its __post_init__ run
+    assert "DDTreeVerifyInput" in r.verify_input_instances and not r.limitations[1:]
     assert r.exit_code == 0, r.verdict  # agrees with `ddcheck config`: width per step for this input
 
 
@@ -262,6 +264,7 @@ def test_config_smoke_runs_the_launch_at_its_c_and_w(fork):
     good = check_launch(DBG_DDTREE, tree=fork("dbg"), smoke=True)
     g = next(f for f in good.findings if f.id == "launch-smoke")
     assert g.level == "info" and "DFlashVerifyInput (sglang/srt/speculative/dflash_worker.py:999)" in g.message
+    assert "an instance of DFlashVerifyInput" in g.message  # dflash_info.py run from the fork
     other = check_launch(ddtree(16, "fa3", False), tree=fork("hz"), smoke=True)
     assert "triton backend only" in next(f for f in other.findings if f.id == "launch-smoke").message
 

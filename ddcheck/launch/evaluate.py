@@ -227,11 +227,11 @@ class Evaluator:
                 got = self.returns(stmt.body if t else stmt.orelse)
                 if got is not _FELL_THROUGH:
                     return got
-            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr)):
                 self.run([stmt], self.local)
             elif isinstance(stmt, ast.ImportFrom):
                 self._import(stmt)
-            elif not isinstance(stmt, (ast.Expr, ast.Pass, ast.Assert, ast.Import)):
+            elif not isinstance(stmt, (ast.Pass, ast.Assert, ast.Import)):
                 return UNKNOWN  # a raise, a loop, a with: no value we can vouch for
         return _FELL_THROUGH
 
@@ -429,6 +429,16 @@ class Evaluator:
                     self._store(t, value, env, stmt.lineno)
             elif isinstance(stmt, ast.ImportFrom):
                 self._import(stmt)
+            elif isinstance(stmt, ast.AugAssign):
+                t = stmt.target
+                old = env.get(t.id, UNKNOWN) if isinstance(t, ast.Name) else self.self_env.get(t.attr, UNKNOWN) \
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" \
+                    else UNKNOWN
+                new = self(ast.BinOp(left=ast.Constant(old), op=stmt.op, right=stmt.value)) \
+                    if old is not UNKNOWN and type(stmt.op) in _BIN else UNKNOWN
+                self._store(stmt.target, new, env, stmt.lineno)
+            elif isinstance(stmt, ast.Expr):
+                self._mutation(stmt.value, env)
             elif isinstance(stmt, ast.If):
                 t = self(stmt.test)
                 if t is UNKNOWN:
@@ -448,6 +458,45 @@ class Evaluator:
                             self.self_env[k] = UNKNOWN
                 else:
                     self.run(stmt.body if t else stmt.orelse, env)
+            elif not isinstance(stmt, (ast.Pass, ast.Assert, ast.Import, ast.Return, ast.Raise)):
+                self._forget(stmt, env)  # a loop, with, try...: what it binds is not known after it
+
+    _MUTATORS = {"append", "extend", "add", "update", "insert", "remove", "discard", "pop", "clear", "sort",
+                 "reverse", "setdefault", "__setitem__"}
+
+    def _mutation(self, call: ast.expr, env: dict[str, Any]) -> None:
+        """``x.append(v)`` on a known local list/set is applied; any other call on a local that may
+        change it leaves it unknown (a skipped mutation would be a wrong value, not a missing one)."""
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+            return
+        owner = call.func.value
+        if isinstance(owner, ast.Name) and owner.id in env:
+            target = env[owner.id]
+            args = [self(a) for a in call.args]
+            if isinstance(target, (list, set)) and call.func.attr in ("append", "add", "extend", "update") \
+                    and len(args) == 1 and UNKNOWN not in args and not call.keywords:
+                copy_ = type(target)(target)
+                getattr(copy_, call.func.attr)(args[0])
+                env[owner.id] = copy_
+            elif call.func.attr in self._MUTATORS:
+                env[owner.id] = UNKNOWN
+        elif isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name) and owner.value.id == "self" \
+                and call.func.attr in self._MUTATORS:
+            self.self_env[owner.attr] = UNKNOWN
+
+    def _forget(self, stmt: ast.stmt, env: dict[str, Any]) -> None:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                env[n.id] = UNKNOWN
+            elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name) \
+                    and n.value.id == "self":
+                self.self_env[n.attr] = UNKNOWN
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in self._MUTATORS:
+                owner = n.func.value  # inside a loop a mutation may run any number of times
+                if isinstance(owner, ast.Name):
+                    env[owner.id] = UNKNOWN
+                elif isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name) and owner.value.id == "self":
+                    self.self_env[owner.attr] = UNKNOWN
 
     def _store(self, t: ast.expr, value: Any, env: dict[str, Any], line: int = 0) -> None:
         if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
@@ -461,6 +510,11 @@ class Evaluator:
         elif isinstance(t, ast.Tuple):
             for sub in t.elts:
                 self._store(sub, UNKNOWN, env, line)
+        elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in env:
+            env[t.value.id] = UNKNOWN  # x[i] = v changes x
+        elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute) \
+                and isinstance(t.value.value, ast.Name) and t.value.value.id == "self":
+            self.self_env[t.value.attr] = UNKNOWN
 
 
 _BUILTINS = {"int": int, "max": max, "min": min, "bool": bool, "abs": abs, "len": len, "sorted": sorted,

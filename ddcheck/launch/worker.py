@@ -133,7 +133,7 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> W
     if not chain:
         facts.note = f"worker class {name} not found in {module}"
         return facts
-    facts.worker, facts.worker_path, facts.worker_line = name, chain[-1][0], chain[-1][1].lineno
+    facts.worker, facts.worker_path, facts.worker_line = chain[-1][1].name, chain[-1][0], chain[-1][1].lineno
     ev = Evaluator(values)
     for _, node, _ in chain:
         init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)

@@ -1,0 +1,146 @@
+"""The launch checks on how newer DDTree trees are put together, whatever their names and lines:
+fixtures/trees/newer_ddtree is a minimal tree written for these tests (see its README)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from ddcheck.launch import check_launch
+from ddcheck.launch.evaluate import Evaluator, TreeModules, World
+from ddcheck.launch.inputs import input_truth
+from ddcheck.launch.worker import capture_width, verify_inputs
+from ddcheck.sources import open_target
+
+TREE = Path(__file__).resolve().parents[1] / "fixtures" / "trees" / "newer_ddtree" / "sglang"
+
+
+@pytest.fixture(scope="module")
+def tree():
+    return open_target(str(TREE))
+
+
+def launch(budget: int, backend: str, *extra: str) -> list[str]:
+    return ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "DDTREE",
+            "--speculative-ddtree-budget", str(budget), "--speculative-num-draft-tokens", "16",
+            "--attention-backend", backend, *extra]
+
+
+def line_of(relpath: str, text: str) -> int:
+    lines = (TREE / relpath).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
+def test_handler_runs_with_the_values_post_init_fills_first(tree):
+    r = check_launch(launch(16, "triton"), tree=tree)
+    # the tree's handler ran (through a module whose class derives from msgspec.Struct, frozen=True)
+    assert r.settings.resolved_by == "tree" and r.tree_note is None
+    assert "sglang-rejects" not in r.ids(None)  # device and page_size were filled as __post_init__ does
+    bad = check_launch(launch(16, "triton", "--device", "cpu"), tree=tree)
+    f = next(f for f in bad.findings if f.id == "sglang-rejects")
+    assert f.evidence[0].path.endswith("arg_groups/speculative_hook.py")
+    assert f.evidence[0].line == line_of("srt/arg_groups/speculative_hook.py", 'raise ValueError("DDTREE runs on CUDA')
+
+
+def test_worker_alias_and_width_computed_each_step(tree):
+    facts = verify_inputs(tree, "DDTREE", {"speculative_ddtree_budget": 16, "speculative_num_draft_tokens": 16})
+    assert facts.worker == "DDTreeWorkerV2"  # DDTreeWorker = DDTreeWorkerV2 followed to the class
+    (c,) = facts.choices
+    assert (c.cls, c.width, c.width_expr, c.input_type) == ("DDTreeVerifyInput", None, "verify_token_num",
+                                                             "DDTREE_VERIFY")
+
+
+def test_capture_width_through_model_runner_helper_and_algorithm(tree):
+    values = {"speculative_ddtree_budget": 16, "speculative_num_draft_tokens": 16, "speculative_eagle_topk": None}
+    width, at = capture_width(tree, "DDTREE", values)
+    assert width == 17  # budget + 1: ModelRunner -> resolve_num_tokens_per_req -> get_server_args()
+    assert at == "sglang/srt/model_executor/runner/decode_cuda_graph_runner.py:" + str(
+        line_of("srt/model_executor/runner/decode_cuda_graph_runner.py", "self.captured_req_width ="))
+    assert capture_width(tree, "EAGLE", values)[0] == 16  # other algorithms capture at C
+    assert capture_width(tree, "DDTREE", {**values, "speculative_ddtree_budget": 3})[0] == 4
+
+
+def test_evaluator_follows_tree_functions(tree):
+    world = World(TreeModules(tree), "DDTREE")
+    ev = Evaluator({}, world=world, module="sglang.srt.speculative.spec_utils")
+
+    def value(src: str):
+        return ev(ast.parse(src, mode="eval").body)
+
+    assert value("resolve_buckets(budget=16)") == [17]
+    assert value("resolve_buckets(budget=16, configured=[8, 12, 40])") == [8, 12, 17]  # > widest dropped
+    assert value("max(resolve_buckets(budget=7))") == 8
+    assert value("resolve_buckets(budget=-2)") is not None  # raises in the tree: unknown, never a number
+    assert not isinstance(value("resolve_buckets(budget=-2)"), list)
+
+
+def test_per_step_width_is_checked_even_when_its_bound_equals_c(tree):
+    r = check_launch(launch(15, "fa3"), tree=tree)  # W <= 16 = C, but a smaller tree verifies fewer
+    f = next(f for f in r.findings if f.id == "verify-width")
+    assert f.level == "error" and "computed each step" in f.message and "verify_token_num" in f.message
+    assert "--speculative-ddtree-budget" not in f.fix  # no budget pins a width the worker computes
+    assert r.settings.verify_width_per_step == "verify_token_num"
+
+
+def test_resolver_decided_by_spec_input_type_through_a_helper(tree):
+    r = check_launch(launch(16, "triton"), tree=tree)
+    assert r.exit_code == 0 and not r.ids("error") and not r.ids("warning"), [f.message for f in r.findings]
+    assert (r.settings.capture_width, r.settings.verify_width) == (17, 17)  # graphs captured at W: no crash
+    # the test itself, decided for the verify input's own type
+    test = ast.parse("self._is_tree_input(spec_info)", mode="eval").body
+    fn = ast.parse((TREE / "srt/layers/attention/triton_backend.py").read_text())
+    helpers = {n.name: n for n in ast.walk(fn) if isinstance(n, ast.FunctionDef)}
+    assert input_truth(test, "DDTreeVerifyInput", {"draft_token_num"}, "DDTREE_VERIFY", helpers) is True
+    assert input_truth(test, "EagleVerifyInput", {"draft_token_num"}, "EAGLE_VERIFY", helpers) is False
+    assert input_truth(test, "X", set(), None, helpers) is None  # type unknown: undecided
+
+
+def test_smoke_builds_a_real_instance_of_a_tree_class():
+    torch = pytest.importorskip("torch")
+    from ddcheck.smoke.fakes import tree_verify_input
+    from ddcheck.smoke.loader import Trace
+
+    class Base:
+        def __init__(self, spec_input_type):
+            self.spec_input_type = spec_input_type
+
+    @dataclasses.dataclass
+    class TreeInput(Base):
+        draft_token: object
+        draft_token_num: int
+        tree_budget: int
+        custom_mask: object = None
+
+        def __post_init__(self):
+            super().__init__(spec_input_type="TREE")
+
+        def width(self):
+            return self.draft_token_num
+
+    trace = Trace()
+    mask = torch.ones(3, dtype=torch.bool)
+    obj = tree_verify_input(TreeInput, 17, mask, trace, "spec_info (TreeInput)")
+    assert isinstance(obj, TreeInput) and obj.spec_input_type == "TREE" and obj.width() == 17
+    assert (obj.tree_budget, obj.draft_token, obj.custom_mask is mask) == (16, None, True)
+    assert {"spec_input_type", "width", "draft_token_num"} <= trace.reads["spec_info (TreeInput)"]
+    assert not hasattr(obj, "num_tokens_per_req") and "num_tokens_per_req" in trace.missing["spec_info (TreeInput)"]
+
+
+def test_evaluator_never_skips_a_change_it_cannot_follow():
+    def run(src: str) -> dict:
+        ev = Evaluator({})
+        env: dict = {}
+        ev.run(ast.parse(src).body, env)
+        return env
+
+    assert run("x = [1]\nx.append(2)")["x"] == [1, 2]
+    assert run("x = 1\nx += 2")["x"] == 3
+    from ddcheck.launch.evaluate import UNKNOWN
+
+    assert run("x = [1]\nfor i in y:\n    x.append(i)")["x"] is UNKNOWN  # a loop: any number of times
+    assert run("x = [1]\nx[0] = 5")["x"] is UNKNOWN
+    assert run("x = 1\nwith f():\n    x = 2")["x"] is UNKNOWN
+    assert run("x = [3, 1]\nx.sort()")["x"] is UNKNOWN  # not modelled: unknown, never stale
