@@ -144,3 +144,17 @@ def test_evaluator_never_skips_a_change_it_cannot_follow():
     assert run("x = [1]\nx[0] = 5")["x"] is UNKNOWN
     assert run("x = 1\nwith f():\n    x = 2")["x"] is UNKNOWN
     assert run("x = [3, 1]\nx.sort()")["x"] is UNKNOWN  # not modelled: unknown, never stale
+
+
+def test_start_up_width_that_resolves_to_w_for_this_launch(tree):
+    """flashinfer here rebinds its start-up width through resolve_num_tokens_per_req (budget + 1 for
+    DDTREE targets): scan reports it as C in general, the launch knows it is W when every step is W."""
+    padded = check_launch(launch(16, "flashinfer", "--speculative-ddtree-pad"), tree=tree)
+    assert (padded.settings.verify_width, padded.settings.verify_width_per_step) == (17, None)
+    assert "verify-width" not in padded.ids(None) and padded.exit_code == 0
+    per_step = check_launch(launch(16, "flashinfer"), tree=tree)
+    f = next(f for f in per_step.findings if f.id == "verify-width")
+    assert f.level == "error" and "fixed at start-up (17 for this launch)" in f.message
+    fixed_c = check_launch(launch(16, "fa3", "--speculative-ddtree-pad"), tree=tree)  # fa3 keeps C = 16
+    g = next(f for f in fixed_c.findings if f.id == "verify-width")
+    assert "W=17" in g.message and "--speculative-ddtree-budget 15" in g.fix

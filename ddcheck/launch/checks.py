@@ -16,8 +16,9 @@ from pydantic import BaseModel, Field
 
 from ddcheck.launch import target as T
 from ddcheck.launch.evidence import scan_errors, scan_findings, verify_findings_by_backend
+from ddcheck.launch.evaluate import TreeModules, World
 from ddcheck.launch.inputs import mask_reads, resolver_gives_w
-from ddcheck.launch.paths import Launch, batch_fields, finding_reach
+from ddcheck.launch.paths import Launch, batch_fields, finding_reach, launch_value
 from ddcheck.launch.settings import EAGLE_FAMILY, SpecSettings
 from ddcheck.launch.target import Evidence
 from ddcheck.sources import SourceTree
@@ -85,6 +86,7 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
                    message=f"verify width {differs}; backend {s.verify_backend!r} is not in the "
                            f"{s.release} attention registry, so its verify path could not be checked")]
     found = list(found or [])
+    fixed_at: set = set()  # what the findings' start-up width holds for this launch, where evaluated
     undecided = []  # (finding, the test ddcheck cannot decide for this launch)
     if s.verify_input:
         # Width resolvers (DD003): decided for the verify input this launch's worker builds.
@@ -101,9 +103,13 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
         # Only what this launch's path reaches (entry points, graphs on or off, its settings' branches).
         launch = Launch(values=s.values, algorithm=s.algorithm, input_cls=s.verify_input,
                         input_fields=set(s.verify_input_fields), graphs=s.cuda_graph,
-                        input_type=s.verify_input_type,
+                        input_type=s.verify_input_type, world=World(TreeModules(tree), s.algorithm),
                         modes=_mode_table(tree), batch_fields=batch_fields(tree))
         memo: dict = {}
+        fixed_at = {launch_value(tree, f, launch, memo) for f in found}
+        if not s.verify_width_per_step:
+            # the backend's start-up width may itself be W for this launch (sized for the tree drafter)
+            found = [f for f in found if launch_value(tree, f, launch, memo) != W]
         reaches = [(f, finding_reach(tree, f, launch, memo)) for f in found]
         found = [f for f, r in reaches if r.status == "reached"]
         undecided += [(f, r.why) for f, r in reaches if r.status == "conditional"]
@@ -123,14 +129,18 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
     ok = [b for b, fs in verify_findings_by_backend(tree, cands).items()
           if not fs and (not s.tree_verify or T.mask_honoured(tree, b)[0])]
     through = f" (through {s.verify_input})" if s.verify_input else ""
+    value = next(iter(fixed_at)) if len(fixed_at) == 1 else None
+    laid_out = f"a width fixed at start-up ({value} for this launch)" \
+        if isinstance(value, int) and not isinstance(value, bool) and value != C else "C"
     verifies = (f"verifies W tokens per request{through}, computed each step (`{s.verify_width_per_step}`, up to "
                 f"{W}), and C=--speculative-num-draft-tokens={C}" if s.verify_width_per_step else
                 f"verifies W={W} tokens per request{through} but C=--speculative-num-draft-tokens={C}")
     return [_f("verify-width", Consequence.CORRUPT, backend=s.verify_backend,
                message=f"{s.algorithm} {verifies}; "
-                       f"backend {s.verify_backend!r} lays out the target-verify batch with C "
+                       f"backend {s.verify_backend!r} lays out the target-verify batch with {laid_out} "
                        f"({len(found)} {engine} finding(s)), so masks/offsets are wrong "
-                       + ("on every step whose W differs from C" if s.verify_width_per_step else "for every request"),
+                       + (f"on every step whose W differs from {'it' if laid_out != 'C' else 'C'}"
+                          if s.verify_width_per_step else "for every request"),
                fix=("" if s.verify_width_per_step else f"{ways_out}; or ")
                    + f"pick a backend whose verify path is per-step "
                    f"({', '.join(ok[:6]) or 'none in this release'}); or run `ddcheck fix` on the target",

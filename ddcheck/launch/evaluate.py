@@ -174,9 +174,12 @@ class Evaluator:
         self.imports: dict[str, str] = {}  # names imported inside the function being evaluated
 
     def bind_init(self, init: ast.FunctionDef | None) -> "Evaluator":
-        """Evaluate a class's ``__init__`` into ``self_env`` (its parameters unknown), locals left empty."""
+        """Evaluate a class's ``__init__`` into ``self_env`` (its parameters unknown; with a world, the
+        first is this launch's target model runner), locals left empty."""
         if init is not None:
             self.local = {a.arg: UNKNOWN for a in init.args.args[1:]}
+            if self.world is not None and len(init.args.args) > 1:
+                self.local[init.args.args[1].arg] = self.world.model_runner()
             self.run(init.body, self.local)
             self.local = {}
         return self

@@ -40,6 +40,7 @@ class Launch:
     input_fields: set[str]
     graphs: bool
     input_type: str | None = None  # the SpecInputType member the input class sets
+    world: Any = None  # an evaluate.World: calls the backend's __init__ makes are followed into the tree
     modes: ModeTable = field(default_factory=ModeTable)
     batch_fields: set[str] = field(default_factory=set)  # the tree's ForwardBatch fields
 
@@ -129,7 +130,7 @@ def _mentions(n: ast.AST, word: str) -> bool:
 
 
 class _ClassPaths:
-    def __init__(self, mod: ast.Module, cls: ast.ClassDef, launch: Launch):
+    def __init__(self, mod: ast.Module, cls: ast.ClassDef, launch: Launch, module: str = ""):
         self.launch = launch
         self.methods: dict[str, ast.FunctionDef] = {}
         chain, by_name = [cls], {c.name: c for c in mod.body if isinstance(c, ast.ClassDef)}
@@ -142,6 +143,7 @@ class _ClassPaths:
             self.methods.update({f.name: f for f in c.body if isinstance(f, ast.FunctionDef)})
         self.ev = _LaunchEval(launch)
         self.ev.helpers = self.methods
+        self.ev.world, self.ev.module = launch.world, module
         self.ev.bind_init(self.methods.get("__init__"))
         self.reach = self._walk()
 
@@ -197,20 +199,40 @@ class _ClassPaths:
         return reach
 
 
+def _paths_of(tree: SourceTree, finding: Finding, launch: Launch, memo: dict) -> "_ClassPaths | None":
+    parts = (finding.function or "").split(".")
+    if len(parts) < 2 or "<locals>" in parts:
+        return None
+    key = (finding.relpath, parts[0])
+    if key not in memo:
+        f = tree.find(finding.relpath)
+        mod = ast.parse(f.read_bytes()) if f is not None else None
+        cls = next((c for c in (mod.body if mod else []) if isinstance(c, ast.ClassDef) and c.name == parts[0]), None)
+        module = launch.world.mods.dotted(finding.relpath) if launch.world is not None else ""
+        memo[key] = _ClassPaths(mod, cls, launch, module) if cls is not None else None
+    return memo[key]
+
+
+def launch_value(tree: SourceTree, finding: Finding, launch: Launch, memo: dict | None = None) -> Any:
+    """What a finding's ``self.<attr>`` holds for this launch, as the backend's ``__init__`` sets it
+    (followed into the tree: ``resolve_num_tokens_per_req(...)`` gives budget + 1 for a tree drafter
+    in trees that size for it); UNKNOWN when it cannot be told."""
+    memo = {} if memo is None else memo
+    sym = finding.symbol or ""
+    if not sym.startswith("self.") or sym.count(".") != 1:
+        return UNKNOWN
+    paths = _paths_of(tree, finding, launch, memo)
+    return paths.ev.self_env.get(sym[5:], UNKNOWN) if paths is not None else UNKNOWN
+
+
 def finding_reach(tree: SourceTree, finding: Finding, launch: Launch, memo: dict | None = None) -> Reach:
     """Whether ``launch`` reaches ``finding`` (a scan finding in a backend module)."""
     memo = {} if memo is None else memo
     parts = (finding.function or "").split(".")
     if len(parts) < 2 or "<locals>" in parts:
         return Reach("reached")  # a module-level helper or a nested function: taken as reached
-    cls_name, method = parts[0], parts[1]
-    key = (finding.relpath, cls_name)
-    if key not in memo:
-        f = tree.find(finding.relpath)
-        mod = ast.parse(f.read_bytes()) if f is not None else None
-        cls = next((c for c in (mod.body if mod else []) if isinstance(c, ast.ClassDef) and c.name == cls_name), None)
-        memo[key] = _ClassPaths(mod, cls, launch) if cls is not None else None
-    paths: _ClassPaths | None = memo[key]
+    method = parts[1]
+    paths = _paths_of(tree, finding, launch, memo)
     if paths is None or method not in paths.methods:
         return Reach("reached")
     to_method = paths.reach.get(method, Reach("never", "no entry point this launch uses calls it"))
