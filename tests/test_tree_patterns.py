@@ -46,11 +46,14 @@ def test_handler_runs_with_the_values_post_init_fills_first(tree):
 
 
 def test_worker_alias_and_width_computed_each_step(tree):
-    facts = verify_inputs(tree, "DDTREE", {"speculative_ddtree_budget": 16, "speculative_num_draft_tokens": 16})
+    values = {"speculative_ddtree_budget": 16, "speculative_num_draft_tokens": 16, "speculative_ddtree_pad": False}
+    facts = verify_inputs(tree, "DDTREE", values)
     assert facts.worker == "DDTreeWorkerV2"  # DDTreeWorker = DDTreeWorkerV2 followed to the class
     (c,) = facts.choices
     assert (c.cls, c.width, c.width_expr, c.input_type) == ("DDTreeVerifyInput", None, "verify_token_num",
                                                              "DDTREE_VERIFY")
+    (padded,) = verify_inputs(tree, "DDTREE", {**values, "speculative_ddtree_pad": True}).choices
+    assert (padded.width, padded.width_expr) == (17, "self.tree_budget + 1")
 
 
 def test_capture_width_through_model_runner_helper_and_algorithm(tree):
