@@ -19,6 +19,7 @@ RANK = {LAYOUT: 2, CAPACITY: 1, FALLBACK: 0}
 RESHAPES = frozenset({"repeat_interleave", "view", "reshape", "expand", "repeat", "split", "narrow", "unflatten", "arange"})
 INSPECTIONS = frozenset({"isinstance", "hasattr", "len", "type", "id"})
 FALLBACK_WHAT = "used only when the verify input carries no width"
+PARAM_FALLBACK_WHAT = "used only when the caller passes no width"
 RETURNS_C = "returns C as the verify width"
 
 
@@ -53,6 +54,9 @@ def classify(node: ast.expr, parents: dict, vocab: Vocabulary) -> Verdict:
             others = [v for v in parent.values if v is not child]
             if isinstance(parent.op, ast.Or) and any(mentions_per_step(o, vocab) for o in others):
                 return Verdict(FALLBACK, FALLBACK_WHAT)
+            if isinstance(parent.op, ast.Or) and parent.values[-1] is child \
+                    and any(_width_parameter(o, parent, parents) for o in others):
+                return Verdict(FALLBACK, PARAM_FALLBACK_WHAT)
             if isinstance(parent.op, ast.Or) and parent.values[-1] is child:
                 direct = False  # `x or C` is still a value
             else:
@@ -111,6 +115,30 @@ def layout_what(name: str) -> str:
     if name:
         return f"computes `{name}` from C"
     return "lays out the verify batch with C"
+
+
+WIDTH_WORDS = ("draft_token", "num_tokens", "tokens_per_req", "width", "q_len", "verify_len")
+
+
+def _width_parameter(node: ast.expr, at: ast.AST, parents: dict) -> bool:
+    """``num_draft_tokens`` in ``num_draft_tokens or C`` is a parameter of the enclosing function named
+    as a width, with no default or a None one: the caller hands the width in, C is its fallback."""
+    if not isinstance(node, ast.Name) or not any(w in node.id.lower() for w in WIDTH_WORDS):
+        return False
+    fn = at
+    while id(fn) in parents and not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        fn = parents[id(fn)][0]
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    defaults = dict(zip([p.arg for p in positional[len(positional) - len(a.defaults):]], a.defaults))
+    defaults.update({k.arg: d for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+    names = {p.arg for p in [*positional, *a.kwonlyargs]}
+    if node.id not in names:
+        return False
+    default = defaults.get(node.id)
+    return default is None or (isinstance(default, ast.Constant) and default.value is None)
 
 
 def _call_arg(call: ast.Call, arg: ast.expr, keyword: str | None, vocab: Vocabulary, direct: bool) -> Verdict | None:
