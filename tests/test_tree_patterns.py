@@ -161,3 +161,46 @@ def test_start_up_width_that_resolves_to_w_for_this_launch(tree):
     fixed_c = check_launch(launch(16, "fa3", "--speculative-ddtree-pad"), tree=tree)  # fa3 keeps C = 16
     g = next(f for f in fixed_c.findings if f.id == "verify-width")
     assert "W=17" in g.message and "--speculative-ddtree-budget 15" in g.fix
+
+
+def test_graph_runner_that_replays_only_its_captured_width(tree, tmp_path):
+    """A per-step W replays the graph only when the step is as wide as the capture (can_run checks
+    it; narrower steps run eagerly); without that check, a narrower step replays a wrong-sized graph."""
+    from ddcheck.launch.worker import graph_capture
+
+    runner = "srt/model_executor/runner/decode_cuda_graph_runner.py"
+    values = {"speculative_ddtree_budget": 16, "speculative_num_draft_tokens": 16}
+    cap = graph_capture(tree, "DDTREE", values, {"draft_token_num", "tree_budget", "custom_mask"})
+    assert cap.gate_at == f"sglang/{runner}:{line_of(runner, 'spec_info.draft_token_num != self.captured')}"
+    assert graph_capture(tree, "DDTREE", values, {"custom_mask"}).gate_at == ""  # the input lacks the field
+    assert graph_capture(tree, "DDTREE", values, None).gate_at == ""  # the input is not known
+    assert "verify-graph-width" not in check_launch(launch(16, "triton"), tree=tree).ids(None)
+
+    import shutil
+
+    copy = tmp_path / "sglang"
+    shutil.copytree(TREE, copy)
+    path = copy / runner
+    text = path.read_text()
+    path.write_text(text[: text.index("    def can_run_graph")])  # no width check left
+    r = check_launch(launch(16, "triton"), tree=open_target(str(copy)))
+    g = next(f for f in r.findings if f.id == "verify-graph-width")
+    assert g.level == "error" and g.consequence.value == "CRASH" and "narrower step" in g.message
+    fixed = check_launch(launch(16, "triton", "--speculative-ddtree-pad"), tree=open_target(str(copy)))
+    assert "verify-graph-width" not in fixed.ids(None)  # every step is as wide as the capture
+
+
+def test_graph_only_start_up_width_equal_to_the_capture(tree):
+    """trtllm_mha here lays out its graph capture with a start-up width that resolves to budget + 1,
+    the width the runner captures with, and the runner replays only that width: right, though scan
+    reports the capture line in general (the width is C for other algorithms)."""
+    from ddcheck.api import scan
+    from ddcheck.settings import Settings
+
+    res = scan([str(TREE / "srt/layers/attention/trtllm_mha_backend.py")], settings=Settings(), use_cache=False)
+    capture_line = line_of("srt/layers/attention/trtllm_mha_backend.py", "self.graph_qo_indptr =")
+    assert {f.line for f in res.findings if f.rule == "DD001"} == {capture_line}
+    r = check_launch(launch(16, "trtllm_mha"), tree=tree)
+    assert "verify-width" not in r.ids(None) and r.exit_code == 0, [f.message for f in r.findings]
+    off = check_launch(launch(16, "trtllm_mha", "--disable-cuda-graph"), tree=tree)
+    assert "verify-width" not in off.ids(None)  # the capture path is not taken at all

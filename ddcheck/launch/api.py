@@ -16,7 +16,7 @@ from ddcheck.launch.flags import ParseError, flag_table, merge_config_file, pars
 from ddcheck.launch.report import Report, render_json, render_text
 from ddcheck.launch.settings import SpecSettings, resolve
 from ddcheck.launch.treerun import GPUS, TreeRun, load_config, run_handler, server_args_values
-from ddcheck.launch.worker import capture_width, verify_inputs
+from ddcheck.launch.worker import graph_capture, verify_inputs
 from ddcheck.sources import SourceTree, TargetError, installed_sglang, open_target
 
 _LAUNCHERS = re.compile(r"(^|[./])launch_server(\.py)?$|^serve$")
@@ -223,8 +223,8 @@ def _apply(s: SpecSettings, run: TreeRun, tree: SourceTree) -> None:
     if c is not None and c.width is None:
         s.verify_width_per_step = c.width_expr
     if s.algorithm and s.cuda_graph:
-        width, at = capture_width(tree, s.algorithm, v)
-        s.capture_width, s.capture_at = width, at or None
+        cap = graph_capture(tree, s.algorithm, v, set(s.verify_input_fields) if s.verify_input else None)
+        s.capture_width, s.capture_at, s.replay_gate_at = cap.width, cap.at or None, cap.gate_at or None
 
 
 def config_main(argv: list[str], file: str | None = None, sglang: str | None = None, fmt: str = "text",

@@ -10,6 +10,7 @@ so a check fires exactly on the releases that would apply it, with the guard's f
 from __future__ import annotations
 
 import ast
+import dataclasses
 from enum import Enum
 
 from pydantic import BaseModel, Field
@@ -110,6 +111,13 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
         if not s.verify_width_per_step:
             # the backend's start-up width may itself be W for this launch (sized for the tree drafter)
             found = [f for f in found if launch_value(tree, f, launch, memo) != W]
+        if s.verify_width_per_step and s.cuda_graph and s.replay_gate_at and s.capture_width is not None:
+            # Graph paths replay only batches as wide as the capture (can_run): a graph-only use of a
+            # start-up width equal to the captured one is right for every batch that reaches it.
+            eager = dataclasses.replace(launch, graphs=False)
+            eager_memo: dict = {}
+            found = [f for f in found if not (launch_value(tree, f, launch, memo) == s.capture_width
+                                              and finding_reach(tree, f, eager, eager_memo).status == "never")]
         reaches = [(f, finding_reach(tree, f, launch, memo)) for f in found]
         found = [f for f, r in reaches if r.status == "reached"]
         undecided += [(f, r.why) for f, r in reaches if r.status == "conditional"]
@@ -155,10 +163,30 @@ def _mode_table(tree: SourceTree):
     return table or ModeTable()
 
 
+def _evidence_at(where: str, text: str) -> Evidence:
+    path, _, line = where.rpartition(":")
+    return Evidence(path=path, line=int(line) if line.isdigit() else 0, text=text)
+
+
 def check_verify_graph(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
-    """CUDA graphs on and W != C: the verify graph must be captured at W, not C."""
+    """CUDA graphs on and W != the width the verify graph was captured with: a crash at replay, or,
+    where the runner's ``can_run`` checks the batch's width, verify running eagerly."""
     W, C = s.verify_width, s.num_draft_tokens
-    if not s.cuda_graph or s.algorithm is None or W is None or C is None or W == C:
+    if not s.cuda_graph or s.algorithm is None or W is None or C is None:
+        return []
+    if s.capture_width is not None and s.verify_width_per_step:
+        # Every step verifies its own width, at most W: those narrower than the capture replay it?
+        cap = _evidence_at(s.capture_at or ":0", f"captures {s.capture_width} tokens per request")
+        if s.replay_gate_at:
+            return []  # narrower steps run eagerly; the capture-width steps replay
+        return [_f("verify-graph-width", Consequence.CRASH,
+                   message=f"CUDA graphs are on and capture the verify graph at {s.capture_width} tokens per request, "
+                           f"but the worker computes W each step (`{s.verify_width_per_step}`, up to {W}) and the "
+                           f"graph runner's can_run does not compare a batch's width with the captured one: a "
+                           f"narrower step replays a graph laid out for {s.capture_width}",
+                   fix="disable decode CUDA graphs (--disable-cuda-graph), or pad every step to the captured width",
+                   evidence=[cap])]
+    if W == C and s.capture_width in (None, W):
         return []
     if s.capture_width is not None:
         # The tree's graph runner, evaluated for this launch.
@@ -171,6 +199,14 @@ def check_verify_graph(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
         at_w, ev = T.verify_capture(tree, source)
     if at_w:
         return []
+    if s.capture_width is not None and s.replay_gate_at:
+        return [_f("verify-graph-width", Consequence.PERF, level="warning",
+                   message=f"CUDA graphs capture the verify graph at {C} tokens per request and {s.algorithm} "
+                           f"verifies W={W}: the graph runner refuses to replay a batch of another width, so "
+                           f"every verify step runs eagerly (slow, not wrong)",
+                   fix="make the captured width equal W (for DDTREE: the budget that gives W == C), or accept "
+                       "eager verify", evidence=[ev, _evidence_at(s.replay_gate_at, "can_run compares the batch's "
+                                                                  "width with the captured one")])]
     return [_f("verify-graph-width", Consequence.CRASH,
                message=f"CUDA graphs are on and the target captures the verify graph at C={C} tokens per request, "
                        f"but {s.algorithm} verifies W={W}: capture/replay fails (shape mismatch) at start-up",

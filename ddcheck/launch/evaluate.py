@@ -383,6 +383,10 @@ class Evaluator:
             if got is UNKNOWN and len(n.args) == 3 and (base is SA and name not in self.values):
                 return self._e(n.args[2])
             return got
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "SpeculativeAlgorithm" \
+                and f.attr == "from_string" and len(n.args) == 1 and f.value.id not in self.local:
+            name = self._e(n.args[0])  # the enum's constructor from the flag's string
+            return Algo(name.upper()) if isinstance(name, str) else Algo("NONE") if name is None else UNKNOWN
         if isinstance(f, ast.Attribute):
             base = self._e(f.value) if not (isinstance(f.value, ast.Name) and f.value.id == "self"
                                             and self.self_value is None) else UNKNOWN

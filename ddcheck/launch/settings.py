@@ -40,6 +40,7 @@ class SpecSettings(BaseModel):
     verify_input_sets: list[str] = Field(default_factory=list)  # fields the worker sets on it
     values: dict = Field(default_factory=dict, exclude=True)  # server_args after the tree's start-up code
     capture_at: str | None = None
+    replay_gate_at: str | None = None  # where the graph runner sends a batch of another width to eager
     resolved_by: str = "tables"  # "tree": the target's own start-up code ran; "tables": ast tables
     auto_params: bool = False  # EAGLE steps/topk/draft tokens picked from the model at start-up
     attention_backend: str | None = None

@@ -201,15 +201,36 @@ CAPTURE_MARKS = ("target_verify", "num_tokens_per_req", "num_tokens_per_bs")
 RUNNER_DIR = "sglang/srt/model_executor/"
 
 
+@dataclass
+class CaptureFacts:
+    """How the tree's CUDA-graph runner treats target verify, for one launch."""
+
+    width: int | None = None  # tokens per request it captures verify graphs with
+    at: str = ""  # where that width is set
+    gate_at: str = ""  # where ``can_run`` refuses a batch of another width (it then runs eagerly)
+
+
 def capture_width(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> tuple[int | None, str]:
-    """Tokens per request the tree's CUDA-graph runner captures target-verify graphs with, and where.
+    """(tokens per request of the verify graphs, where), see :func:`graph_capture`."""
+    facts = graph_capture(tree, algorithm, values)
+    return facts.width, facts.at
+
+
+def graph_capture(tree: SourceTree, algorithm: str, values: dict[str, Any],
+                  input_fields: set[str] | None = None) -> CaptureFacts:
+    """The width the tree's CUDA-graph runner captures target-verify graphs with, and whether it
+    replays a batch of another width at all.
 
     The runner is a ``*CudaGraphRunner`` class under ``model_executor/`` (not a draft or prefill one)
     whose ``__init__`` sets an attribute from an expression naming the verify width. Its whole
     ``__init__`` is evaluated for this launch as a *target* runner, following the calls it makes
     into the tree (the algorithm's methods, ``ModelRunner`` methods, helper functions), so a fork
-    that captures at ``budget + 1`` in a branch of its own is read as such. (None, "") when it
-    cannot be told."""
+    that captures at ``budget + 1`` in a branch of its own is read as such. Its ``can_run`` is then
+    searched for a comparison of the batch's width with the captured one that holds for this
+    launch (``spec_info.num_tokens_per_req != self.captured_req_width``: eager instead); one under a
+    test that is false for it (``... if spec_algorithm.is_ngram() else True``) does not count, nor
+    one that reads a field of the verify input that the launch's input class (``input_fields``; None:
+    not known) does not have."""
     mods = TreeModules(tree)
     world = World(mods, algorithm)
     for rel, module, cls, init, attrs in _graph_runners(mods):
@@ -218,12 +239,62 @@ def capture_width(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> t
         params = [a.arg for a in [*init.args.args[1:], *init.args.kwonlyargs]]
         ev.local = {p: None for p in params}  # overrides unset: the runner falls back to server_args
         ev.local[params[0] if params else "model_runner"] = world.model_runner()
+        ev.self_env["model_runner"] = world.model_runner()  # what a base __init__ stores
         ev.run(init.body, ev.local)
         for attr in attrs:
             w = ev.self_env.get(attr, UNKNOWN)
             if isinstance(w, int) and not isinstance(w, bool):
-                return w, f"{rel}:{ev.self_lines.get(attr, init.lineno)}"
-    return None, ""
+                gate = _replay_gate(mods, cls, module, ev, attrs, values, world, algorithm, input_fields)
+                return CaptureFacts(w, f"{rel}:{ev.self_lines.get(attr, init.lineno)}", gate)
+    return CaptureFacts()
+
+
+GATE_METHODS = ("can_run", "can_run_graph")
+# What a batch's own width is read through in a runner's can_run.
+BATCH_WIDTH_MARKS = ("numel", "num_tokens_per_req", "draft_token_num", "runtime_num_tokens")
+
+
+def _replay_gate(mods: TreeModules, cls: str, module: str, init_ev: Evaluator, attrs: list[str],
+                 values: dict[str, Any], world: World, algorithm: str, input_fields: set[str] | None) -> str:
+    hit = mods.find_class(cls, module)
+    while hit is not None:
+        rel, node, mod = hit
+        for fn in (n for n in node.body if isinstance(n, ast.FunctionDef) and n.name in GATE_METHODS):
+            parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
+            ev = Evaluator(values, world=world, module=mod)
+            ev.algorithm, ev.self_env = algorithm, dict(init_ev.self_env)
+            for cmp in (n for n in ast.walk(fn) if isinstance(n, ast.Compare)):
+                text = ast.unparse(cmp)
+                captured = any(f"self.{a}" in text for a in attrs) or "bucket" in text or "num_tokens_per_bs" in text
+                if not (captured and any(m in text for m in BATCH_WIDTH_MARKS)):
+                    continue
+                read = {n.attr for n in ast.walk(cmp) if isinstance(n, ast.Attribute)
+                        and (ast.unparse(n.value).endswith("spec_info"))}
+                if read and (input_fields is None or not read <= input_fields):
+                    continue  # a width the launch's verify input may not carry: no gate for it
+                if _holds_for_launch(cmp, parents, fn, ev):
+                    return f"{rel}:{cmp.lineno}"
+            return ""  # the subclass's can_run decides
+        base = next((b.id for b in node.bases if isinstance(b, ast.Name)), None)
+        hit = mods.find_class(base, mod) if base else None
+    return ""
+
+
+def _holds_for_launch(node: ast.AST, parents: dict, fn: ast.FunctionDef, ev: Evaluator) -> bool:
+    """No test enclosing ``node`` inside ``fn`` is known to be false (or true, on its else side)."""
+    child = node
+    while id(child) in parents and child is not fn:
+        parent = parents[id(child)]
+        test, want = None, True
+        if isinstance(parent, (ast.IfExp, ast.If)) and child is not parent.test:
+            test = parent.test
+            want = child is parent.body or (isinstance(parent, ast.If) and any(child is s for s in parent.body))
+        if test is not None:
+            v = ev(test)
+            if v is not UNKNOWN and bool(v) != want:
+                return False
+        child = parent
+    return True
 
 
 def _graph_runners(mods: TreeModules):
