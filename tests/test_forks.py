@@ -223,7 +223,15 @@ def test_smoke_uses_the_forks_own_ddtree_verify_input(fork_dir):
     assert "tree_budget" in reads  # the fork's resolver dispatches on it (triton_backend.py:362)
     # a real instance: the fork's own dataclass (ddtree_info.py:16) with its __post_init__ run
     assert "DDTreeVerifyInput" in r.verify_input_instances and not r.limitations[1:]
-    assert r.exit_code == 0, r.verdict  # agrees with `ddcheck config`: width per step for this input
+    # The width is right (as `ddcheck config` says), but the tree's own mask builder lays the mask out
+    # [bs, W, max_past + W] (ddtree_utils.py:274-283) while triton reads it packed per request
+    # (triton_backend.py:659-663): wrong attention eagerly, and a crash copying it into the graph
+    # buffer (triton_backend.py:416). With ddcheck's packed layout the same paths are right.
+    assert r.tree_masks["W=17 C=8"] == "compile_ddtree_tree (sglang/srt/speculative/ddtree_utils.py:251)"
+    assert r.exit_code == 1 and r.verdict.startswith("tree mask:"), r.verdict
+    assert "triton_backend.py:416" in r.verdict
+    ref = {p.path: p.status for p in r.paths if p.case == "ddtree-reference-mask"}
+    assert ref == {"eager": "ok", "graph": "ok"}
 
 
 def test_smoke_chain_mode_agrees_with_config(fork_dir):

@@ -37,6 +37,19 @@ class VerifyChoice:
     cls_line: int = 0
     kwargs: list[str] = field(default_factory=list)  # the fields the worker sets when it builds it
     input_type: str | None = None  # the SpecInputType member the class sets (``spec_input_type=``)
+    mask_from: "MaskSource | None" = None  # the tree function whose result the worker passes as custom_mask
+
+
+@dataclass
+class MaskSource:
+    """``custom_mask=m`` where ``(.., m, ..) = module.function(...)`` in the worker: the tree's own mask builder."""
+
+    module: str
+    function: str
+    index: int | None  # position in the tuple it returns; None when it returns the mask itself
+    path: str = ""  # where the function is defined
+    line: int = 0
+    constants: dict[str, str] = field(default_factory=dict)  # call-site keywords given as `torch.X`/constants
 
 
 @dataclass
@@ -176,10 +189,49 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> W
                     width_expr=ast.unparse(kw.value), path=rel, line=call.lineno,
                     when=[("" if pol else "not ") + f"({ast.unparse(c)})" for c, pol, v in results if v is not UNKNOWN],
                     attrs=attrs, cls_path=cls_rel, cls_line=cls_line,
-                    kwargs=[k.arg for k in call.keywords if k.arg], input_type=input_type))
+                    kwargs=[k.arg for k in call.keywords if k.arg], input_type=input_type,
+                    mask_from=mask_source(mods, fn, call, imports)))
     if not facts.choices:
         facts.note = f"{name} builds no verify input with draft_token_num= that these settings reach"
     return facts
+
+
+def mask_source(mods: TreeModules, fn: ast.FunctionDef, call: ast.Call, imports: dict[str, str]) -> MaskSource | None:
+    """The tree function that builds the mask the worker passes as ``custom_mask=`` at ``call``."""
+    kw = next((k for k in call.keywords if k.arg == "custom_mask"), None)
+    if kw is None or not isinstance(kw.value, ast.Name):
+        return None
+    name = kw.value.id
+    local_imports = {a.asname or a.name: n.module for n in ast.walk(fn) if isinstance(n, ast.ImportFrom)
+                     and n.module and n.module.startswith("sglang.") for a in n.names}
+    found: MaskSource | None = None
+    earlier = sorted((n for n in ast.walk(fn) if isinstance(n, ast.Assign) and n.lineno < call.lineno),
+                     key=lambda n: (n.lineno, n.col_offset))  # nested in with/if blocks too, in order
+    for stmt in earlier:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call)
+                and isinstance(stmt.value.func, ast.Name)):
+            continue
+        target, builder = stmt.targets[0], stmt.value
+        if isinstance(target, ast.Name) and target.id == name:
+            index = None
+        elif isinstance(target, ast.Tuple) and any(isinstance(e, ast.Name) and e.id == name for e in target.elts):
+            index = next(i for i, e in enumerate(target.elts) if isinstance(e, ast.Name) and e.id == name)
+        else:
+            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(target)):
+                found = None  # rebound some other way
+            continue
+        module = local_imports.get(builder.func.id) or imports.get(builder.func.id)
+        hit = mods.find_function(builder.func.id, module) if module else None
+        if hit is None:
+            found = None
+            continue
+        fdef, fmodule = hit
+        rel = (mods.module(fmodule) or ("", None))[0]
+        constants = {k.arg: ast.unparse(k.value) for k in builder.keywords if k.arg and (
+            isinstance(k.value, ast.Constant) or (isinstance(k.value, ast.Attribute)
+                                                   and isinstance(k.value.value, ast.Name) and k.value.value.id == "torch"))}
+        found = MaskSource(fmodule, fdef.name, index, rel, fdef.lineno, constants)
+    return found
 
 
 def _calls_super(fn: ast.FunctionDef) -> bool:

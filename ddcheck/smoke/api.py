@@ -188,6 +188,7 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     inputs = _tree_inputs(tree, report, launch)
     # The tree's own verify-input classes are run from the tree, with the SpecInput base they need.
     modules = {found[2] for _, w_, c_ in cases if (found := inputs(w_, c_)) is not None and found[2]}
+    modules |= {found[3].module for _, w_, c_ in cases if (found := inputs(w_, c_)) is not None and found[3]}
     extra = modules | {SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE} if modules else set()
     with triton_interpreter(device == "cpu"):
         for cfg_c in dict.fromkeys(cc for _, _, cc in cases):
@@ -205,6 +206,16 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                         # Is it the backend or the capture width? Re-capture at W to tell them apart.
                         diag = session.run("ddtree-capture-at-W", "graph", batch, tol, cw_, pad)
                         report.paths.append(diag)
+                    failing = [p for p in (eager, graph) if p.status in ("wrong", "crash")]
+                    if case == "ddtree" and cw_ in session.tree_masks and failing:
+                        # The width or the mask the tree built? Re-run those paths with ddcheck's reference layout.
+                        session.use_tree_mask = False
+                        try:
+                            for p in failing:
+                                report.paths.append(session.run("ddtree-reference-mask", p.path, batch, tol,
+                                                                capture, pad))
+                        finally:
+                            session.use_tree_mask = True
                 _merge(trace, importer.trace)
                 for what, why in session.input_failures.items():
                     note = f"the tree's verify input ({what}) does not run here ({why}): a stand-in " \
@@ -212,11 +223,13 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                     if note not in report.limitations:
                         report.limitations.append(note)
                 report.verify_input_instances = sorted(set(report.verify_input_instances) | session.instances)
+                for width, builder in session.tree_masks.items():
+                    report.tree_masks[f"W={width} C={cfg_c}"] = builder
     report.harness = trace
 
 
 def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None):
-    """``(width, C) -> (class, fields, module)`` of the verify input the tree's own worker builds at that C
+    """``(width, C) -> (class, fields, module, mask source)`` of the verify input the tree's own worker builds at that C
     (for DDTREE, budget = width - 1) (``ddcheck.launch.worker``), or None when the tree has no such
     worker; the classes used are recorded in the report. The worker is the launch's algorithm's
     (``launch``: resolved server_args values), else the tree's DDTREE worker."""
@@ -236,7 +249,7 @@ def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None):
             hit = (next((ch for ch in facts.choices if ch.width == width), None)
                    or next((ch for ch in facts.choices if ch.width is None), None)) if facts.worker else None
             module = _module_of(tree, hit.cls_path) if hit else ""
-            memo[(width, c)] = (hit.cls, hit.attrs, module) if hit else None
+            memo[(width, c)] = (hit.cls, hit.attrs, module, hit.mask_from) if hit else None
             if hit is not None:
                 report.verify_inputs[f"W={width} C={c}"] = f"{hit.cls} ({hit.path}:{hit.line})"
         return memo[(width, c)]
@@ -271,7 +284,11 @@ def _merge(into: HarnessTrace, t) -> None:
 
 def _verdict(report: SmokeReport) -> None:
     paths = report.paths
-    crashed = [p for p in paths if p.status in ("crash", "pending")]
+    # ddtree paths that fail with the mask the tree's own builder made, and pass with the reference layout
+    refs = {p.path: p for p in paths if p.case == "ddtree-reference-mask"}
+    mask_fault = [p for p in paths if p.case == "ddtree" and p.status in ("wrong", "crash")
+                  and refs.get(p.path) is not None and refs[p.path].status == "ok"]
+    crashed = [p for p in paths if p.status in ("crash", "pending") and p not in mask_fault]
     controls = [p for p in paths if p.case in ("control", "seed")]
     ddtree = [p for p in paths if p.case == "ddtree"]
     w, c, bm = report.width, report.num_draft_tokens, report.block_m
@@ -304,6 +321,16 @@ def _verdict(report: SmokeReport) -> None:
         bad = [p for p in ddtree if p.status != "ok"]
         diag = next((p for p in paths if p.case == "ddtree-capture-at-W"), None)
         capture_only = diag is not None and diag.status == "ok" and all(p.path == "graph" for p in bad)
+        builder = report.tree_masks.get(f"W={w} C={c}", "mask builder")
+        if bad and all(p in mask_fault for p in bad):
+            report.exit_code = 1
+            report.verdict = (f"tree mask: with the mask the tree's own {builder} builds for this batch (unequal "
+                              f"prefix lengths), verify is wrong on "
+                              + ", ".join(f"{p.path} ({p.error})" if p.status == "crash" else
+                                          f"{p.path} ({p.wrong_tokens} wrong of {p.tokens} tokens)" for p in bad)
+                              + "; with the mask laid out as the backend reads it (W x (prefix + W) per request, "
+                                "packed) the same paths are right: the builder's layout is not the backend's")
+            return
         report.exit_code = 1
         report.verdict = (("capture width" if capture_only else "bug")
                           + f": W == C is right but W = {w} != C = {c} is wrong on "

@@ -118,6 +118,8 @@ class Session:
         self.input_fields = input_fields or (lambda width: None)
         self.input_failures = importer.preload()  # before the backend binds SpecInputType
         self.instances: set[str] = set()  # tree verify-input classes built as real instances
+        self.use_tree_mask = True  # build the tree mask with the tree's own builder, where it has one
+        self.tree_masks: dict[int, str] = {}  # width -> the tree function that built the mask
         self.module = importer.load_backend()
         self.backend_cls = getattr(self.module, "TritonAttnBackend", None)
         if self.backend_cls is None:
@@ -164,7 +166,7 @@ class Session:
     def _run(self, path: str, batch: VerifyBatch, capture_width: int, pad_rows: int):
         backend, pool = self._backend(batch)
         layer = fakes.layer(self.shape, self.trace)
-        spec = self._spec(batch.width, batch.custom_mask, "spec_info")
+        spec = self._spec(batch.width, batch.custom_mask, "spec_info", batch)
         fb = fakes.forward_batch(batch, self.mode, spec, pool, self.trace)
         if path == "eager":
             backend.init_forward_metadata(fb)
@@ -177,11 +179,13 @@ class Session:
             out = backend.forward_extend(batch.q, batch.k, batch.v, layer, fb)
         return out, md, entry
 
-    def _spec(self, width: int, mask, label: str):
+    def _spec(self, width: int, mask, label: str, batch: VerifyBatch | None = None):
         found = self.input_fields(width)
         if found is None:
             return fakes.verify_input(width, mask, self.trace, label)
-        cls, fields, module = found
+        cls, fields, module, mask_from = found
+        if batch is not None and mask_from is not None and self.use_tree_mask:
+            mask = self._tree_mask(mask_from, batch, mask)
         if module in self.importer.extra_real:
             import importlib
 
@@ -195,6 +199,19 @@ class Session:
                     self.instances.add(cls)
                     return obj
         return fakes.verify_input(width, mask, self.trace, f"{label} ({cls})", fields)
+
+    def _tree_mask(self, source, batch: VerifyBatch, fallback):
+        """The mask the tree's own builder makes for this batch (``source``: a launch.worker.MaskSource)."""
+        from ddcheck.smoke.treemask import TreeMaskUnavailable, build_tree_mask
+
+        try:
+            mask = build_tree_mask(source.module, source.function, source.index, source.constants, batch,
+                                   self.device)
+        except TreeMaskUnavailable as exc:
+            self.input_failures[f"{source.function}() ({source.path}:{source.line})"] = str(exc)
+            return fallback
+        self.tree_masks[batch.width] = f"{source.function} ({source.path}:{source.line})"
+        return mask
 
     def _capture_replay(self, backend, batch: VerifyBatch, fb, pool, cw: int):
         bs, max_tokens = batch.bs, self.shape.max_bs * cw  # the runner sizes its state for its capture width

@@ -66,6 +66,8 @@ class SmokeReport(BaseModel):
     verify_inputs: dict[str, str] = Field(default_factory=dict)
     # of those, the classes the backend met as real instances (built by the tree's own class code)
     verify_input_instances: list[str] = Field(default_factory=list)
+    # "W=17 C=8" -> the tree's own function that built the verify input's mask for that case
+    tree_masks: dict[str, str] = Field(default_factory=dict)
     harness: HarnessTrace = Field(default_factory=HarnessTrace)
     seconds: float = 0.0
 
@@ -102,6 +104,8 @@ def render_text(report: SmokeReport, console=None) -> None:
         how = "an instance of" if cls.split()[0] in report.verify_input_instances else "a stand-in with the fields of"
         console.print(f"verify input {case}: {how} the tree's own {cls}; the backend read "
                       f"{', '.join(reads) or 'nothing'}", highlight=False)
+    for case, builder in report.tree_masks.items():
+        console.print(f"tree mask {case}: built by the tree's own {builder}", highlight=False)
     for note in report.limitations:
         console.print(f"[yellow]limitation[/]: {note}")
     colour = {0: "green", 1: "red"}.get(report.exit_code, "magenta")
