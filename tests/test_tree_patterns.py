@@ -204,3 +204,32 @@ def test_graph_only_start_up_width_equal_to_the_capture(tree):
     assert "verify-width" not in r.ids(None) and r.exit_code == 0, [f.message for f in r.findings]
     off = check_launch(launch(16, "trtllm_mha", "--disable-cuda-graph"), tree=tree)
     assert "verify-width" not in off.ids(None)  # the capture path is not taken at all
+
+
+def test_tree_mask_builder_called_with_the_batch(monkeypatch):
+    """The tree's mask builder is called with arguments made, by name, from the harness's batch."""
+    torch = pytest.importorskip("torch")
+    import sys
+    import types
+
+    from ddcheck.smoke.batch import Shape, make_batch
+    from ddcheck.smoke.treemask import TreeMaskUnavailable, build_tree_mask
+
+    def compile_tree(root_token_ids, visibility, past_lengths, tree_budget, device, dtype=None, _out=None):
+        rows = [torch.cat([torch.ones(tree_budget + 1, int(p), dtype=torch.bool), visibility[b]], 1).flatten()
+                for b, p in enumerate(past_lengths.tolist())]
+        return root_token_ids, torch.cat(rows).to(dtype or torch.bool)
+
+    def needs_logits(draft_logits, visibility):
+        return visibility
+
+    mod = types.ModuleType("ddcheck_fixture_masks")
+    mod.compile_tree, mod.needs_logits = compile_tree, needs_logits
+    monkeypatch.setitem(sys.modules, "ddcheck_fixture_masks", mod)
+    batch = make_batch(5, [3, 7], Shape(), "cpu", 0)
+    mask = build_tree_mask("ddcheck_fixture_masks", "compile_tree", 1, {"dtype": "torch.bfloat16"}, batch, "cpu")
+    assert mask.dtype == torch.bfloat16 and torch.equal(mask.bool(), batch.custom_mask)
+    with pytest.raises(TreeMaskUnavailable, match="draft_logits"):
+        build_tree_mask("ddcheck_fixture_masks", "needs_logits", None, {}, batch, "cpu")
+    with pytest.raises(TreeMaskUnavailable, match="does not load"):
+        build_tree_mask("ddcheck_no_such_module", "f", None, {}, batch, "cpu")
