@@ -16,7 +16,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddcheck.launch.evaluate import UNKNOWN, Evaluator, Obj, TreeModules, World, guards_to, statements_before
+from ddcheck.launch.evaluate import UNKNOWN, Evaluator, TreeModules, World, guards_to, statements_before
 from ddcheck.sources import SourceTree
 
 SPEC_INFO = "sglang/srt/speculative/spec_info.py"
