@@ -1,8 +1,11 @@
 """Whole-scan result cache: a repeated scan of an unchanged tree is answered from disk.
 
-The key covers ddcheck's own code, the settings, and for every tree either the wheel's
-(path, size, mtime, ctime, inode) or each Python file's (relpath, size, mtime, ctime, inode):
-touching any file misses, also an edit that puts back the old size and mtime (that sets ctime).
+The key covers ddcheck's own code, the settings, and the *content* of every tree: each Python
+file's relpath and a BLAKE2 digest of its bytes, or for a wheel each member's name, size and CRC-32
+from the archive's directory. So any edit misses, whatever it does to sizes and times. To avoid
+reading every file of an unchanged tree again, digests are remembered per file under its full stat
+stamp (size, mtime, ctime, inode: an edit changes ctime, which no user can set back); a file whose
+stamp changed is read and hashed again.
 Entries are JSON (a cache restored from elsewhere can hold data, never code), validated on load
 (a corrupt entry is a miss and is rewritten), and at most ``MAX_ENTRIES`` are kept.
 """
@@ -13,13 +16,15 @@ import hashlib
 import json
 import os
 import sys
+import zipfile
 from functools import lru_cache
 from pathlib import Path
 
 from .sources import SourceTree, cache_dir
 
-VERSION = 2
+VERSION = 3
 MAX_ENTRIES = 32
+MAX_DIGESTS = 200_000  # remembered file digests (one JSON file); beyond it the memo starts afresh
 
 
 @lru_cache(maxsize=1)
@@ -38,20 +43,67 @@ def key(trees: list[SourceTree], settings_json: str) -> str | None:
         return None
     h = hashlib.blake2b(digest_size=20)
     h.update(f"{VERSION}\0{sys.version}\0{_code_digest()}\0{settings_json}".encode())
-    for tree in trees:
-        if tree.kind == "wheel" and tree.wheel is not None:
-            st = os.stat(tree.wheel)
-            h.update(f"wheel\0{Path(tree.wheel).resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
-                     f"\0{st.st_ino}".encode())
-        elif tree.kind == "dir" and tree.root is not None:
-            h.update(f"dir\0{Path(tree.root).resolve()}\0{tree.label}\0{len(tree.files)}".encode())
-            for f in tree.files:
-                if f.stamp is None:
-                    return None
-                h.update(f"{f.relpath}\0{chr(0).join(map(str, f.stamp))}\n".encode())
-        else:
-            return None
+    memo = _Digests()
+    try:
+        for tree in trees:
+            if tree.kind == "wheel" and tree.wheel is not None:
+                h.update(f"wheel\0{Path(tree.wheel).resolve()}\n".encode())
+                with zipfile.ZipFile(tree.wheel) as zf:
+                    for info in zf.infolist():
+                        h.update(f"{info.filename}\0{info.file_size}\0{info.CRC}\n".encode())
+            elif tree.kind == "dir" and tree.root is not None:
+                root = Path(tree.root).resolve()
+                h.update(f"dir\0{root}\0{tree.label}\0{len(tree.files)}".encode())
+                for f in tree.files:
+                    digest = memo.digest(f, f"{root}\0{f.relpath}")
+                    if digest is None:
+                        return None
+                    h.update(f"{f.relpath}\0{digest}\n".encode())
+            else:
+                return None
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return None  # unreadable now: the scan reports it, uncached
+    finally:
+        memo.save()
     return h.hexdigest()
+
+
+class _Digests:
+    """Content digests of files, remembered under their stat stamp (``digests.json``)."""
+
+    def __init__(self):
+        self.path = cache_dir() / "scan" / "digests.json"
+        self.changed = False
+        try:
+            data = json.loads(self.path.read_bytes())
+            self.known = {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, list)
+                          and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], str)}
+        except Exception:  # noqa: BLE001 - missing or corrupt: start afresh
+            self.known = {}
+
+    def digest(self, f, where: str) -> str | None:
+        if f.stamp is None or f.disk_path is None:
+            return None
+        stamp = "/".join(map(str, f.stamp))
+        hit = self.known.get(where)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        digest = hashlib.blake2b(f.read_bytes(), digest_size=16).hexdigest()
+        self.known[where] = [stamp, digest]
+        self.changed = True
+        return digest
+
+    def save(self) -> None:
+        if not self.changed:
+            return
+        known = self.known if len(self.known) <= MAX_DIGESTS else {}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(known), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except (OSError, TypeError, ValueError):
+            pass  # a read-only cache only costs speed
 
 
 def _path(k: str) -> Path:
@@ -105,7 +157,8 @@ def store(k: str, result) -> None:
 
 def _prune(folder: Path) -> None:
     """Keep the newest ``MAX_ENTRIES`` entries (and no pickles of older versions)."""
-    entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    entries = sorted((p for p in folder.glob("*.json") if p.name != "digests.json"),
+                     key=lambda p: p.stat().st_mtime, reverse=True)
     for old in entries[MAX_ENTRIES:] + list(folder.glob("*.pickle")):
         try:
             old.unlink()

@@ -246,6 +246,41 @@ def test_cache_misses_an_edit_that_keeps_size_and_mtime(tmp_path, monkeypatch):
     assert len(second.findings) == len(first.findings) - 1
 
 
+def test_cache_is_keyed_by_content(tmp_path, monkeypatch):
+    """The same bytes written again (new inode, times) hit; a forged digest memo cannot make an edit hit."""
+    import json
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DDCHECK_CACHE", str(cache))
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    path = tree / "backend.py"
+    src = (FIXTURES / "guards.py").read_text()
+    path.write_text(src)
+    first = scan([str(tree)], settings=Settings())
+
+    def entries():
+        return sorted(p.name for p in (cache / "scan").glob("*.json") if p.name != "digests.json")
+
+    assert len(entries()) == 1
+    path.unlink()
+    path.write_text(src)  # identical content, another file
+    assert scan([str(tree)], settings=Settings()).model_dump_json() == first.model_dump_json()
+    assert len(entries()) == 1  # a hit: nothing new stored
+    edited = src.replace("self.max_extend_len = self.num_draft_tokens", "self.max_extend_len = 0", 1)
+    path.write_text(edited)
+    memo = cache / "scan" / "digests.json"
+    data = json.loads(memo.read_text())
+    old_digest = next(iter(data.values()))[1]
+    st = path.stat()
+    stamp = "/".join(map(str, (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)))
+    memo.write_text(json.dumps({f"{tree.resolve()}\0backend.py": [stamp, "0" * 32]}))  # a forged digest
+    assert old_digest != "0" * 32
+    second = scan([str(tree)], settings=Settings())
+    assert len(second.findings) == len(first.findings) - 1  # not the cached result of the old content
+    assert "0" * 32 in memo.read_text()  # the forged digest was the one used (its stamp matched)
+
+
 def test_cache_holds_data_not_code_and_survives_corruption(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("DDCHECK_CACHE", str(cache))
