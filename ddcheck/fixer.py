@@ -287,26 +287,6 @@ def _identity_of(st) -> tuple:
     return (st.st_ino, st.st_size, st.st_mtime_ns) if st is not None else ()
 
 
-def copy_tree(target: str, out_dir: Path) -> Path:
-    """A patched copy starts as a full copy of the package tree (every file, not only .py)."""
-    m = PACKAGE_VERSION_RE.match(target)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if m or target.endswith(".whl"):
-        tree = open_target(target)
-        with zipfile.ZipFile(tree.wheel) as zf:
-            for member in zf.infolist():
-                if not member.is_dir() and not member.filename.startswith("..") and not os.path.isabs(member.filename):
-                    zf.extract(member, out_dir)
-        return out_dir
-    src = Path(target)
-    if src.is_dir():
-        dest = out_dir / src.resolve().name if (src / "__init__.py").is_file() else out_dir
-        shutil.copytree(src, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".git"))
-        return out_dir
-    shutil.copy2(src, out_dir / src.name)
-    return out_dir
-
-
 # -- API used by tests, smoke and config --------------------------------------------------------------
 
 
@@ -328,6 +308,8 @@ def fix_targets(targets: list[str], *, settings: Settings | None = None, unsafe:
 
 def fix_tree(target: str, out_dir: Path, *, unsafe: bool = False) -> list[FileFix]:
     """Write a patched copy of the package tree of ``target`` (dir, wheel, sglang==VER) to ``out_dir``."""
+    from .copying import copy_tree
+
     copy_tree(target, Path(out_dir))
     return fix_targets([str(out_dir)], unsafe=unsafe)
 
@@ -362,6 +344,7 @@ def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bo
 
     from .api import open_targets
 
+    not_copied = False  # --out: a file of the target that could not be copied (reported)
     if installed:
         pkg = installed_sglang()
         if pkg is None:
@@ -376,11 +359,16 @@ def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bo
         if problem:
             err.print(f"ddcheck: --out {escape(str(out_dir))}: {problem}")
             return 2
+        from .copying import copy_tree
+
         try:
-            copy_tree(targets[0], out_dir)
+            copied = copy_tree(targets[0], out_dir)
         except (TargetError, OSError, zipfile.BadZipFile) as exc:
             err.print(f"ddcheck: {escape(str(exc))}")
             return 2
+        for path, why in copied.skipped:
+            err.print(f"[yellow]ddcheck: not copied to {escape(str(out_dir))}: {escape(path)}: {escape(why)}[/yellow]")
+        not_copied = bool(copied.skipped)
         targets = [str(out_dir)]
     else:
         for t in targets:
@@ -406,7 +394,7 @@ def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bo
         unfixable = [f for f in result.findings if f.severity == Severity.error and f.fix is None]
         _report_unfixable(unfixable, console)
         # --check fails on pending fixes; both fail when a fix could not be made or was rolled back.
-        return 1 if (check and pending) or result.errors or rejected else 0
+        return 1 if (check and pending) or result.errors or rejected or not_copied else 0
     written, failed = [], []
     for fx in pending:
         path = _disk(trees, fx)
@@ -437,7 +425,7 @@ def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bo
             return code
     if exit_non_zero_on_fix and written:
         return 1
-    if failed or rejected or result.errors or any(f.fix is None for f in remaining):
+    if failed or rejected or result.errors or not_copied or any(f.fix is None for f in remaining):
         return 1
     return 0
 

@@ -338,3 +338,54 @@ def test_fix_keeps_a_byte_order_mark(tmp_path):
     data = path.read_bytes()
     assert data.startswith(b"\xef\xbb\xbf") and not data.startswith(b"\xef\xbb\xbf\xef\xbb\xbf")
     assert b"(ddcheck fix)" in data
+
+
+def test_fix_out_copies_a_tree_with_loops_fifos_and_links_safely(tmp_path):
+    """A directory symlink loop is not followed, a FIFO is not opened, a file symlink is copied as
+    a file (so the fix never writes through it to the original), and the skips make the exit 1."""
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    backend = src / "pkg" / "backend.py"
+    backend.write_text((FIXTURES / "guards.py").read_text())
+    outside = tmp_path / "outside.py"
+    outside.write_text((FIXTURES / "guards.py").read_text())
+    (src / "pkg" / "linked.py").symlink_to(outside)
+    (src / "pkg" / "loop").symlink_to(src)  # a directory symlink back up: a loop
+    os.mkfifo(src / "pkg" / "pipe")
+    before = outside.read_bytes()
+    out = tmp_path / "out"
+    r = ddcheck("fix", str(src), "--out", str(out), timeout=120)
+    assert r.returncode == 1, r.stderr  # fixed what it could; the skips are reported
+    assert "loop" in r.stderr and "directory symlink" in r.stderr and "pipe" in r.stderr
+    assert "Traceback" not in r.stderr
+    copied = out / "pkg" / "linked.py"
+    assert copied.is_file() and not copied.is_symlink() and "(ddcheck fix)" in copied.read_text()
+    assert outside.read_bytes() == before  # the link's target, outside the copy, untouched
+    assert not (out / "pkg" / "loop").exists() and not (out / "pkg" / "pipe").exists()
+    assert "(ddcheck fix)" in (out / "pkg" / "backend.py").read_text()
+
+
+def test_fix_out_of_a_wheel_checks_every_member(tmp_path):
+    """A corrupt (CRC-mismatched) member and a member named to climb out are skipped and reported;
+    nothing is written outside the copy, no partial file is left."""
+    import zipfile
+
+    good = (FIXTURES / "guards.py").read_bytes()
+    wheel = tmp_path / "sglang-0.0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("sglang/__init__.py", b"")
+        zf.writestr("sglang/srt/layers/attention/backend.py", good)
+        zf.writestr("sglang/srt/broken.py", b"x = 1\n" * 50)
+        zf.writestr("../escape.py", b"print('out')\n")
+    data = bytearray(wheel.read_bytes())
+    at = data.find(b"x = 1\n" * 50)
+    data[at] = ord("y")  # the member's bytes no longer match its CRC
+    wheel.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    r = ddcheck("fix", str(wheel), "--out", str(out), timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "broken.py" in r.stderr and "corrupt" in r.stderr and "escape.py" in r.stderr
+    assert not (tmp_path / "escape.py").exists() and not (out.parent / "escape.py").exists()
+    assert not (out / "sglang" / "srt" / "broken.py").exists()
+    assert not list(out.rglob("*.ddcheck-copy"))  # no partial file left behind
+    assert "(ddcheck fix)" in (out / "sglang" / "srt" / "layers" / "attention" / "backend.py").read_text()
