@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .sources import SourceTree, cache_dir
 
-VERSION = 3
+VERSION = 4
 MAX_ENTRIES = 32
 MAX_DIGESTS = 200_000  # remembered file digests (one JSON file); beyond it the memo starts afresh
 

@@ -29,6 +29,10 @@ class FixPlan(BaseModel):
     anchor_line: int  # first statement of the verify block, where the per-step width is bound
     anchor_column: int
     expression: str  # W with its fallback to C, e.g. getattr(spec_info, "draft_token_num", None) or C
+    # Lines of the top-level statement (class or function, decorators included) holding the fix: the
+    # fixer rewrites only that part of the file. 0 when not known (the fixer finds it itself).
+    block_first: int = 0
+    block_last: int = 0
 
 
 class Finding(BaseModel):

@@ -4,6 +4,7 @@ of C on the verify path into findings."""
 from __future__ import annotations
 
 import ast
+import bisect
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -297,7 +298,9 @@ class Engine:
             # No statement anchor (a verify-guarded conditional expression): replaced inline.
             line = r.anchor.lineno if r.anchor is not None else 0
             col = model.column(r.anchor.lineno, r.anchor.col_offset) if r.anchor is not None else 0
-            fix = FixPlan(safety=safety, anchor_line=line, anchor_column=col, expression=value)
+            first, last = _top_level_span(model, r.node.lineno)
+            fix = FixPlan(safety=safety, anchor_line=line, anchor_column=col, expression=value,
+                          block_first=first, block_last=last)
             why = " (changes a buffer size: unsafe fix)" if r.kind == CAPACITY else \
                 " for every verify input that carries one (changes the resolver's choice: unsafe fix)" \
                 if r.kind == FALLBACK else ""
@@ -377,3 +380,15 @@ def _name_loads(root: ast.AST, name: str):
     for n in ast.walk(root):
         if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
             yield n
+
+
+def _top_level_span(model, line: int) -> tuple[int, int]:
+    """(first, last) line of the module-level statement holding ``line``, decorators included."""
+    body = model.tree.body
+    i = bisect.bisect_right([s.lineno for s in body], line) - 1  # statements are in line order
+    for stmt in body[max(0, i - 1): i + 2]:  # a decorated def starts before its `def` line
+        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
+        last = stmt.end_lineno or stmt.lineno
+        if first <= line <= last:
+            return first, last
+    return 0, 0
