@@ -23,13 +23,20 @@ class Rule(BaseModel):
     fix_text: str
     bad_example: str = ""
     good_example: str = ""
+    # good.py is exactly what `ddcheck fix --unsafe-fixes` makes of bad.py (its `# expect:` markers
+    # dropped), unless the rule says why not
+    good_is_fix: bool = True
+    good_differs: str = ""
 
     def doc(self) -> str:
         """Markdown: what it does, why it is bad, example, fix (the Ruff rule-doc shape)."""
         return (
             f"# {self.id} {self.name} ({self.severity.value})\n\n{self.summary}\n\n"
             f"## What it does\n{self.what_it_does.strip()}\n\n## Why is this bad?\n{self.why_bad.strip()}\n\n"
-            f"## Example\n```python\n{self.bad_example.rstrip()}\n```\n\nUse instead:\n```python\n"
+            f"## Example\n```python\n{self.bad_example.rstrip()}\n```\n\n"
+            + ("Use instead (what `ddcheck fix --unsafe-fixes` writes):" if self.good_is_fix else
+               f"Use instead (written by hand: {self.good_differs}):")
+            + "\n```python\n"
             f"{self.good_example.rstrip()}\n```\n\n## Fix ({self.fix})\n{self.fix_text.strip()}\n"
         )
 

@@ -47,6 +47,33 @@ def test_good_example_is_clean_for_its_rule(rule_id):
 
 @pytest.mark.parametrize("rule_id", RULES)
 def test_rule_doc_has_every_section(rule_id):
-    doc = all_rules()[rule_id].doc()
-    for heading in ("## What it does", "## Why is this bad?", "## Example", "Use instead:", "## Fix"):
-        assert heading in doc
+    rule = all_rules()[rule_id]
+    doc = rule.doc()
+    parts = re.split(r"^## ", doc, flags=re.M)
+    bodies = {p.split("\n", 1)[0]: p.split("\n", 1)[1] for p in parts[1:]}
+    assert set(bodies) >= {"What it does", "Why is this bad?", "Example"} and any(k.startswith("Fix") for k in bodies)
+    assert all(len(body.strip()) > 10 for body in bodies.values()), "every section says something"
+    # the examples in the doc are the example files, and the doc says whose output "Use instead" is
+    assert (rules_dir() / rule_id / "bad.py").read_text().rstrip() in bodies["Example"]
+    assert (rules_dir() / rule_id / "good.py").read_text().rstrip() in bodies["Example"]
+    assert ("what `ddcheck fix" in doc) == rule.good_is_fix
+
+
+MARK = re.compile(r"[ \t]*# expect:[^\r\n]*")
+
+
+@pytest.mark.parametrize("rule_id", RULES)
+def test_good_example_is_what_fix_makes_of_the_bad_one(rule_id, tmp_path):
+    """The documentation's "Use instead" is the fixer's own output, byte for byte."""
+    import shutil
+
+    from ddcheck.fixer import fix_targets
+
+    rule = all_rules()[rule_id]
+    if not rule.good_is_fix:
+        assert len(rule.good_differs) > 20, "a rule whose good example is not the fix says why"
+        return
+    path = tmp_path / "example.py"
+    shutil.copy(rules_dir() / rule_id / "bad.py", path)
+    fix_targets([str(path)], unsafe=True)
+    assert MARK.sub("", path.read_text()) == (rules_dir() / rule_id / "good.py").read_text()

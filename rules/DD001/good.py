@@ -9,11 +9,13 @@ class ToyVerifyBackend:
         bs = forward_batch.batch_size
         spec_info = forward_batch.spec_info
         if forward_batch.forward_mode.is_target_verify():
+            # Per-step verify width; C only if the verify input has none (ddcheck fix).
             num_tokens_per_req = getattr(spec_info, "draft_token_num", None) or self.num_draft_tokens
-            qo_indptr = torch.arange(0, (1 + bs) * num_tokens_per_req, step=num_tokens_per_req)
+            qo_indptr = torch.arange(
+                0,
+                (1 + bs) * num_tokens_per_req,
+                step=num_tokens_per_req,
+            )
             seq_mask_len = num_tokens_per_req * (forward_batch.seq_lens + num_tokens_per_req)
             max_extend_len = num_tokens_per_req
             self.metadata = (qo_indptr, seq_mask_len, max_extend_len, spec_info.custom_mask)
-        elif forward_batch.forward_mode.is_draft_extend():
-            # Draft extend really does run C tokens per request: not the verify path.
-            qo_indptr = torch.arange(0, (1 + bs) * self.num_draft_tokens, step=self.num_draft_tokens)
