@@ -34,6 +34,12 @@ def _code_digest() -> str:
     for p in sorted(root.rglob("*.py")):
         h.update(p.relative_to(root).as_posix().encode())
         h.update(p.read_bytes())
+    from .rules import rules_dir  # rule definitions decide severities: part of the code
+
+    rules = rules_dir()
+    for p in sorted(rules.rglob("*.toml")):
+        h.update(p.relative_to(rules).as_posix().encode())
+        h.update(p.read_bytes())
     return h.hexdigest()
 
 

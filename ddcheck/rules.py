@@ -67,3 +67,8 @@ def get_rule(rule_id: str) -> Rule | None:
     if key in rules:
         return rules[key]
     return next((r for r in rules.values() if r.name == rule_id.strip()), None)
+
+
+def severity_of(rule_id: str) -> Severity:
+    """The severity a rule's definition gives its findings (the engine asks, never decides)."""
+    return all_rules()[rule_id].severity

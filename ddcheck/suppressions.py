@@ -7,7 +7,8 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
-from .findings import Finding, Severity
+from .findings import Finding
+from .rules import severity_of
 
 MARKER = b"ddcheck:"
 # The reason runs to the end of the comment or up to a following `#` comment.
@@ -84,7 +85,7 @@ def apply(findings: list[Finding], suppressions: dict[str, list[Suppression]],
 
 
 def _meta(rule: str, path: str, relpath: str, s: Suppression, message: str) -> Finding:
-    return Finding(rule=rule, severity=Severity.warning, path=path, relpath=relpath, line=s.line, column=s.column,
+    return Finding(rule=rule, severity=severity_of(rule), path=path, relpath=relpath, line=s.line, column=s.column,
                    end_line=s.line, end_column=max(s.end_column, s.column), function=None, symbol="# ddcheck: ignore", message=message,
                    replacement=None, stmt_line=s.line,
                    statement=f"# ddcheck: ignore[{','.join(s.rules)}] {s.reason}".strip())

@@ -77,3 +77,17 @@ def test_good_example_is_what_fix_makes_of_the_bad_one(rule_id, tmp_path):
     shutil.copy(rules_dir() / rule_id / "bad.py", path)
     fix_targets([str(path)], unsafe=True)
     assert MARK.sub("", path.read_text()) == (rules_dir() / rule_id / "good.py").read_text()
+
+
+def test_a_findings_severity_is_its_rules(monkeypatch):
+    """The rule definition owns severity: the engine asks it (change rule.toml, the findings follow)."""
+    paths = [str(rules_dir() / r / "bad.py") for r in RULES]
+    findings = scan(paths, settings=Settings(), use_cache=False).findings
+    assert {f.rule for f in findings} == set(RULES)
+    assert all(f.severity == all_rules()[f.rule].severity for f in findings)
+    from ddcheck.findings import Severity
+
+    promoted = {**all_rules(), "DD002": all_rules()["DD002"].model_copy(update={"severity": Severity.error})}
+    monkeypatch.setattr("ddcheck.rules.all_rules", lambda: promoted)
+    again = scan([str(rules_dir() / "DD002" / "bad.py")], settings=Settings(), use_cache=False).findings
+    assert again and {f.severity for f in again if f.rule == "DD002"} == {Severity.error}

@@ -8,7 +8,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..findings import Finding, FixPlan, Severity
+from ..findings import Finding, FixPlan
+from ..rules import severity_of
 from .exprs import is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk
 from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C, Verdict,
                       classify, layout_what)
@@ -19,7 +20,8 @@ from .vocabulary import Vocabulary
 
 VERIFY_TEXT = ("target_verify", "TARGET_VERIFY")
 RESOLVER_WHAT = "returned by a width resolver for the verify inputs it does not read W from"
-RULE_BY_KIND = {LAYOUT: ("DD001", Severity.error), CAPACITY: ("DD002", Severity.warning), FALLBACK: ("DD003", Severity.info)}
+# The analysis finds kinds of hazard; a rule (rules/<ID>/rule.toml) owns each kind's id and severity.
+RULE_OF_KIND = {LAYOUT: "DD001", CAPACITY: "DD002", FALLBACK: "DD003"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -264,7 +266,8 @@ class Engine:
         return [self._finding(r) for r in self.reported.values()]
 
     def _finding(self, r: Reported) -> Finding:
-        rule, severity = RULE_BY_KIND[r.kind]
+        rule = RULE_OF_KIND[r.kind]
+        severity = severity_of(rule)
         model, func = r.fp.model, r.fp.func
         stmt_text, stmt_line = _statement(model, r.node)
         l1, c1, l2, c2 = model.span(r.node)
