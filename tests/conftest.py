@@ -8,7 +8,24 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-os.environ.setdefault("DDCHECK_CACHE", str(Path.home() / ".cache" / "ddcheck"))
+
+
+def _test_cache() -> Path:
+    """The suite's own cache directory (scan results, flag tables, digests), removed at exit, so tests
+    never read or write the user's; only downloaded wheels are kept, under the user's cache."""
+    import atexit
+    import shutil
+    import tempfile
+
+    persistent = Path(os.environ.get("DDCHECK_CACHE") or Path.home() / ".cache" / "ddcheck")
+    (persistent / "wheels").mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="ddcheck-test-cache-"))
+    (tmp / "wheels").symlink_to(persistent / "wheels", target_is_directory=True)
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+    return tmp
+
+
+os.environ["DDCHECK_CACHE"] = str(_test_cache())
 
 
 @pytest.fixture(scope="session")

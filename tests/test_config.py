@@ -383,14 +383,17 @@ def test_config_main_json_and_exit_codes(capsys, ddtree_tree):
 
 
 @network
-def test_flag_table_cached_and_fast(tmp_path, monkeypatch):
-    import time
+def test_flag_table_cached(tmp_path, monkeypatch):
+    """The flag table is read once per tree content and then served from the cache (no timing here:
+    speed is measured by bench/ scripts, not asserted in unit tests)."""
+    import ddcheck.launch.flags as flags
 
     tree = release("0.5.23")
     monkeypatch.setenv("DDCHECK_CACHE", str(tmp_path))
     first = flag_table(tree)
     assert list((tmp_path / "flags").glob("*.json"))
+    def extract_again(tree):
+        raise AssertionError("the flag table was extracted again instead of read from the cache")
+
+    monkeypatch.setattr(flags, "extract", extract_again)
     assert flag_table(tree) == first
-    t0 = time.perf_counter()
-    run(tree, eagle(3, 4, 8, "--attention-backend", "triton"))
-    assert time.perf_counter() - t0 < 1.0

@@ -1,0 +1,53 @@
+"""Golden output: what users read is pinned, so a change to a message, a hint, a column or the
+layout of the text/JSON reports shows up as a diff in review. Regenerate deliberately with
+``DDCHECK_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py`` and read the diff."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ddcheck.rules import all_rules
+
+REPO = Path(__file__).resolve().parents[1]
+GOLDEN = REPO / "tests" / "golden"
+UPDATE = os.environ.get("DDCHECK_UPDATE_GOLDEN") == "1"
+RULES = sorted(all_rules())
+
+
+def check(name: str, got: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.write_text(got, encoding="utf-8")
+    assert path.is_file(), f"no golden file {name}: run with DDCHECK_UPDATE_GOLDEN=1 and review it"
+    assert got == path.read_text(encoding="utf-8")
+
+
+def cli(*args: str) -> str:
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
+    r = subprocess.run([sys.executable, "-m", "ddcheck", *args], capture_output=True, text=True, cwd=REPO, env=env,
+                       timeout=120)
+    assert r.returncode in (0, 1), r.stderr
+    return r.stdout
+
+
+@pytest.mark.parametrize("rule_id", RULES)
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_rule_example_reports(rule_id, fmt):
+    out = cli("scan", f"rules/{rule_id}/bad.py", "--no-cache", "--format", fmt)
+    check(f"{rule_id}.{'txt' if fmt == 'text' else 'json'}", out)
+
+
+@pytest.mark.network
+def test_a_real_release_file(release_scan):
+    """sglang 0.5.10's triton backend, every finding as a user sees it (rule, place, message, hint, fix)."""
+    rows = [{"where": f"{f.relpath}:{f.line}:{f.column + 1}-{f.end_line}:{f.end_column + 1}", "rule": f.rule,
+             "severity": f.severity.value, "symbol": f.symbol, "message": f.message, "hint": f.hint,
+             "fix": f.fix_safety}
+            for f in release_scan("0.5.10").findings if f.relpath.endswith("layers/attention/triton_backend.py")]
+    check("sglang-0.5.10-triton_backend.json", json.dumps(rows, indent=1, ensure_ascii=False) + "\n")
