@@ -233,3 +233,24 @@ def test_tree_mask_builder_called_with_the_batch(monkeypatch):
         build_tree_mask("ddcheck_fixture_masks", "needs_logits", None, {}, batch, "cpu")
     with pytest.raises(TreeMaskUnavailable, match="does not load"):
         build_tree_mask("ddcheck_no_such_module", "f", None, {}, batch, "cpu")
+
+
+def test_config_judges_with_the_trees_settings_and_suppressions(tmp_path):
+    """config runs the scan as `ddcheck scan` does: a read of C suppressed with a reason, or a rule the
+    checkout's [tool.ddcheck] ignores, does not drive a verdict."""
+    import shutil
+
+    copy = tmp_path / "checkout" / "python" / "sglang"
+    shutil.copytree(TREE, copy)
+    fa3 = copy / "srt/layers/attention/flashattention_backend.py"
+    assert "verify-width" in check_launch(launch(16, "fa3"), tree=open_target(str(copy))).ids("error")
+    text = fa3.read_text()
+    fa3.write_text("\n".join(line + "  # ddcheck: ignore[DD001] this backend never serves tree drafters"
+                             if "self.speculative_num_draft_tokens" in line and "server_args" not in line else line
+                             for line in text.split("\n")))
+    quiet = check_launch(launch(16, "fa3"), tree=open_target(str(copy)))
+    assert "verify-width" not in quiet.ids(None), [f.message for f in quiet.findings]
+    fa3.write_text(text)
+    (tmp_path / "checkout" / "pyproject.toml").write_text('[tool.ddcheck]\nignore = ["DD001"]\n')
+    ignored = check_launch(launch(16, "fa3"), tree=open_target(str(copy)))
+    assert "verify-width" not in ignored.ids(None)

@@ -2,15 +2,19 @@
 the launch puts on the target-verify path.
 
 Only those modules are analysed, but the whole tree stays visible, so helpers they call in other
-modules are followed exactly as ``ddcheck scan`` follows them.
+modules are followed exactly as ``ddcheck scan`` follows them. The scan is the same pipeline as
+``ddcheck scan``'s: the tree's ``[tool.ddcheck]`` settings (the nearest pyproject.toml above a
+checkout) and its suppression comments apply, so a read of C suppressed with a reason does not
+drive a verdict.
 """
 
 from __future__ import annotations
 
-from ddcheck.analysis.scan import scan_trees
+from pathlib import Path
+
 from ddcheck.findings import Finding, Severity
 from ddcheck.launch.target import backend_files
-from ddcheck.sources import SourceTree
+from ddcheck.sources import SourceTree, content_hash
 
 ENGINE = "ddcheck scan"
 _MEMO: dict[tuple, list[Finding]] = {}
@@ -24,12 +28,28 @@ def scan_errors(tree: SourceTree, relpaths: list[str] | None = None) -> tuple[li
 
 def scan_findings(tree: SourceTree, relpaths: list[str] | None = None) -> list[Finding]:
     """Every finding of the scan in ``relpaths`` (default: every attention backend module)."""
+    from ddcheck.api import scan_trees_with_settings
+
     if relpaths is None:
         relpaths = sorted({m for ms in backend_files(tree).values() for m in ms})
-    key = (tree.label, tree.kind, len(tree.files), tuple(sorted(relpaths)))
+    settings = tree_settings(tree)
+    contents = tuple(content_hash(f.read_bytes()) if (f := tree.find(r)) is not None else "" for r in sorted(relpaths))
+    key = (tree.label, tree.kind, len(tree.files), tuple(sorted(relpaths)), contents, settings.model_dump_json())
     if key not in _MEMO:
-        _MEMO[key] = scan_trees([tree], only=set(relpaths), jobs=1).findings
+        _MEMO[key] = scan_trees_with_settings([tree], settings, only=set(relpaths), jobs=1).findings
     return list(_MEMO[key])
+
+
+def tree_settings(tree: SourceTree):
+    """``[tool.ddcheck]`` of the checkout the tree is in (defaults for a wheel, or without one)."""
+    from ddcheck.settings import Settings, SettingsError, load_settings
+
+    if tree.kind == "dir" and tree.root is not None:
+        try:
+            return load_settings(Path(tree.root))
+        except SettingsError:
+            return Settings()  # `ddcheck scan` reports a broken table; config judges with the defaults
+    return Settings()
 
 
 def verify_findings_by_backend(tree: SourceTree, backends: list[str] | None = None) -> dict[str, list[Finding]]:
