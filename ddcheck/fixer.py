@@ -378,16 +378,21 @@ def fix_tree(target: str, out_dir: Path, *, unsafe: bool = False) -> list[FileFi
 
 
 def fixed_file_text(target: str, relpath: str, *, unsafe: bool = False) -> str:
-    """The fixed text of one file of a target tree (the unchanged text when nothing needs fixing)."""
+    """The fixed text of one file of a target tree (the unchanged text when nothing needs fixing),
+    checked as `ddcheck fix` checks what it writes; raises FixError when that check rejects it."""
     tree = open_target(target)
     f = tree.find(relpath)
     if f is None:
         raise TargetError(f"{relpath} is not in {target}")
-    fixes, _ = plan([tree], Settings(), unsafe, only={f.relpath})
+    settings = Settings()
+    fixes, result = plan([tree], settings, unsafe, only={f.relpath})
     for fx in fixes:
         if fx.display == f.display:
-            return fx.after.decode("utf-8")
-    return f.read_bytes().decode("utf-8")
+            rejected = verify_fixes([fx], [tree], settings, result)
+            if rejected:
+                raise FixError(f"{fx.display}: fix rolled back: {rejected[0][1]}")
+            return decode(fx.after)
+    return decode(f.read_bytes())
 
 
 def _disk(trees: list[SourceTree], fx: FileFix) -> Path:
