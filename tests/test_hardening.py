@@ -227,14 +227,20 @@ def test_fix_follows_a_symlink_and_keeps_the_link(tmp_path):
     assert "(ddcheck fix)" in real.read_text()
 
 
-def test_cache_misses_an_edit_that_keeps_size_and_mtime(tmp_path, monkeypatch):
-    monkeypatch.setenv("DDCHECK_CACHE", str(tmp_path / "cache"))
+def _cached_tree(tmp_path, monkeypatch):
+    """A one-backend tree scanned once with a fresh cache: (cache dir, tree, backend file, its text, result)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DDCHECK_CACHE", str(cache))
     tree = tmp_path / "tree"
     tree.mkdir()
     path = tree / "backend.py"
     src = (FIXTURES / "guards.py").read_text()
     path.write_text(src)
-    first = scan([str(tree)], settings=Settings())
+    return cache, tree, path, src, scan([str(tree)], settings=Settings())
+
+
+def test_cache_misses_an_edit_that_keeps_size_and_mtime(tmp_path, monkeypatch):
+    _, tree, path, src, first = _cached_tree(tmp_path, monkeypatch)
     st = path.stat()
     # Same size, same mtime, one finding fewer: `self.num_draft_tokenz` is not C.
     edited = src.replace("self.max_extend_len = self.num_draft_tokens", "self.max_extend_len = self.num_draft_tokenz", 1)
@@ -250,14 +256,7 @@ def test_cache_is_keyed_by_content(tmp_path, monkeypatch):
     """The same bytes written again (new inode, times) hit; a forged digest memo cannot make an edit hit."""
     import json
 
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("DDCHECK_CACHE", str(cache))
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    path = tree / "backend.py"
-    src = (FIXTURES / "guards.py").read_text()
-    path.write_text(src)
-    first = scan([str(tree)], settings=Settings())
+    cache, tree, path, src, first = _cached_tree(tmp_path, monkeypatch)
 
     def entries():
         return sorted(p.name for p in (cache / "scan").glob("*.json") if p.name != "digests.json")
