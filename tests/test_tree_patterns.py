@@ -254,3 +254,17 @@ def test_config_judges_with_the_trees_settings_and_suppressions(tmp_path):
     (tmp_path / "checkout" / "pyproject.toml").write_text('[tool.ddcheck]\nignore = ["DD001"]\n')
     ignored = check_launch(launch(16, "fa3"), tree=open_target(str(copy)))
     assert "verify-width" not in ignored.ids(None)
+
+
+def test_width_fixed_at_start_up_is_not_per_step():
+    """Only a width computed in the step (a local of the method) counts as per step; one read from the
+    worker's own attributes is fixed at start-up even when ddcheck cannot evaluate it."""
+    from ddcheck.launch.worker import _computed_in_step
+
+    def expr(src):
+        return ast.parse(src, mode="eval").body
+
+    assert _computed_in_step(expr("verify_token_num"))
+    assert _computed_in_step(expr("max(1, raw_width)"))
+    assert not _computed_in_step(expr("int(self.block_size)"))
+    assert not _computed_in_step(expr("self.tree_budget + 1"))

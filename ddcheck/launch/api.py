@@ -220,7 +220,7 @@ def _apply(s: SpecSettings, run: TreeRun, tree: SourceTree) -> None:
         s.verify_width = c.width
     elif s.algorithm == "DDTREE" and s.ddtree_budget is not None:
         s.verify_width = s.ddtree_budget + 1
-    if c is not None and c.width is None:
+    if c is not None and c.width is None and c.per_step:
         s.verify_width_per_step = c.width_expr
     if s.algorithm and s.cuda_graph:
         cap = graph_capture(tree, s.algorithm, v, set(s.verify_input_fields) if s.verify_input else None)

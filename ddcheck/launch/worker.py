@@ -37,6 +37,7 @@ class VerifyChoice:
     cls_line: int = 0
     kwargs: list[str] = field(default_factory=list)  # the fields the worker sets when it builds it
     input_type: str | None = None  # the SpecInputType member the class sets (``spec_input_type=``)
+    per_step: bool = False  # W is computed in the step (a local of the method), not fixed at start-up
     mask_from: "MaskSource | None" = None  # the tree function whose result the worker passes as custom_mask
 
 
@@ -162,12 +163,15 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> W
         live = [fn for fn in methods if fn.name not in overridden]
         overridden |= {fn.name for fn in methods if not _calls_super(fn)}
         for fn in live:
+            if any(word in fn.name.lower() for word in SPECIAL_PATHS):
+                continue  # an idle or 1-node placeholder input, not the launch's verify step
             for call in ast.walk(fn):
                 if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
                         and call.func.id.endswith("VerifyInput")):
                     continue
                 kw = next((k for k in call.keywords if k.arg == "draft_token_num"), None)
-                if kw is None:
+                if kw is None or (isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, int)
+                                  and kw.value.value <= 1):
                     continue
                 conds = guards_to(fn.body, call, [])
                 local_ev = Evaluator(values)
@@ -190,10 +194,24 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> W
                     when=[("" if pol else "not ") + f"({ast.unparse(c)})" for c, pol, v in results if v is not UNKNOWN],
                     attrs=attrs, cls_path=cls_rel, cls_line=cls_line,
                     kwargs=[k.arg for k in call.keywords if k.arg], input_type=input_type,
+                    per_step=width is UNKNOWN and _computed_in_step(kw.value),
                     mask_from=mask_source(mods, fn, call, imports)))
     if not facts.choices:
         facts.note = f"{name} builds no verify input with draft_token_num= that these settings reach"
     return facts
+
+
+SPECIAL_PATHS = ("idle", "trivial", "dummy", "warmup", "fake", "placeholder")
+_BUILTIN_CALLS = {"int", "max", "min", "len", "abs", "bool", "float"}
+
+
+def _computed_in_step(expr: ast.expr) -> bool:
+    """A width that names a local of the method (``verify_token_num``) is computed in the step; one
+    that reads only ``self`` attributes and constants (``int(self.block_size)``) is fixed at start-up,
+    even when ddcheck cannot evaluate it."""
+    called = {id(n.func) for n in ast.walk(expr) if isinstance(n, ast.Call)}
+    return any(isinstance(n, ast.Name) and n.id != "self" and not (id(n) in called and n.id in _BUILTIN_CALLS)
+               for n in ast.walk(expr))
 
 
 def mask_source(mods: TreeModules, fn: ast.FunctionDef, call: ast.Call, imports: dict[str, str]) -> MaskSource | None:
