@@ -4,8 +4,8 @@ The key covers ddcheck's own code, the settings, and the *content* of every tree
 file's relpath and a BLAKE2 digest of its bytes, or for a wheel each member's name, size and CRC-32
 from the archive's directory. So any edit misses, whatever it does to sizes and times. To avoid
 reading every file of an unchanged tree again, digests are remembered per file under its full stat
-stamp (size, mtime, ctime, inode: an edit changes ctime, which no user can set back); a file whose
-stamp changed is read and hashed again.
+stamp (size, mtime, ctime, inode: an edit changes ctime, which no user can set back), one small file
+per tree under ``scan/digests/``; a file whose stamp changed is read and hashed again.
 Entries are JSON (a cache restored from elsewhere can hold data, never code), validated on load
 (a corrupt entry is a miss and is rewritten), and at most ``MAX_ENTRIES`` are kept.
 """
@@ -24,7 +24,7 @@ from .sources import SourceTree, cache_dir
 
 VERSION = 4
 MAX_ENTRIES = 32
-MAX_DIGESTS = 200_000  # remembered file digests (one JSON file); beyond it the memo starts afresh
+MAX_DIGESTS = 50_000  # remembered file digests of one tree; beyond it the memo starts afresh
 
 
 @lru_cache(maxsize=1)
@@ -49,7 +49,7 @@ def key(trees: list[SourceTree], settings_json: str) -> str | None:
         return None
     h = hashlib.blake2b(digest_size=20)
     h.update(f"{VERSION}\0{sys.version}\0{_code_digest()}\0{settings_json}".encode())
-    memo = _Digests()
+    memo = None
     try:
         for tree in trees:
             if tree.kind == "wheel" and tree.wheel is not None:
@@ -60,8 +60,11 @@ def key(trees: list[SourceTree], settings_json: str) -> str | None:
             elif tree.kind == "dir" and tree.root is not None:
                 root = Path(tree.root).resolve()
                 h.update(f"dir\0{root}\0{tree.label}\0{len(tree.files)}".encode())
+                if memo is not None:
+                    memo.save()
+                memo = _Digests(root)
                 for f in tree.files:
-                    digest = memo.digest(f, f"{root}\0{f.relpath}")
+                    digest = memo.digest(f, f.relpath)
                     if digest is None:
                         return None
                     h.update(f"{f.relpath}\0{digest}\n".encode())
@@ -70,15 +73,18 @@ def key(trees: list[SourceTree], settings_json: str) -> str | None:
     except (OSError, zipfile.BadZipFile, ValueError):
         return None  # unreadable now: the scan reports it, uncached
     finally:
-        memo.save()
+        if memo is not None:
+            memo.save()
     return h.hexdigest()
 
 
 class _Digests:
-    """Content digests of files, remembered under their stat stamp (``digests.json``)."""
+    """Content digests of one tree's files, remembered under their stat stamp (one small JSON file
+    per tree root under ``scan/digests/``, so a scan loads only its own)."""
 
-    def __init__(self):
-        self.path = cache_dir() / "scan" / "digests.json"
+    def __init__(self, root: Path):
+        name = hashlib.blake2b(str(root).encode(), digest_size=10).hexdigest()
+        self.path = cache_dir() / "scan" / "digests" / f"{name}.json"
         self.changed = False
         try:
             data = json.loads(self.path.read_bytes())
@@ -108,6 +114,7 @@ class _Digests:
             tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(known), encoding="utf-8")
             os.replace(tmp, self.path)
+            _prune(self.path.parent)
         except (OSError, TypeError, ValueError):
             pass  # a read-only cache only costs speed
 
@@ -163,8 +170,7 @@ def store(k: str, result) -> None:
 
 def _prune(folder: Path) -> None:
     """Keep the newest ``MAX_ENTRIES`` entries (and no pickles of older versions)."""
-    entries = sorted((p for p in folder.glob("*.json") if p.name != "digests.json"),
-                     key=lambda p: p.stat().st_mtime, reverse=True)
+    entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in entries[MAX_ENTRIES:] + list(folder.glob("*.pickle")):
         try:
             old.unlink()
