@@ -43,6 +43,14 @@ def test_rule_example_reports(rule_id, fmt):
     check(f"{rule_id}.{'txt' if fmt == 'text' else 'json'}", out)
 
 
+def test_analysis_fixture_with_start_up_buffers():
+    """fixtures/analysis/buffers.py: buffers laid out with C at start-up and read on the verify path
+    (their findings carry the refill hint, chosen from the finding's kind, not its message)."""
+    out = cli("scan", "fixtures/analysis/buffers.py", "--no-cache", "--format", "text")
+    assert "Refill this buffer per step" in out
+    check("fixtures-buffers.txt", out)
+
+
 @pytest.mark.network
 def test_a_real_release_file(release_scan):
     """sglang 0.5.10's triton backend, every finding as a user sees it (rule, place, message, hint, fix)."""

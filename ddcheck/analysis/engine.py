@@ -51,6 +51,7 @@ class Reported:
     c_expr: str  # how C is spelled here, for the fallback (``self.num_draft_tokens``)
     exact: bool  # the read is C itself, not a value derived from it: W may take its place
     hint: str | None = None  # set where the hazard is not a read of C (a C-sized buffer filled per step)
+    buffer_line: int = 0  # the read is of a buffer laid out with C at start-up (that line)
 
 
 @dataclass
@@ -140,7 +141,8 @@ class Engine:
             if verdict.kind in (HARMLESS, FALLBACK):
                 return
             what = f"reads a buffer laid out with C at start-up (line {site.buffer_line}) as the verify layout"
-            self._report(fp, site.node, site.anchor, Verdict(LAYOUT, what), fp.model.code(site.node), exact=False)
+            self._report(fp, site.node, site.anchor, Verdict(LAYOUT, what), fp.model.code(site.node), exact=False,
+                         buffer_line=site.buffer_line)
             return
         if verdict.kind == ALIAS:
             # `x = C` (or `y = x` with x holding C from outside the block): judged by what x feeds.
@@ -248,12 +250,12 @@ class Engine:
         return None
 
     def _report(self, fp: FunctionPass, node: ast.expr, anchor, verdict: Verdict, c_expr: str, exact: bool,
-                hint: str | None = None) -> None:
+                hint: str | None = None, buffer_line: int = 0) -> None:
         key = (fp.model.source.relpath, node.lineno, node.col_offset)
         old = self.reported.get(key)
         if old is not None and RANK[old.kind] >= RANK[verdict.kind]:
             return
-        self.reported[key] = Reported(verdict.kind, verdict.what, fp, node, anchor, c_expr, exact, hint)
+        self.reported[key] = Reported(verdict.kind, verdict.what, fp, node, anchor, c_expr, exact, hint, buffer_line)
 
     def forget(self, relpath: str) -> None:
         """Drop what was reported in one file (its analysis failed half-way)."""
@@ -281,7 +283,7 @@ class Engine:
             hint = r.hint
         elif r.kind == FALLBACK and not (r.what == RESOLVER_WHAT and r.exact and spec_info and not unbound):
             hint = "C is only the fallback here; keep the verify input's width set (and capture CUDA graphs at it)."
-        elif not r.exact and r.c_expr == symbol and "laid out with C" in r.what:
+        elif not r.exact and r.c_expr == symbol and r.buffer_line:
             hint = ("Refill this buffer per step from the verify input's width (as the eager path does), "
                     "or capture CUDA graphs at that width.")
         elif not r.exact:
