@@ -20,7 +20,7 @@ import zipfile
 from functools import lru_cache
 from pathlib import Path
 
-from .sources import SourceTree, cache_dir
+from .sources import SourceTree, cache_dir, content_hash
 
 VERSION = 4
 MAX_ENTRIES = 32
@@ -49,7 +49,6 @@ def key(trees: list[SourceTree], settings_json: str) -> str | None:
         return None
     h = hashlib.blake2b(digest_size=20)
     h.update(f"{VERSION}\0{sys.version}\0{_code_digest()}\0{settings_json}".encode())
-    memo = None
     try:
         for tree in trees:
             if tree.kind == "wheel" and tree.wheel is not None:
@@ -60,21 +59,15 @@ def key(trees: list[SourceTree], settings_json: str) -> str | None:
             elif tree.kind == "dir" and tree.root is not None:
                 root = Path(tree.root).resolve()
                 h.update(f"dir\0{root}\0{tree.label}\0{len(tree.files)}".encode())
-                if memo is not None:
-                    memo.save()
-                memo = _Digests(root)
-                for f in tree.files:
-                    digest = memo.digest(f, f.relpath)
-                    if digest is None:
-                        return None
+                digests = _Digests(root).of(tree.files)
+                if digests is None:
+                    return None
+                for f, digest in zip(tree.files, digests):
                     h.update(f"{f.relpath}\0{digest}\n".encode())
             else:
                 return None
     except (OSError, zipfile.BadZipFile, ValueError):
         return None  # unreadable now: the scan reports it, uncached
-    finally:
-        if memo is not None:
-            memo.save()
     return h.hexdigest()
 
 
@@ -93,17 +86,22 @@ class _Digests:
         except Exception:  # noqa: BLE001 - missing or corrupt: start afresh
             self.known = {}
 
-    def digest(self, f, where: str) -> str | None:
-        if f.stamp is None or f.disk_path is None:
-            return None
-        stamp = "/".join(map(str, f.stamp))
-        hit = self.known.get(where)
-        if hit is not None and hit[0] == stamp:
-            return hit[1]
-        digest = hashlib.blake2b(f.read_bytes(), digest_size=16).hexdigest()
-        self.known[where] = [stamp, digest]
-        self.changed = True
-        return digest
+    def of(self, files) -> list[str] | None:
+        """Each file's digest (None when one has no stat stamp); what was hashed anew is remembered."""
+        try:
+            out = []
+            for f in files:
+                if f.stamp is None or f.disk_path is None:
+                    return None
+                stamp = "/".join(map(str, f.stamp))
+                hit = self.known.get(f.relpath)
+                if hit is None or hit[0] != stamp:
+                    hit = self.known[f.relpath] = [stamp, content_hash(f.read_bytes())]
+                    self.changed = True
+                out.append(hit[1])
+            return out
+        finally:
+            self.save()
 
     def save(self) -> None:
         if not self.changed:

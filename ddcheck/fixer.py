@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import gc
 import os
 import re
 import shutil
@@ -25,7 +24,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 from pydantic import BaseModel, Field
 
-from .analysis.module import LINE_RE, SourceError, decode, encoding_of
+from .analysis.module import LINE_RE, SourceError, decode, encoding_of, statement_lines
 from .findings import Finding, ScanResult, Severity
 from .settings import Settings
 from .sources import PACKAGE_VERSION_RE, SourceTree, TargetError, installed_sglang, open_target, printable
@@ -114,20 +113,12 @@ def _top_level_spans(text: str, findings: list[Finding]) -> list[list[int]]:
     gives each fix its statement's span; only a finding without one costs a parse of the file."""
     given = [[f.fix.block_first, f.fix.block_last] for f in findings if f.fix.block_first]
     if len(given) == len(findings):
-        body = None
         raw = sorted(given)
-    else:
-        gc_was = gc.isenabled()
-        gc.disable()  # a large module's AST is millions of objects: the collector would only slow it
+    else:  # a plan made without spans (not by this version's analysis): find them
         try:
-            body = ast.parse(text).body
+            raw = [list(statement_lines(s)) for s in ast.parse(text).body]
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             raise FixError(f"does not parse: {exc}") from exc
-        finally:
-            if gc_was:
-                gc.enable()
-        raw = [[min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", []))]), s.end_lineno or s.lineno]
-               for s in body]
     spans: list[list[int]] = []
     for first, last in raw:
         if spans and first <= spans[-1][1]:

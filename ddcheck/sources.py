@@ -262,6 +262,8 @@ def _zip(path: Path) -> zipfile.ZipFile:
 
 
 MAX_SOURCE_BYTES = 64 << 20  # no Python source of a real tree comes near this
+# What reading a bad archive member raises: CRC mismatch, encryption, unsupported compression, truncation.
+MEMBER_ERRORS = (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError, zlib.error)
 
 
 def _member_reader(wheel: Path, member: str) -> Callable[[], bytes]:
@@ -274,8 +276,7 @@ def _member_reader(wheel: Path, member: str) -> Callable[[], bytes]:
         try:
             with zf.open(info) as fh:
                 data = fh.read(MAX_SOURCE_BYTES + 1)
-        except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError, zlib.error) as exc:
-            # CRC mismatch, encryption, unsupported compression, truncated data
+        except MEMBER_ERRORS as exc:
             raise OSError(errno.EIO, f"corrupt archive member ({type(exc).__name__}: {exc})") from exc
         if len(data) > MAX_SOURCE_BYTES:
             raise OSError(errno.EFBIG, f"member larger than its header says, over the {MAX_SOURCE_BYTES >> 20} MiB cap")

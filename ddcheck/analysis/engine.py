@@ -14,7 +14,7 @@ from .exprs import is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk
 from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C, Verdict,
                       classify, layout_what)
 from .modes import FORWARD_MODE_MODULE, ModeTable
-from .module import ClassFacts, FunctionInfo, ModuleModel
+from .module import ClassFacts, FunctionInfo, ModuleModel, statement_lines
 from .verify_path import FunctionPass, Site
 from .vocabulary import Vocabulary
 
@@ -392,8 +392,7 @@ def _top_level_span(model, line: int) -> tuple[int, int]:
     body = model.tree.body
     i = bisect.bisect_right([s.lineno for s in body], line) - 1  # statements are in line order
     for stmt in body[max(0, i - 1): i + 2]:  # a decorated def starts before its `def` line
-        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
-        last = stmt.end_lineno or stmt.lineno
+        first, last = statement_lines(stmt)
         if first <= line <= last:
             return first, last
     return 0, 0

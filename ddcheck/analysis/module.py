@@ -17,6 +17,12 @@ LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 BYTE_LINE_RE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
+def statement_lines(stmt: ast.stmt) -> tuple[int, int]:
+    """(first, last) line of a statement, a decorated definition's decorators included."""
+    first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
+    return first, stmt.end_lineno or stmt.lineno
+
+
 class SourceError(Exception):
     """A file that cannot be analysed (not UTF-8, does not parse, unreadable)."""
 

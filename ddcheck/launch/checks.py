@@ -107,16 +107,17 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
                         input_type=s.verify_input_type, world=World(TreeModules(tree), s.algorithm),
                         modes=_mode_table(tree), batch_fields=batch_fields(tree))
         memo: dict = {}
-        fixed_at = {launch_value(tree, f, launch, memo) for f in found}
+        value = {id(f): launch_value(tree, f, launch, memo) for f in found}
+        fixed_at = set(value.values())
         if not s.verify_width_per_step:
             # the backend's start-up width may itself be W for this launch (sized for the tree drafter)
-            found = [f for f in found if launch_value(tree, f, launch, memo) != W]
+            found = [f for f in found if value[id(f)] != W]
         if s.verify_width_per_step and s.cuda_graph and s.replay_gate_at and s.capture_width is not None:
             # Graph paths replay only batches as wide as the capture (can_run): a graph-only use of a
             # start-up width equal to the captured one is right for every batch that reaches it.
             eager = dataclasses.replace(launch, graphs=False)
             eager_memo: dict = {}
-            found = [f for f in found if not (launch_value(tree, f, launch, memo) == s.capture_width
+            found = [f for f in found if not (value[id(f)] == s.capture_width
                                               and finding_reach(tree, f, eager, eager_memo).status == "never")]
         reaches = [(f, finding_reach(tree, f, launch, memo)) for f in found]
         found = [f for f, r in reaches if r.status == "reached"]

@@ -168,8 +168,6 @@ class Evaluator:
         self.self_lines: dict[str, int] = {}  # self attribute -> line of the assignment that set it
         self.self_value: Any = None  # ``self`` as a value (an Algo, an Obj) inside a followed method
         self.local: dict[str, Any] = {}
-        self.methods: dict[str, ast.FunctionDef] | None = None  # SpeculativeAlgorithm's, for capture_width
-        self.algorithm: str | None = None
         self.world, self.module, self.depth = world, module, depth
         self.imports: dict[str, str] = {}  # names imported inside the function being evaluated
 
@@ -184,25 +182,13 @@ class Evaluator:
             self.local = {}
         return self
 
-    def methods_eval(self, fn: ast.FunctionDef, args: list[Any]) -> Any:
-        """The value a SpeculativeAlgorithm method returns for this algorithm (``self.is_x()`` decided)."""
-        inner = Evaluator(self.values, world=self.world, module=self.world.algo_module if self.world else "",
-                          depth=self.depth + 1)
-        inner.methods, inner.algorithm = self.methods, self.algorithm
-        if self.algorithm:
-            inner.self_value = Algo(self.algorithm.upper())
-        params = [a.arg for a in fn.args.args][1:]
-        inner.local = dict(zip(params, args))
-        got = inner.returns(fn.body)
-        return None if got is _FELL_THROUGH else got
-
     def call(self, fn: ast.FunctionDef, module: str, args: list[Any], kwargs: dict[str, Any],
              self_value: Any = None) -> Any:
         """What a tree function returns for these arguments, followed a few calls deep."""
         if self.depth >= MAX_CALL_DEPTH:
             return UNKNOWN
         inner = Evaluator(self.values, world=self.world, module=module, depth=self.depth + 1)
-        inner.methods, inner.algorithm, inner.self_value = self.methods, self.algorithm, self_value
+        inner.self_value = self_value
         a = fn.args
         positional = [p.arg for p in [*a.posonlyargs, *a.args]]
         if self_value is not None and positional:
@@ -392,17 +378,12 @@ class Evaluator:
                                             and self.self_value is None) else UNKNOWN
             args = [self._e(a) for a in n.args]
             kwargs = {k.arg: self._e(k.value) for k in n.keywords if k.arg}
-            if isinstance(base, Algo) or (base is UNKNOWN and self.methods is not None):
-                methods = self.methods if self.methods is not None else (self.world.algo_methods if self.world else {})
-                fn = methods.get(f.attr)
-                algo = base.name if isinstance(base, Algo) else self.algorithm
-                if fn is not None and algo:
-                    sub = Evaluator(self.values, world=self.world, depth=self.depth,
-                                    module=self.world.algo_module if self.world else "")
-                    sub.methods, sub.algorithm = methods, algo
-                    return sub.call(fn, sub.module, args, kwargs, self_value=Algo(algo.upper()))
-                if f.attr.startswith("is_") and not n.args and algo:
-                    return f.attr == f"is_{algo.lower()}"
+            if isinstance(base, Algo):  # the algorithm's own method, or its is_<name>() test
+                fn = self.world.algo_methods.get(f.attr) if self.world is not None else None
+                if fn is not None:
+                    return self.call(fn, self.world.algo_module, args, kwargs, self_value=Algo(base.name.upper()))
+                if f.attr.startswith("is_") and not n.args:
+                    return f.attr == f"is_{base.name.lower()}"
                 return UNKNOWN
             if isinstance(base, Obj) and self.world is not None:
                 hit = self.world.method(base, f.attr)
@@ -417,7 +398,7 @@ class Evaluator:
                 if UNKNOWN in args or n.keywords or any(a is None for a in args):
                     return UNKNOWN
                 return builtin(*args)
-            if self.world is not None and any(k.arg is None for k in n.keywords) is False:
+            if self.world is not None and not any(k.arg is None for k in n.keywords):
                 module = self.imports.get(f.id)
                 hit = (self.world.mods.find_function(f.id, module) if module
                        else self.world.mods.find_function(f.id, self.module) if self.module else None)

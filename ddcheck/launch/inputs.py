@@ -10,6 +10,7 @@ worker), so the tests guarding the resolver's ``return W`` — ``hasattr(spec_in
 from __future__ import annotations
 
 import ast
+import copy
 from typing import Any
 
 from ddcheck.analysis.exprs import dotted, mentions_per_step
@@ -60,15 +61,9 @@ def input_truth(test: ast.expr, cls: str, attrs: set[str], input_type: str | Non
             return hit
         if isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)):
             return not hit
-    if isinstance(test, ast.Call) and helpers and isinstance(test.func, ast.Attribute) \
-            and isinstance(test.func.value, ast.Name) and test.func.attr in helpers \
-            and len(test.args) == 1 and _is_input(test.args[0]):
-        fn = helpers[test.func.attr]
-        params = [a.arg for a in fn.args.args]
-        body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None \
-                and params and params[-1] == "spec_info":  # one parameter, the input, named as at the call
-            return again(body[0].value)
+    inlined = inline_helper(test, helpers) if helpers else None
+    if inlined is not None:
+        return again(inlined)
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.args and _is_input(test.args[0]):
         if test.func.id == "hasattr" and len(test.args) == 2 and isinstance(test.args[1], ast.Constant):
             return test.args[1].value in attrs
@@ -82,6 +77,32 @@ def input_truth(test: ast.expr, cls: str, attrs: set[str], input_type: str | Non
             and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
         return isinstance(test.ops[0], ast.IsNot)
     return None
+
+
+def inline_helper(call: ast.expr, helpers: dict[str, ast.FunctionDef]) -> ast.expr | None:
+    """``self.helper(args)`` where the helper (a method of the backend's class) only returns an
+    expression: that expression with the call's arguments put in for its parameters
+    (``self._is_tree_spec(spec_info)`` -> its test); None otherwise."""
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)
+            and call.func.value.id == "self" and call.func.attr in helpers and not call.keywords):
+        return None
+    fn = helpers[call.func.attr]
+    body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        return None
+    params = [a.arg for a in fn.args.args]
+    if params and params[0] == "self" and not any(isinstance(d, ast.Name) and d.id == "staticmethod"
+                                                  for d in fn.decorator_list):
+        params = params[1:]
+    if len(params) != len(call.args) or fn.args.vararg or fn.args.kwonlyargs:
+        return None
+    mapping = dict(zip(params, call.args))
+
+    class _Put(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name):
+            return copy.deepcopy(mapping[node.id]) if node.id in mapping else node
+
+    return _Put().visit(copy.deepcopy(body[0].value))
 
 
 def _function(tree: SourceTree, relpath: str, qualname: str) -> ast.FunctionDef | None:

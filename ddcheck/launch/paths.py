@@ -14,14 +14,13 @@ cannot be decided here: a model property, a runtime flag) or *not reached* (a te
 from __future__ import annotations
 
 import ast
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
 from ddcheck.analysis.modes import ModeTable
 from ddcheck.findings import Finding
 from ddcheck.launch.evaluate import UNKNOWN, Evaluator, guards_to, statements_before, tree_class
-from ddcheck.launch.inputs import input_truth
+from ddcheck.launch.inputs import inline_helper, input_truth
 from ddcheck.sources import SourceTree
 
 EAGER = ("init_forward_metadata",)
@@ -75,9 +74,13 @@ class _LaunchEval(Evaluator):
                 and n.left.attr == "spec_algorithm" and isinstance(n.comparators[0], ast.Constant) \
                 and n.comparators[0].value is None and self.launch.algorithm:
             return isinstance(n.ops[0], ast.IsNot)  # a speculative launch's batch carries its algorithm
-        inlined = self._inline(n)
-        if inlined is not None:
-            return self._e(inlined)
+        inlined = inline_helper(n, self.helpers) if self._inlining < 6 else None
+        if inlined is not None:  # a backend helper that only returns a test: decided through it
+            self._inlining += 1
+            try:
+                return self._e(inlined)
+            finally:
+                self._inlining -= 1
         if self.launch.input_cls and _mentions(n, "spec_info"):
             truth = input_truth(n, self.launch.input_cls, self.launch.input_fields, self.launch.input_type,
                                 self.helpers)
@@ -86,35 +89,6 @@ class _LaunchEval(Evaluator):
             if isinstance(n, ast.Attribute) and n.attr in ("draft_token_num", "custom_mask"):
                 return UNKNOWN
         return super()._e(n)
-
-    def _inline(self, n: ast.expr) -> ast.expr | None:
-        """``self.helper(args)`` where the helper only returns an expression: that expression with
-        the arguments put in for its parameters (``_uses_tree_expand(spec_info)`` -> its test)."""
-        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
-                and n.func.value.id == "self" and n.func.attr in self.helpers and not n.keywords
-                and self._inlining < 6):
-            return None
-        fn = self.helpers[n.func.attr]
-        body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
-            return None
-        params = [a.arg for a in fn.args.args]
-        if params and params[0] == "self" and not any(isinstance(d, ast.Name) and d.id == "staticmethod"
-                                                      for d in fn.decorator_list):
-            params = params[1:]
-        if len(params) != len(n.args) or fn.args.vararg or fn.args.kwonlyargs:
-            return None
-        mapping = dict(zip(params, n.args))
-
-        class _Put(ast.NodeTransformer):
-            def visit_Name(self, node: ast.Name):
-                return copy.deepcopy(mapping[node.id]) if node.id in mapping else node
-
-        self._inlining += 1
-        try:
-            return _Put().visit(copy.deepcopy(body[0].value))
-        finally:
-            self._inlining -= 1
 
 
 def batch_fields(tree: SourceTree) -> set[str]:

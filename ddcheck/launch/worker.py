@@ -305,7 +305,6 @@ def graph_capture(tree: SourceTree, algorithm: str, values: dict[str, Any],
     world = World(mods, algorithm)
     for rel, module, cls, init, attrs in _graph_runners(mods):
         ev = Evaluator(values, world=world, module=module)
-        ev.algorithm = algorithm
         params = [a.arg for a in [*init.args.args[1:], *init.args.kwonlyargs]]
         ev.local = {p: None for p in params}  # overrides unset: the runner falls back to server_args
         ev.local[params[0] if params else "model_runner"] = world.model_runner()
@@ -314,7 +313,7 @@ def graph_capture(tree: SourceTree, algorithm: str, values: dict[str, Any],
         for attr in attrs:
             w = ev.self_env.get(attr, UNKNOWN)
             if isinstance(w, int) and not isinstance(w, bool):
-                gate = _replay_gate(mods, cls, module, ev, attrs, values, world, algorithm, input_fields)
+                gate = _replay_gate(mods, cls, module, ev, attrs, values, world, input_fields)
                 return CaptureFacts(w, f"{rel}:{ev.self_lines.get(attr, init.lineno)}", gate)
     return CaptureFacts()
 
@@ -325,14 +324,14 @@ BATCH_WIDTH_MARKS = ("numel", "num_tokens_per_req", "draft_token_num", "runtime_
 
 
 def _replay_gate(mods: TreeModules, cls: str, module: str, init_ev: Evaluator, attrs: list[str],
-                 values: dict[str, Any], world: World, algorithm: str, input_fields: set[str] | None) -> str:
+                 values: dict[str, Any], world: World, input_fields: set[str] | None) -> str:
     hit = mods.find_class(cls, module)
     while hit is not None:
         rel, node, mod = hit
         for fn in (n for n in node.body if isinstance(n, ast.FunctionDef) and n.name in GATE_METHODS):
             parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
             ev = Evaluator(values, world=world, module=mod)
-            ev.algorithm, ev.self_env = algorithm, dict(init_ev.self_env)
+            ev.self_env = dict(init_ev.self_env)
             for cmp in (n for n in ast.walk(fn) if isinstance(n, ast.Compare)):
                 text = ast.unparse(cmp)
                 captured = any(f"self.{a}" in text for a in attrs) or "bucket" in text or "num_tokens_per_bs" in text

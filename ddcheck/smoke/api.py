@@ -187,8 +187,8 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     trace = HarnessTrace()
     inputs = _tree_inputs(tree, report, launch)
     # The tree's own verify-input classes are run from the tree, with the SpecInput base they need.
-    modules = {found[2] for _, w_, c_ in cases if (found := inputs(w_, c_)) is not None and found[2]}
-    modules |= {found[3].module for _, w_, c_ in cases if (found := inputs(w_, c_)) is not None and found[3]}
+    found = [f for _, w_, c_ in cases if (f := inputs(w_, c_)) is not None]
+    modules = {f[2] for f in found if f[2]} | {f[3].module for f in found if f[3]}
     extra = modules | {SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE} if modules else set()
     with triton_interpreter(device == "cpu"):
         for cfg_c in dict.fromkeys(cc for _, _, cc in cases):
