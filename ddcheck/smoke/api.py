@@ -58,6 +58,7 @@ def run_smoke(
     isolate: bool = True,
     timeout: float = 1800,
     launch: dict | None = None,
+    backend: str = "triton",
 ) -> "SmokeReport":
     """Run the target's TritonAttnBackend on a DDTree batch of W = budget + 1 tokens per request
     with the backend built for C = ``num_draft_tokens``; compare against a float64 reference.
@@ -67,15 +68,18 @@ def run_smoke(
     graph runner that captures at the verify width (the remedy for the capture limitation).
     ``isolate`` runs it in a fresh interpreter (see :mod:`ddcheck.smoke.worker`). ``launch``: the
     ``server_args`` values of a resolved launch (``ddcheck config --smoke``), whose algorithm's worker
-    gives the verify-input class; by default the tree's DDTREE worker, if it has one.
+    gives the verify-input class; by default the tree's DDTREE worker, if it has one. ``backend``: a
+    name from :mod:`ddcheck.backends` (``ddcheck smoke --list-backends``); backends without runnable
+    kernels are judged by the verify contract alone.
     """
     args = dict(target=target, backend_file=backend_file, backend_source=backend_source, budget=budget,
                 num_draft_tokens=num_draft_tokens, device=device, seed=seed, allow_out_of_bounds=allow_out_of_bounds,
                 prefix_lens=prefix_lens, dtype=dtype, graph_capture_width=graph_capture_width, seed_case=seed_case,
-                launch=launch)
+                launch=launch, backend=backend)
     t0 = time.perf_counter()
     report = _blank_report(args)
     try:
+        _backend(backend)
         _check_widths(budget, num_draft_tokens, allow_out_of_bounds)
         if graph_capture_width not in ("C", "W"):
             raise HarnessError(f"graph_capture_width must be 'C' or 'W', not {graph_capture_width!r}")
@@ -87,7 +91,7 @@ def run_smoke(
                     pass  # the worker reports the unreadable file
             return _isolated(args, timeout, report)
         _run(report, target, backend_file, backend_source, prefix_lens, dtype, allow_out_of_bounds,
-             graph_capture_width, seed_case, launch)
+             graph_capture_width, seed_case, launch, _backend(backend))
     except HarnessError as exc:
         report.exit_code, report.verdict = 2, f"harness failure: {exc}"
     except Exception as exc:  # never let a crash look like a verdict
@@ -98,10 +102,28 @@ def run_smoke(
     return report
 
 
+def _backend(name: str):
+    """The named backend, if smoke can run it here; else the reason, as a harness failure."""
+    from ddcheck import backends
+
+    try:
+        spec = backends.get(name)
+    except KeyError as exc:
+        raise HarnessError(exc.args[0]) from None
+    if not spec.runs:
+        raise HarnessError(f"smoke cannot run the {name} backend here: {spec.why_not}")
+    return spec
+
+
 def _blank_report(args: dict) -> SmokeReport:
+    from ddcheck import backends
+
+    spec = backends.BACKENDS.get(args["backend"])
+    relpath = spec.relpath if spec else BACKEND_RELPATH
     label = args["backend_file"] or ("<backend_source>" if args["backend_source"] is not None
-                                     else f"{args['target']}!{BACKEND_RELPATH}")
-    return SmokeReport(target=args["target"], backend=label, device=args["device"], dtype=args["dtype"] or "",
+                                     else f"{args['target']}!{relpath}")
+    return SmokeReport(target=args["target"], backend=label, attention_backend=args["backend"],
+                       kernels=spec.kernels if spec else None, device=args["device"], dtype=args["dtype"] or "",
                        budget=args["budget"], width=args["budget"] + 1, num_draft_tokens=args["num_draft_tokens"],
                        seed=args["seed"], graph_capture_width=args["graph_capture_width"])
 
@@ -142,7 +164,7 @@ def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
 
 
 def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens, dtype, allow_oob,
-         capture_mode, seed_case, launch=None) -> None:
+         capture_mode, seed_case, launch, spec) -> None:
     try:
         import torch  # noqa: F401
         import triton  # noqa: F401
@@ -193,8 +215,8 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     with triton_interpreter(device == "cpu"):
         for cfg_c in dict.fromkeys(cc for _, _, cc in cases):
             ctx = LoadContext(device=device, num_draft_tokens=cfg_c, num_steps=max(1, cfg_c - 1))
-            with SglangImporter(tree, ctx, backend_source, extra_real=extra) as importer:
-                session = Session(importer, shape, cfg_c, device, lambda width, c=cfg_c: inputs(width, c))
+            with SglangImporter(tree, ctx, backend_source, extra_real=extra, backend_module=spec.module) as importer:
+                session = Session(importer, shape, cfg_c, device, lambda width, c=cfg_c: inputs(width, c), spec)
                 report.block_m = report.block_m or session.block_m()
                 for case, cw_, _ in [x for x in cases if x[2] == cfg_c]:
                     batch, pad = build_batch(cw_, prefix_lens, shape, device, report.seed, cfg_c, allow_oob)
@@ -334,14 +356,32 @@ def _verdict(report: SmokeReport) -> None:
         report.exit_code = 1
         report.verdict = (("capture width" if capture_only else "bug")
                           + f": W == C is right but W = {w} != C = {c} is wrong on "
-                          + ", ".join(f"{p.path} ({p.wrong_tokens} wrong, {p.unwritten_tokens} unwritten of "
-                                      f"{p.tokens} tokens)" for p in bad))
+                          + ", ".join(_fault(p, report.kernels is not None) for p in bad))
         if capture_only:
             report.verdict += ("; eager is right and the graph path is right when captured at W: the remaining "
                                "failure is the capture width, not the backend")
     else:
         report.exit_code = 0
         report.verdict = f"every path correct at W = {w}, C = {c} and at the W == C controls"
+    for p in paths:
+        if p.status == "ok" and p.violations and p.case == "ddtree":
+            report.limitations.append(
+                f"{p.path}: the attention numbers are right on this device, yet the metadata breaks the verify "
+                f"contract ({'; '.join(_violation(v) for v in p.violations)}): right here, not by design")
+
+
+def _violation(v: dict) -> str:
+    return f"{v['field']}: expected {v['expected']}, got {v['got']}"
+
+
+def _fault(p, numbers: bool) -> str:
+    """How one path is wrong: its numbers where the kernels ran, else its first contract violation."""
+    if numbers and p.status == "wrong" and (p.wrong_tokens or p.unwritten_tokens):
+        return f"{p.path} ({p.wrong_tokens} wrong, {p.unwritten_tokens} unwritten of {p.tokens} tokens)"
+    if p.violations:
+        more = f"; {len(p.violations) - 1} more field(s)" if len(p.violations) > 1 else ""
+        return f"{p.path} ({_violation(p.violations[0])}{more})"
+    return f"{p.path} ({p.wrong_tokens} wrong, {p.unwritten_tokens} unwritten of {p.tokens} tokens)"
 
 
 def smoke_main(target: str, backend_file: str | None = None, fmt: str = "text", **kwargs) -> int:

@@ -43,7 +43,8 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         speculative_eagle_topk=1, speculative_algorithm="EAGLE", triton_attention_num_kv_splits=8,
         triton_attention_split_tile_size=None, disable_cuda_graph=False, chunked_prefill_size=8192,
         enable_deterministic_inference=False, page_size=1, kv_cache_dtype="auto",
-        enable_dp_attention=False, attention_backend="triton",
+        enable_dp_attention=False, attention_backend="triton", disable_chunked_prefix_cache=True,
+        is_embedding=False, disable_radix_cache=False, enable_prefill_cp=False,
     )
     model_config = Recording(
         "model_runner.model_config", trace,
@@ -52,7 +53,9 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         get_max_num_attention_heads=lambda: shape.num_q_heads,
         context_len=shape.max_context_len, is_encoder_decoder=False, head_dim=shape.head_dim,
         v_head_dim=shape.head_dim, swa_v_head_dim=shape.head_dim, hf_config=None,
-        num_key_value_heads=shape.num_kv_heads, is_hybrid_swa=False,
+        num_key_value_heads=shape.num_kv_heads, is_hybrid_swa=False, is_local_attention_model=False,
+        hf_text_config=Recording("model_runner.model_config.hf_text_config", trace,
+                                 num_attention_heads=shape.num_q_heads),
     )
     req_to_token_pool = Recording("req_to_token_pool", trace, size=shape.max_bs, req_to_token=batch.req_to_token)
     return Recording(
@@ -67,6 +70,8 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         decode_num_tokens_per_req=lambda: num_draft_tokens,
         spec_algorithm=Recording("model_runner.spec_algorithm", trace, is_dspark=lambda: False,
                                  is_eagle=lambda: True, is_ddtree=lambda: False),
+        attn_cp_size=1, attention_chunk_size=None, kv_cache_dtype_str="auto", prefill_aware_swa=False,
+        ps=Recording("model_runner.ps", trace, attn_cp_size=1, tp_size=1),
     )
 
 
@@ -175,10 +180,18 @@ def forward_batch(batch: VerifyBatch, mode: Any, spec_info: Recording, pool: Rec
         out_cache_loc=batch.out_cache_loc, token_to_kv_pool=pool, encoder_lens=None,
         extend_seq_lens=None, extend_prefix_lens=None, extend_start_loc=None,
         extend_seq_lens_cpu=None, extend_prefix_lens_cpu=None, extend_num_tokens=None,
-        positions=None, num_token_non_padded=None, dcp_kv_mask=None,
+        positions=_positions(batch), num_token_non_padded=None, dcp_kv_mask=None,
         kv_loc_plan=Recording(f"{label}.kv_loc_plan", trace), out_cache_loc_is_physical=False,
         mha_one_shot=False, attn_attend_prefix_cache=False,
+        req_to_token_pool=Recording(f"{label}.req_to_token_pool", trace, req_to_token=batch.req_to_token),
     )
+
+
+def _positions(batch) -> torch.Tensor:
+    """Each draft token's position: its request's prefix length plus its index in the request."""
+    width = batch.out_cache_loc.numel() // max(1, batch.bs)
+    steps = torch.arange(width, device=batch.seq_lens.device)
+    return (batch.seq_lens.to(torch.int64)[:, None] + steps[None, :]).flatten()
 
 
 def _attr_of_stand_in(module: str, cls: str, member: str) -> Any:

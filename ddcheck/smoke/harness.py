@@ -1,4 +1,8 @@
-"""Run a target's own TritonAttnBackend in TARGET_VERIFY mode on a DDTree batch and judge it.
+"""Run a target's own attention backend in TARGET_VERIFY mode on a DDTree batch and judge it.
+
+Every path's metadata is judged by the verify contract (:mod:`ddcheck.contract`, through the
+backend's table in :mod:`ddcheck.backends`); where the backend's kernels can run (Triton), the
+attention output is also compared with a float64 reference.
 
 Paths, each at W != C and as a control at W == C:
 
@@ -99,21 +103,29 @@ def _tolist(value: Any) -> Any:
     return value.tolist() if isinstance(value, torch.Tensor) else value
 
 
-def _metadata(md: Any, bs: int) -> dict[str, Any]:
-    def head(name: str) -> Any:
-        t = getattr(md, name, None)
-        return _tolist(t[: bs + 1]) if isinstance(t, torch.Tensor) else t
+def _metadata(owner: Any, fields, bs: int) -> dict[str, Any]:
+    """The contract fields' values (the first bs + 1 entries of a vector, a page table's shape)."""
+    from ddcheck.contract import _get
 
-    return {"qo_indptr": head("qo_indptr"), "mask_indptr": head("mask_indptr"),
-            "kv_indptr": head("kv_indptr"), "max_extend_len": _tolist(getattr(md, "max_extend_len", None))}
+    out = {}
+    for path in fields:
+        t = _get(owner, path)
+        if isinstance(t, torch.Tensor) and t.dim() == 2:
+            out[path] = f"tensor{list(t.shape)}"
+        else:
+            out[path] = _tolist(t[: bs + 1]) if isinstance(t, torch.Tensor) and t.dim() else _tolist(t)
+    return out
 
 
 class Session:
     """One loaded release at one configured C: builds backends and runs paths on batches."""
 
     def __init__(self, importer: SglangImporter, shape: Shape, num_draft_tokens: int, device: str,
-                 input_fields=None):
+                 input_fields=None, backend=None):
+        from ddcheck import backends
+
         self.importer, self.shape, self.c, self.device = importer, shape, num_draft_tokens, device
+        self.spec = backend or backends.get("triton")
         # width -> (class name, fields, module) of the tree's own verify input at that width, when it has one
         self.input_fields = input_fields or (lambda width: None)
         self.input_failures = importer.preload()  # before the backend binds SpecInputType
@@ -121,9 +133,9 @@ class Session:
         self.use_tree_mask = True  # build the tree mask with the tree's own builder, where it has one
         self.tree_masks: dict[int, str] = {}  # width -> the tree function that built the mask
         self.module = importer.load_backend()
-        self.backend_cls = getattr(self.module, "TritonAttnBackend", None)
-        if self.backend_cls is None:
-            raise HarnessError("the backend module defines no TritonAttnBackend")
+        self.backend_cls = getattr(self.module, self.spec.cls, None)
+        if not isinstance(self.backend_cls, type):
+            raise HarnessError(f"the backend module defines no {self.spec.cls}")
         self.mode = importer.forward_mode().TARGET_VERIFY
         self.trace = importer.trace
 
@@ -132,6 +144,8 @@ class Session:
         None if this release no longer exposes ``_get_block_sizes_for_extend_attention``."""
         import importlib
 
+        if self.spec.kernels != "triton":
+            return None
         for name in ("sglang.kernels.ops.attention.extend_attention",
                      "sglang.srt.layers.attention.triton_ops.extend_attention"):
             if self.importer.tree_has_module(name):
@@ -153,10 +167,14 @@ class Session:
                             capture_width=capture_width if path == "graph" else None, tokens=batch.num_tokens)
         start = time.perf_counter()
         try:
-            out, md, entry = self._run(path, batch, capture_width, pad_rows)
+            out, backend, entry = self._run(path, batch, capture_width, pad_rows)
             result.entry_points = entry
-            result.metadata = _metadata(md, batch.bs)
-            self._judge(result, out, batch, tol)
+            result.metadata = _metadata(backend, self.spec.fields, batch.bs)
+            self._contract(result, backend, batch)
+            if out is not None:
+                self._judge(result, out, batch, tol)
+            else:
+                result.status = "wrong" if result.violations else "ok"
         except Exception as exc:  # any failure of the harness or the backend: never a verdict of 1
             result.status = "crash"
             result.error = f"{type(exc).__name__}: {exc} (at {_where(exc)})"
@@ -174,10 +192,26 @@ class Session:
             md = backend.forward_metadata
         else:
             md, entry = self._capture_replay(backend, batch, fb, pool, capture_width)
+        backend.forward_metadata = md  # on the graph path: as captured, its tensors refilled by replay
+        if self.spec.kernels is None:
+            return None, backend, entry[:-1]
         with poisoned_allocations(pad_rows):
-            backend.forward_metadata = md
             out = backend.forward_extend(batch.q, batch.k, batch.v, layer, fb)
-        return out, md, entry
+        return out, backend, entry
+
+    def _contract(self, result: PathResult, backend, batch: VerifyBatch) -> None:
+        from ddcheck.contract import VerifyLayout, check
+
+        layout = VerifyLayout(batch.width, tuple(batch.prefix_lens), tuple(batch.req_pool_indices.tolist()),
+                              batch.req_to_token.cpu())
+        fields = self.spec.fields if result.path == "eager" else \
+            {f: t for f, t in self.spec.fields.items() if f not in self.spec.graph_host_only}
+        verdict = check(backend, fields, layout)
+        if not verdict.checked:
+            raise HarnessError(f"none of {self.spec.name}'s contract fields is set after this path "
+                               f"({', '.join(self.spec.fields)})")
+        result.violations = [v.to_dict() for v in verdict.violations]
+        result.contract_fields = verdict.checked
 
     def _spec(self, width: int, mask, label: str, batch: VerifyBatch | None = None):
         found = self.input_fields(width)
@@ -265,6 +299,7 @@ class _CaptureBatch:
 
     def __init__(self, batch: VerifyBatch, seq_lens: torch.Tensor, req: torch.Tensor, cw: int):
         self.bs, self.seq_lens, self.req_pool_indices = batch.bs, seq_lens, req
+        self.req_to_token = batch.req_to_token
         self.out_cache_loc = torch.zeros(batch.bs * cw, dtype=torch.int64, device=seq_lens.device)
 
 

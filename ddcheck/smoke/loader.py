@@ -18,6 +18,7 @@ namespace itself, deciding per module:
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -33,7 +34,7 @@ from typing import Any, Callable
 from ddcheck.isolation import SwappedImports
 from ddcheck.sources import SourceTree
 
-BACKEND_MODULE = "sglang.srt.layers.attention.triton_backend"
+BACKEND_MODULE = "sglang.srt.layers.attention.triton_backend"  # the default backend
 BACKEND_RELPATH = "sglang/srt/layers/attention/triton_backend.py"
 NAMESPACES = ("sglang", "sgl_kernel")
 
@@ -45,6 +46,7 @@ REAL_MODULES = (
     "sglang.srt.layers.attention.triton_ops.*",
     "sglang.srt.layers.attention.utils",  # create_flashinfer_kv_indices_triton up to 0.5.12
     "sglang.srt.layers.attention.verify_mask",  # cuda-graph tree-mask buffer, 0.5.17+
+    "sglang.srt.layers.attention.kv_shard_hooks",  # get_kv_shard_pool (fa3, 0.5.23)
     "sglang.kernels.ops.attention.*",
     "sglang.kernels.ops.kvcache.*",
     "sglang.kernel_api_logging",  # @debug_kernel_api on the base backend (stdlib + torch)
@@ -253,6 +255,10 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
         "get_int_env_var": rec("utils.get_int_env_var", int_env),
         "get_device_core_count": rec("utils.get_device_core_count", core_count),
         "next_power_of_2": rec("utils.next_power_of_2", lambda n: 1 << (n - 1).bit_length() if n > 0 else 1),
+        # torch.compile(backend=...) at import: "eager" traces nothing, so the helpers run as written
+        "get_compiler_backend": const("utils.get_compiler_backend", "eager"),
+        "get_device_capability": rec("utils.get_device_capability", lambda *a, **k: (
+            torch.cuda.get_device_capability() if on_cuda else (9, 0))),
     }
     for flag in ("is_hip", "is_npu", "is_xpu", "is_cpu", "is_musa", "is_gfx95_supported",
                  "is_gfx942_supported", "is_gfx1250_supported"):
@@ -262,7 +268,8 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
                      speculative_num_steps=ctx.num_steps, speculative_eagle_topk=ctx.topk,
                      speculative_algorithm=None)
     parallel = Recording("get_parallel()", trace, attn_tp_size=1, attn_dcp_size=1, attn_dcp_rank=0,
-                         attn_tp_rank=0, tp_size=1, dcp_group=None)
+                         attn_tp_rank=0, tp_size=1, dcp_group=None, attn_cp_size=1, enable_prefill_cp=False,
+                         attn_dp_enabled=False)
     # 0.5.23 moved server args behind get_exec()/get_schedule().
     execution = Recording(
         "get_exec()", trace,
@@ -270,7 +277,10 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
                          triton_attention_split_tile_size=None),
         dllm=Recording("get_exec().dllm", trace, dllm_algorithm=None),
         deterministic=Recording("get_exec().deterministic", trace, enable_deterministic_inference=False))
-    schedule = Recording("get_schedule()", trace, chunked_prefill_size=8192, page_size=1)
+    schedule = Recording("get_schedule()", trace, chunked_prefill_size=8192, page_size=1,
+                         disable_chunked_prefix_cache=True)
+    model = Recording("get_model()", trace, is_embedding=False)
+    memory = Recording("get_memory()", trace, disable_radix_cache=False)
 
     (fb_path, fb_names), (eu_path, eu_names) = EXTRACTED
     forward_mode = _extract(tree, fb_path, fb_names, EXTRACT_ENV, trace.files)
@@ -299,7 +309,9 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
         "sglang.srt.runtime_context": {"get_spec": rec("runtime_context.get_spec", lambda: spec),
                                        "get_parallel": rec("runtime_context.get_parallel", lambda: parallel),
                                        "get_exec": rec("runtime_context.get_exec", lambda: execution),
-                                       "get_schedule": rec("runtime_context.get_schedule", lambda: schedule)},
+                                       "get_schedule": rec("runtime_context.get_schedule", lambda: schedule),
+                                       "get_model": rec("runtime_context.get_model", lambda: model),
+                                       "get_memory": rec("runtime_context.get_memory", lambda: memory)},
         "sglang.srt.layers.dp_attention": {"get_attention_tp_size": const("dp_attention.get_attention_tp_size", 1)},
         "sglang.srt.configs.hybrid_arch": {n: const(f"hybrid_arch.{n}", None) for n in
                                            ("mambaish_config", "hybrid_gdn_config", "kimi_linear_config",
@@ -309,6 +321,9 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
             "cuda_graph_fully_disabled": const("cuda_graph_config.cuda_graph_fully_disabled", False),
             "check_cuda_graph_backend": const("cuda_graph_config.check_cuda_graph_backend", False)},
         "sglang.srt.mem_cache.memory_pool": {"KVWriteLoc": KVWriteLoc},
+        # a decorator on JIT-kernel loaders at import (0.5.23); calling a decorated loader still
+        # reaches load_jit, a stand-in
+        "sglang.kernels.jit.utils": {"cache_once": functools.cache},
     }
 
 
@@ -335,8 +350,9 @@ class SglangImporter(SwappedImports, importlib.abc.MetaPathFinder, importlib.abc
     namespaces = NAMESPACES
 
     def __init__(self, tree: SourceTree, context: LoadContext, backend_source: str | None = None,
-                 extra_real: set[str] | None = None):
+                 extra_real: set[str] | None = None, backend_module: str = BACKEND_MODULE):
         self.tree, self.context, self.trace = tree, context, Trace()
+        self.backend_module = backend_module  # run from the tree (or from ``backend_source``)
         # Modules run from the tree for this session only: a tree's own verify-input class and the
         # SpecInput/SpecInputType it derives from (``spec_info``), so the backend meets a real instance.
         self.extra_real: set[str] = set(extra_real or ())
@@ -349,6 +365,12 @@ class SglangImporter(SwappedImports, importlib.abc.MetaPathFinder, importlib.abc
         self._tmp = Path(tempfile.mkdtemp(prefix="ddcheck-smoke-"))
         self._provided: dict[str, dict[str, Any]] | None = None
 
+    def __exit__(self, *exc) -> None:
+        import shutil
+
+        super().__exit__(*exc)
+        shutil.rmtree(self._tmp, ignore_errors=True)  # the copies of tree files written for this session
+
     # -- tree lookups
     def _relpath(self, fullname: str) -> tuple[str, bool] | None:
         """(relpath, is_package) of a module in the tree, or None."""
@@ -359,7 +381,8 @@ class SglangImporter(SwappedImports, importlib.abc.MetaPathFinder, importlib.abc
 
     def is_real(self, fullname: str) -> bool:
         hit = self._relpath(fullname)
-        return hit is not None and not hit[1] and (_is_real_name(fullname) or fullname in self.extra_real)
+        return hit is not None and not hit[1] and (_is_real_name(fullname) or fullname in self.extra_real
+                                                   or fullname == self.backend_module)
 
     def preload(self) -> dict[str, str]:
         """Import the session's extra real modules now (inside ``with self:``, before the backend, so
@@ -385,7 +408,7 @@ class SglangImporter(SwappedImports, importlib.abc.MetaPathFinder, importlib.abc
             return None
         if self.is_real(fullname):
             relpath = self._relpath(fullname)[0]
-            text = self._backend_source if fullname == BACKEND_MODULE and self._backend_source is not None \
+            text = self._backend_source if fullname == self.backend_module and self._backend_source is not None \
                 else self._paths[relpath].read_bytes().decode("utf-8")
             disk = self._tmp / relpath
             disk.parent.mkdir(parents=True, exist_ok=True)
@@ -405,14 +428,15 @@ class SglangImporter(SwappedImports, importlib.abc.MetaPathFinder, importlib.abc
 
     def load_backend(self) -> types.ModuleType:
         """Import the backend module (must be inside ``with self:``)."""
-        if not self.tree_has_module(BACKEND_MODULE):
-            raise HarnessError(f"{self.tree.label}: no {BACKEND_RELPATH} in this target")
+        name = self.backend_module
+        if not self.tree_has_module(name):
+            raise HarnessError(f"{self.tree.label}: no {name.replace('.', '/')}.py in this target")
         try:
-            return importlib.import_module(BACKEND_MODULE)
+            return importlib.import_module(name)
         except HarnessError:
             raise
         except Exception as exc:  # an import-time failure is the harness's, never a verdict
-            raise HarnessError(f"importing {BACKEND_MODULE} failed: {type(exc).__name__}: {exc}") from exc
+            raise HarnessError(f"importing {name} failed: {type(exc).__name__}: {exc}") from exc
 
     def forward_mode(self):
         mode = self._provided and self._provided["sglang.srt.model_executor.forward_batch_info"].get("ForwardMode")

@@ -26,7 +26,9 @@ class PathResult(BaseModel):
     wrong_tokens: int = 0
     unwritten_tokens: int = 0
     max_abs_err: Optional[float] = None
-    metadata: dict[str, Any] = Field(default_factory=dict)  # qo_indptr, mask_indptr, kv_indptr, max_extend_len
+    metadata: dict[str, Any] = Field(default_factory=dict)  # the backend's contract fields, as the path left them
+    contract_fields: list[str] = Field(default_factory=list)  # those the contract judged (set on this path)
+    violations: list[dict[str, Any]] = Field(default_factory=list)  # contract.Violation.to_dict() each
     entry_points: list[str] = Field(default_factory=list)
     error: Optional[str] = None
     seconds: float = 0.0
@@ -46,6 +48,8 @@ class HarnessTrace(BaseModel):
 class SmokeReport(BaseModel):
     target: str
     backend: str  # where the backend source came from
+    attention_backend: str = "triton"  # ddcheck.backends name
+    kernels: Optional[str] = None  # what computed attention numbers; None: judged by the contract alone
     device: str
     dtype: str
     budget: int
@@ -81,24 +85,31 @@ def render_text(report: SmokeReport, console=None) -> None:
     from rich.table import Table
 
     console = console or Console()
-    console.print(f"[bold]ddcheck smoke[/] {report.target}  backend: {report.backend}")
+    console.print(f"[bold]ddcheck smoke[/] {report.target}  backend: {report.attention_backend} ({report.backend})"
+                  + ("" if report.kernels else "; judged by the verify contract (its kernels do not run here)"))
     console.print(f"device {report.device} {report.dtype}, heads {report.heads}, prefixes {report.prefix_lens}, "
                   f"W = budget {report.budget} + 1 = {report.width}, C = {report.num_draft_tokens}, "
                   f"row block {report.block_m}")
     table = Table(show_lines=False)
-    for col in ("case", "path", "W", "C", "status", "wrong", "unwritten", "max err", "qo_indptr", "max_extend_len"):
+    numbers = report.kernels is not None
+    for col in ("case", "path", "W", "C", "status", *(("wrong", "unwritten", "max err") if numbers else ()),
+                "contract"):
         table.add_column(col)
     for p in report.paths:
         style = {"ok": "green", "wrong": "red", "crash": "magenta"}.get(p.status, "")
-        qo = p.metadata.get("qo_indptr")
+        cells = (str(p.wrong_tokens), str(p.unwritten_tokens),
+                 "" if p.max_abs_err is None else f"{p.max_abs_err:.2e}") if numbers else ()
+        contract = f"{len(p.violations)} of {len(p.contract_fields)} fields wrong" if p.violations else \
+            (f"{len(p.contract_fields)} fields right" if p.contract_fields else "")
         table.add_row(p.case, p.path + (f"@{p.capture_width}" if p.capture_width else ""), str(p.width),
-                      str(p.num_draft_tokens), f"[{style}]{p.status}[/]", str(p.wrong_tokens),
-                      str(p.unwritten_tokens), "" if p.max_abs_err is None else f"{p.max_abs_err:.2e}",
-                      _short(qo), str(p.metadata.get("max_extend_len", "")))
+                      str(p.num_draft_tokens), f"[{style}]{p.status}[/]", *cells, contract)
     console.print(table)
     for p in report.paths:
         if p.error:
             console.print(f"[magenta]{p.case}/{p.path}[/]: {p.error}")
+        for v in p.violations:
+            console.print(f"  {p.case}/{p.path} {v['field']}: {v['term']}: expected {_short(v['expected'])}, "
+                          f"got {_short(v['got'])}", highlight=False)
     for case, cls in report.verify_inputs.items():
         reads = sorted({a for label, attrs in report.harness.reads.items() if cls.split()[0] in label for a in attrs})
         how = "an instance of" if cls.split()[0] in report.verify_input_instances else "a stand-in with the fields of"

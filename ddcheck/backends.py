@@ -1,0 +1,95 @@
+"""SGLang attention backends ddcheck knows: where each lives and which of its metadata fields stand
+for which term of the verify contract (:mod:`ddcheck.contract`).
+
+Adding a backend is adding an entry here. ``runs`` says whether ``ddcheck smoke --backend`` can run
+its metadata code on this machine from the tree with stand-ins; when it cannot, ``why_not`` says why
+(shown by ``ddcheck smoke --list-backends``). ``kernels`` names what computes attention numbers where
+they can run (Triton, on CPU through its interpreter or on a GPU); without it the backend is judged
+by the contract alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ddcheck.contract import Term
+
+ATTENTION = "sglang.srt.layers.attention"
+
+# FA3-style metadata (FlashAttentionMetadata and the TRT-LLM MHA copy of it).
+_VARLEN = {
+    "forward_metadata.cu_seqlens_q": Term.QUERY_OFFSETS,
+    "forward_metadata.cache_seqlens_int32": Term.KV_LENS,
+    "forward_metadata.cu_seqlens_k": Term.KV_OFFSETS,
+    "forward_metadata.max_seq_len_q": Term.MAX_QUERY_LEN,
+    "forward_metadata.max_seq_len_k": Term.MAX_KV_LEN,
+    "forward_metadata.page_table": Term.PAGE_TABLE,
+}
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str  # the --backend name, as in `--attention-backend`
+    module: str
+    cls: str
+    fields: Mapping[str, Term] = field(default_factory=dict)
+    kernels: str | None = None  # "triton": attention numbers are computed and compared with a reference
+    why_not: str | None = None  # set when smoke cannot run it here
+    # fields a CUDA graph's kernels never read (host-only values), with the code path that says so:
+    # on the graph path their captured value is not a fact of the replayed step
+    graph_host_only: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def runs(self) -> bool:
+        return self.why_not is None
+
+    @property
+    def relpath(self) -> str:
+        return self.module.replace(".", "/") + ".py"
+
+
+BACKENDS: dict[str, Backend] = {b.name: b for b in (
+    Backend("triton", f"{ATTENTION}.triton_backend", "TritonAttnBackend", {
+        "forward_metadata.qo_indptr": Term.QUERY_OFFSETS,
+        "forward_metadata.kv_indptr": Term.PREFIX_KV_OFFSETS,
+        "forward_metadata.mask_indptr": Term.MASK_OFFSETS,
+        "forward_metadata.max_extend_len": Term.MAX_QUERY_LEN,
+    }, kernels="triton"),
+    Backend("fa3", f"{ATTENTION}.flashattention_backend", "FlashAttentionBackend", _VARLEN,
+            graph_host_only={"forward_metadata.max_seq_len_k":
+                             "forward_extend calls flash_attn_with_kvcache(page_table, cache_seqlens, cu_seqlens_q, "
+                             "cu_seqlens_k_new, max_seqlen_q) with no max_seqlen_k (0.5.10 "
+                             "flashattention_backend.py:709); 0.5.23 flashattention_backend.py:896: it 'only feeds "
+                             "Python-side page-table slicing and the scheduler_metadata heuristic -- never the kernel'"}),
+    Backend("trtllm_mha", f"{ATTENTION}.trtllm_mha_backend", "TRTLLMHAAttnBackend", _VARLEN,
+            why_not="its base class, FlashInferAttnBackend, builds flashinfer wrappers when constructed; "
+                    "the flashinfer package is CUDA-only and not loaded by the harness"),
+    Backend("flashinfer", f"{ATTENTION}.flashinfer_backend", "FlashInferAttnBackend",
+            why_not="verify metadata is planned inside flashinfer's wrappers (BatchPrefillWithPagedKVCache"
+                    "Wrapper.plan), which need the flashinfer package and a CUDA device"),
+    Backend("flashmla", f"{ATTENTION}.flashmla_backend", "FlashMLABackend",
+            why_not="MLA: built on FlashInferMLAAttnBackend (flashinfer wrappers) and calls "
+                    "flash_mla.get_mla_metadata, a CUDA kernel, for its verify metadata"),
+    Backend("trtllm_mla", f"{ATTENTION}.trtllm_mla_backend", "TRTLLMMLABackend",
+            why_not="MLA: built on FlashInferMLAAttnBackend, whose construction needs the flashinfer package"),
+    Backend("aiter", f"{ATTENTION}.aiter_backend", "AiterAttnBackend",
+            why_not="ROCm only: imports aiter kernels at module import"),
+)}
+
+
+def get(name: str) -> Backend:
+    """The backend called ``name``; KeyError names the known ones."""
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise KeyError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}") from None
+
+
+def of_object(obj: object) -> Backend | None:
+    """The entry for a backend instance, by its class or the nearest base class ddcheck knows."""
+    by_cls = {b.cls: b for b in BACKENDS.values()}
+    for klass in type(obj).__mro__:
+        if klass.__name__ in by_cls:
+            return by_cls[klass.__name__]
+    return None

@@ -1,0 +1,199 @@
+"""The target-verify metadata contract: what any attention backend's metadata must hold for a batch.
+
+A verify batch has ``bs`` requests with prefix lengths ``seq_lens`` and W draft tokens each
+(W from the verify input, never from start-up configuration). Whatever the backend, its metadata
+for that batch describes the same layout; each *term* below is one fact of it. A backend declares
+which of its fields stand for which term (``ddcheck.backends``), and :func:`check` compares the
+fields' values with the terms' for one batch. ``ddcheck smoke`` and ``ddcheck guard`` both judge
+with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Iterable, Mapping, Sequence
+
+
+class Term(str, Enum):
+    """One fact of the verify layout (values are the names used in tables and reports)."""
+
+    QUERY_OFFSETS = "query_offsets"  # [0, W, 2W, .., bs*W]: cu_seqlens_q, qo_indptr
+    KV_LENS = "kv_lens"  # seq_lens + W: cache_seqlens
+    KV_OFFSETS = "kv_offsets"  # [0, cumsum(seq_lens + W)]: cu_seqlens_k
+    PREFIX_KV_OFFSETS = "prefix_kv_offsets"  # [0, cumsum(seq_lens)]: triton's kv_indptr (prefix only)
+    MASK_OFFSETS = "mask_offsets"  # [0, cumsum(W * (seq_lens + W))]: mask_indptr
+    MAX_QUERY_LEN = "max_query_len"  # >= W: max_seq_len_q, max_extend_len
+    MAX_KV_LEN = "max_kv_len"  # >= max(seq_lens) + W: max_seq_len_k
+    PAGE_TABLE = "page_table"  # row r starts with req_to_token[req_r, :seq_lens[r] + W] (page size 1)
+
+    def describe(self) -> str:
+        return _DESCRIPTIONS[self]
+
+
+_DESCRIPTIONS = {
+    Term.QUERY_OFFSETS: "query offsets step by W",
+    Term.KV_LENS: "KV lengths are seq_lens + W",
+    Term.KV_OFFSETS: "KV offsets step by seq_lens + W",
+    Term.PREFIX_KV_OFFSETS: "prefix KV offsets step by seq_lens",
+    Term.MASK_OFFSETS: "tree-mask offsets step by W * (seq_lens + W)",
+    Term.MAX_QUERY_LEN: "the longest query is at least W",
+    Term.MAX_KV_LEN: "the longest KV is at least max(seq_lens) + W",
+    Term.PAGE_TABLE: "page-table rows cover seq_lens + W tokens",
+}
+
+
+@dataclass(frozen=True)
+class VerifyLayout:
+    """The batch the metadata must describe."""
+
+    width: int
+    seq_lens: tuple[int, ...]
+    req_pool_indices: tuple[int, ...] = ()
+    req_to_token: Any = None  # [rows, context] tensor/array, for PAGE_TABLE rows; None: width only
+
+    @property
+    def bs(self) -> int:
+        return len(self.seq_lens)
+
+    def expected(self, term: Term) -> list[int] | int:
+        w, lens = self.width, self.seq_lens
+        if term is Term.QUERY_OFFSETS:
+            return [w * i for i in range(self.bs + 1)]
+        if term is Term.KV_LENS:
+            return [p + w for p in lens]
+        if term is Term.KV_OFFSETS:
+            return _offsets(p + w for p in lens)
+        if term is Term.PREFIX_KV_OFFSETS:
+            return _offsets(lens)
+        if term is Term.MASK_OFFSETS:
+            return _offsets(w * (p + w) for p in lens)
+        if term is Term.MAX_QUERY_LEN:
+            return w
+        if term is Term.MAX_KV_LEN:
+            return max(lens, default=0) + w
+        if term is Term.PAGE_TABLE:
+            return max(lens, default=0) + w  # the columns a row needs
+        raise ValueError(term)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One field that does not describe the batch."""
+
+    field: str
+    term: Term
+    expected: Any
+    got: Any
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.term.describe()}: expected {_short(self.expected)}, got {_short(self.got)}"
+
+    def to_dict(self) -> dict:
+        return {"field": self.field, "term": self.term.value, "expected": self.expected, "got": self.got}
+
+
+@dataclass
+class Verdict:
+    """What :func:`check` found: the violations and which declared fields it could read."""
+
+    violations: list[Violation]
+    checked: list[str]
+    absent: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def check(owner: Any, table: Mapping[str, Term], layout: VerifyLayout) -> Verdict:
+    """Compare ``owner``'s fields named in ``table`` (dotted paths, e.g. ``forward_metadata.cu_seqlens_q``)
+    with ``layout``. A field the object does not have (or holds None) is listed as absent, not judged:
+    one table serves every release of a backend."""
+    violations, checked, absent = [], [], []
+    for path, term in table.items():
+        value = _get(owner, path)
+        if value is None:
+            absent.append(path)
+            continue
+        checked.append(path)
+        bad = judge(term, value, layout)
+        if bad is not None:
+            violations.append(Violation(path, term, *bad))
+    return Verdict(violations, checked, absent)
+
+
+def judge(term: Term, value: Any, layout: VerifyLayout) -> tuple[Any, Any] | None:
+    """(expected, got) when ``value`` breaks ``term`` for ``layout``, else None."""
+    want = layout.expected(term)
+    if term in (Term.MAX_QUERY_LEN, Term.MAX_KV_LEN):
+        got = _scalar(value)
+        return None if got >= want else (f">= {want}", got)
+    if term is Term.PAGE_TABLE:
+        return _page_table(value, layout)
+    got = _vector(value, len(want))
+    return None if got == want else (want, got)
+
+
+def _page_table(value: Any, layout: VerifyLayout) -> tuple[Any, Any] | None:
+    rows = _rows(value, layout.bs)
+    cols = min((len(r) for r in rows), default=0)
+    need = layout.expected(Term.PAGE_TABLE)
+    if cols < need:
+        return (f">= {need} columns", f"{cols} columns")
+    if layout.req_to_token is None or not layout.req_pool_indices:
+        return None
+    table = layout.req_to_token
+    for r, (row, p) in enumerate(zip(rows, layout.seq_lens)):
+        want = [int(x) for x in _as_list(table[layout.req_pool_indices[r]])[: p + layout.width]]
+        if row[: p + layout.width] != want:
+            return (f"row {r}: req_to_token[{layout.req_pool_indices[r]}, :{p + layout.width}]",
+                    f"row {r} differs")
+    return None
+
+
+def _offsets(values: Iterable[int]) -> list[int]:
+    out, total = [0], 0
+    for v in values:
+        total += v
+        out.append(total)
+    return out
+
+
+def _get(owner: Any, path: str) -> Any:
+    value = owner
+    for part in path.split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            return None
+    return value
+
+
+def _as_list(value: Any) -> list:
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _scalar(value: Any) -> int:
+    if hasattr(value, "numel") and value.numel() != 1:  # a per-request tensor: its largest entry
+        return int(value.max())
+    return int(value.item() if hasattr(value, "item") else value)
+
+
+def _vector(value: Any, n: int) -> list[int]:
+    """The first ``n`` entries: graph buffers are sized for the largest batch."""
+    return [int(x) for x in _as_list(value)[:n]]
+
+
+def _rows(value: Any, n: int) -> list[list[int]]:
+    rows = _as_list(value)
+    if rows and not isinstance(rows[0], list):
+        rows = [rows]
+    return [[int(x) for x in r] for r in (rows[:n] if n else rows)]
+
+
+def _short(value: Any, limit: int = 12) -> str:
+    if isinstance(value, Sequence) and not isinstance(value, str) and len(value) > limit:
+        return f"[{', '.join(map(str, value[:limit]))}, ... ({len(value)} values)]"
+    return str(value)
