@@ -63,18 +63,21 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
                              "flashattention_backend.py:709); 0.5.23 flashattention_backend.py:896: it 'only feeds "
                              "Python-side page-table slicing and the scheduler_metadata heuristic -- never the kernel'"}),
     Backend("trtllm_mha", f"{ATTENTION}.trtllm_mha_backend", "TRTLLMHAAttnBackend", _VARLEN,
-            why_not="its base class, FlashInferAttnBackend, builds flashinfer wrappers when constructed; "
-                    "the flashinfer package is CUDA-only and not loaded by the harness"),
+            why_not="its base class, FlashInferAttnBackend, builds flashinfer wrappers when constructed "
+                    "(0.5.23 flashinfer_backend.py:535, reached from trtllm_mha_backend.py:209); the flashinfer "
+                    "package is CUDA-only and not loaded by the harness"),
     Backend("flashinfer", f"{ATTENTION}.flashinfer_backend", "FlashInferAttnBackend",
-            why_not="verify metadata is planned inside flashinfer's wrappers (BatchPrefillWithPagedKVCache"
-                    "Wrapper.plan), which need the flashinfer package and a CUDA device"),
+            why_not="its verify metadata is planned inside flashinfer's wrappers (BatchPrefillWithPagedKVCache"
+                    "Wrapper, built at 0.5.23 flashinfer_backend.py:535), which need the flashinfer package"),
     Backend("flashmla", f"{ATTENTION}.flashmla_backend", "FlashMLABackend",
-            why_not="MLA: built on FlashInferMLAAttnBackend (flashinfer wrappers) and calls "
-                    "flash_mla.get_mla_metadata, a CUDA kernel, for its verify metadata"),
+            why_not="MLA: built on FlashInferMLAAttnBackend (flashinfer wrappers, 0.5.23 flashinfer_mla_backend.py"
+                    ":289) and calls get_mla_metadata, a CUDA kernel, for its verify metadata (flashmla_backend.py:188)"),
     Backend("trtllm_mla", f"{ATTENTION}.trtllm_mla_backend", "TRTLLMMLABackend",
-            why_not="MLA: built on FlashInferMLAAttnBackend, whose construction needs the flashinfer package"),
+            why_not="MLA: built on FlashInferMLAAttnBackend, whose construction builds flashinfer wrappers "
+                    "(0.5.23 flashinfer_mla_backend.py:289, reached from trtllm_mla_backend.py:221)"),
     Backend("aiter", f"{ATTENTION}.aiter_backend", "AiterAttnBackend",
-            why_not="ROCm only: imports aiter kernels at module import"),
+            why_not="ROCm only: its kernels and metadata helpers come from the aiter package (0.5.23 "
+                    "aiter_backend.py:48), which does not install on this machine"),
 )}
 
 

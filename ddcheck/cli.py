@@ -131,8 +131,10 @@ def fix(
 
 @app.command()
 def smoke(
-    target: str = typer.Argument(..., help="An sglang tree: directory, wheel, sglang==VERSION, or 'installed'."),
-    backend_file: Optional[Path] = typer.Option(None, "--backend-file", help="Run this (fixed) triton_backend.py instead of the tree's."),
+    target: Optional[str] = typer.Argument(None, help="An sglang tree: directory, wheel, sglang==VERSION, or 'installed'."),
+    backend: str = typer.Option("triton", "--backend", help="The attention backend to run (see --list-backends)."),
+    list_backends: bool = typer.Option(False, "--list-backends", help="List the backends smoke knows, and why those it cannot run do not run here."),
+    backend_file: Optional[Path] = typer.Option(None, "--backend-file", help="Run this (fixed) copy of the backend's file instead of the tree's."),
     fmt: str = typer.Option("text", "--format", "-f", help="text | json"),
     budget: int = typer.Option(16, "--budget", help="DDTree budget: the verify width is W = budget + 1."),
     num_draft_tokens: int = typer.Option(8, "--num-draft-tokens", help="C, speculative_num_draft_tokens."),
@@ -142,12 +144,19 @@ def smoke(
     seed: int = typer.Option(0, "--seed", help="Random seed of the batch and the trees."),
     launch: Optional[str] = typer.Option(None, "--launch", help="A launch command: run at its C and W (resolved as `ddcheck config` does) with its worker's verify input."),
 ) -> None:
-    """Run the tree's real Triton verify path at W != C and compare with a reference.
+    """Run the tree's real verify path of one attention backend at W != C and judge it.
 
-    Exit 0: every path correct; 1: the control passes but W != C is wrong (the bug); 2: harness failure.
-    Example: [bold]ddcheck smoke sglang==0.5.10[/bold]; [bold]ddcheck smoke python/sglang --launch
+    Every path's metadata is checked against the verify contract; Triton's attention output is also
+    compared with a reference. Exit 0: every path correct; 1: the control passes but W != C is wrong
+    (the bug); 2: harness failure. Example: [bold]ddcheck smoke sglang==0.5.10[/bold];
+    [bold]ddcheck smoke sglang==0.5.23 --backend fa3[/bold]; [bold]ddcheck smoke python/sglang --launch
     "python -m sglang.launch_server --speculative-algorithm DDTREE --speculative-ddtree-budget 16 ..."[/bold]
     """
+    if list_backends:
+        _print_backends()
+        raise typer.Exit(0)
+    if target is None:
+        raise Exit2("a target is required (an sglang tree, wheel, sglang==VERSION or 'installed')")
     try:
         from .smoke import smoke_main
     except ImportError as exc:
@@ -163,7 +172,17 @@ def smoke(
     raise typer.Exit(smoke_main(target, backend_file=str(backend_file) if backend_file else None, fmt=fmt,
                                 budget=budget, num_draft_tokens=num_draft_tokens, device=device,
                                 allow_out_of_bounds=allow_out_of_bounds, graph_capture_width=graph_capture_width,
-                                seed=seed, launch=values))
+                                seed=seed, launch=values, backend=backend))
+
+
+def _print_backends() -> None:
+    from . import backends
+
+    for b in backends.BACKENDS.values():
+        how = ("runs: metadata judged by the verify contract" + (f", attention numbers by {b.kernels}"
+                                                                 if b.kernels else "")) if b.runs else \
+            f"does not run here: {b.why_not}"
+        out.print(f"[bold]{b.name}[/] ({b.module}.{b.cls}): {how}", highlight=False)
 
 
 def _launch_widths(target: str, launch: str):

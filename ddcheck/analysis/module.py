@@ -255,8 +255,12 @@ class ModuleModel:
                 if attr in attrs and attr not in vocab.extra_c_attrs and not is_c_valued(value, attrs, vocab) \
                         and not _placeholder(value) and not _mentions_c(value, attrs, vocab):
                     attrs.discard(attr)
+            # Re-resolved at start-up (`X = resolve(..., num_draft_tokens=int(X))`), X still stands for the
+            # verify width: exact when some assignment is C itself and the others hand C to a resolver.
             exact = {a for a in attrs if a in vocab.extra_c_attrs or a in inherited and a not in own
-                     or all(is_exact_c(v, attrs, vocab) or _placeholder(v) for at, v in assigns if at == a)}
+                     or all(is_exact_c(v, attrs, vocab) or _placeholder(v) or _resolves_c(v, attrs, vocab)
+                            for at, v in assigns if at == a)
+                     and any(is_exact_c(v, attrs, vocab) for at, v in assigns if at == a)}
             buffers: dict[str, dict[object, int]] = {}
             for attr, value in assigns:
                 if _lays_out_with_c(value, attrs, vocab):
@@ -330,6 +334,20 @@ def _mentions_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
     from .exprs import is_c_read
 
     return any(is_c_read(n, c_attrs, vocab) for n in ast.walk(value))
+
+
+# Calls whose result is arithmetic on their arguments, not a resolution of one width.
+_ARITHMETIC_CALLS = frozenset({"min", "max", "sum", "abs", "round", "pow", "len"})
+
+
+def _resolves_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
+    """A call of a tree function handed C itself as an argument (a start-up resolver of the width)."""
+    from .exprs import call_leaf, is_exact_c
+
+    if not isinstance(value, ast.Call) or call_leaf(value) in _ARITHMETIC_CALLS:
+        return False
+    args = [*value.args, *(k.value for k in value.keywords)]
+    return any(is_exact_c(a, c_attrs, vocab) for a in args)
 
 
 def _placeholder(value: ast.expr) -> bool:

@@ -109,11 +109,11 @@ def _metadata(owner: Any, fields, bs: int) -> dict[str, Any]:
 
     out = {}
     for path in fields:
-        t = _get(owner, path)
+        t, key = _get(owner, path), path.removeprefix("forward_metadata.")
         if isinstance(t, torch.Tensor) and t.dim() == 2:
-            out[path] = f"tensor{list(t.shape)}"
+            out[key] = f"tensor{list(t.shape)}"
         else:
-            out[path] = _tolist(t[: bs + 1]) if isinstance(t, torch.Tensor) and t.dim() else _tolist(t)
+            out[key] = _tolist(t[: bs + 1]) if isinstance(t, torch.Tensor) and t.dim() else _tolist(t)
     return out
 
 

@@ -1,0 +1,117 @@
+"""The verify contract (ddcheck.contract) on hand-made metadata: each term fires when broken, a
+correct layout passes, and every backend table names real terms."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from ddcheck import backends
+from ddcheck.contract import Term, VerifyLayout, check
+
+torch = pytest.importorskip("torch")
+
+W, LENS, REQ = 5, (3, 7), (1, 0)
+REQ_TO_TOKEN = torch.arange(2 * 16).view(2, 16)
+
+
+def layout(req_to_token=REQ_TO_TOKEN) -> VerifyLayout:
+    return VerifyLayout(W, LENS, REQ, req_to_token)
+
+
+def right() -> SimpleNamespace:
+    """FA3-style metadata for two requests of W = 5 tokens after prefixes 3 and 7."""
+    kv = torch.tensor([3 + W, 7 + W], dtype=torch.int32)
+    return SimpleNamespace(forward_metadata=SimpleNamespace(
+        cu_seqlens_q=torch.arange(0, 2 * W + 1, W, dtype=torch.int32),
+        cache_seqlens_int32=kv,
+        cu_seqlens_k=torch.tensor([0, 8, 20], dtype=torch.int32),
+        max_seq_len_q=W, max_seq_len_k=12,
+        page_table=REQ_TO_TOKEN[list(REQ), :12],
+        qo_indptr=torch.tensor([0, 5, 10, 99]),  # a graph buffer: only the first bs + 1 count
+        kv_indptr=torch.tensor([0, 3, 10]),
+        mask_indptr=torch.tensor([0, W * (3 + W), W * (3 + W) + W * (7 + W)]),
+        max_extend_len=W))
+
+
+ALL = {
+    "forward_metadata.cu_seqlens_q": Term.QUERY_OFFSETS,
+    "forward_metadata.cache_seqlens_int32": Term.KV_LENS,
+    "forward_metadata.cu_seqlens_k": Term.KV_OFFSETS,
+    "forward_metadata.max_seq_len_q": Term.MAX_QUERY_LEN,
+    "forward_metadata.max_seq_len_k": Term.MAX_KV_LEN,
+    "forward_metadata.page_table": Term.PAGE_TABLE,
+    "forward_metadata.qo_indptr": Term.QUERY_OFFSETS,
+    "forward_metadata.kv_indptr": Term.PREFIX_KV_OFFSETS,
+    "forward_metadata.mask_indptr": Term.MASK_OFFSETS,
+    "forward_metadata.max_extend_len": Term.MAX_QUERY_LEN,
+}
+
+
+def test_a_correct_layout_passes():
+    verdict = check(right(), ALL, layout())
+    assert verdict.ok, [str(v) for v in verdict.violations]
+    assert sorted(verdict.checked) == sorted(ALL) and verdict.absent == []
+
+
+C = 3  # what a backend built for C = 3 would lay out instead
+
+
+@pytest.mark.parametrize("field, value, expected, got", [
+    ("cu_seqlens_q", torch.arange(0, 2 * C + 1, C), [0, 5, 10], [0, 3, 6]),
+    ("cache_seqlens_int32", torch.tensor([3 + C, 7 + C]), [8, 12], [6, 10]),
+    ("cu_seqlens_k", torch.tensor([0, 6, 16]), [0, 8, 20], [0, 6, 16]),
+    ("kv_indptr", torch.tensor([0, 3, 11]), [0, 3, 10], [0, 3, 11]),
+    ("mask_indptr", torch.tensor([0, C * (3 + C), C * (3 + C) + C * (7 + C)]), [0, 40, 100], [0, 18, 48]),
+    ("max_seq_len_q", C, ">= 5", 3),
+    ("max_extend_len", torch.tensor(C), ">= 5", 3),
+    ("max_seq_len_k", 7 + C, ">= 12", 10),
+    ("page_table", REQ_TO_TOKEN[list(REQ), :10], ">= 12 columns", "10 columns"),
+])
+def test_each_term_fires_with_field_expected_and_got(field, value, expected, got):
+    md = right()
+    setattr(md.forward_metadata, field, value)
+    verdict = check(md, ALL, layout())
+    assert [(v.field, v.expected, v.got) for v in verdict.violations] == \
+        [(f"forward_metadata.{field}", expected, got)]
+    assert field in str(verdict.violations[0]) and str(expected) in str(verdict.violations[0])
+
+
+def test_page_table_rows_must_be_the_requests_rows():
+    md = right()
+    md.forward_metadata.page_table = REQ_TO_TOKEN[[0, 1], :12]  # rows swapped: another request's KV
+    (v,) = check(md, ALL, layout()).violations
+    assert v.term is Term.PAGE_TABLE and "row 0" in v.expected
+    # without req_to_token only the width is judged
+    assert check(md, ALL, layout(req_to_token=None)).ok
+
+
+def test_absent_fields_are_listed_not_judged():
+    md = SimpleNamespace(forward_metadata=SimpleNamespace(qo_indptr=torch.tensor([0, 5, 10])))
+    verdict = check(md, ALL, layout())
+    assert verdict.ok and verdict.checked == ["forward_metadata.qo_indptr"]
+    assert "forward_metadata.cu_seqlens_q" in verdict.absent
+
+
+def test_backend_tables_use_contract_terms_and_say_why_when_they_cannot_run():
+    assert {"triton", "fa3", "trtllm_mha"} <= set(backends.BACKENDS)
+    for b in backends.BACKENDS.values():
+        assert all(isinstance(t, Term) for t in b.fields.values()), b.name
+        assert b.module.startswith("sglang.srt.layers.attention.")
+        assert b.runs or (b.why_not and ".py:" in b.why_not), b.name  # the code path that says so
+        assert set(b.graph_host_only) <= set(b.fields), b.name
+    assert backends.get("triton").kernels == "triton"
+    with pytest.raises(KeyError, match="known: triton"):
+        backends.get("nope")
+
+
+def test_of_object_finds_the_nearest_known_base():
+    class FlashAttentionBackend:
+        pass
+
+    class MyForkBackend(FlashAttentionBackend):
+        pass
+
+    assert backends.of_object(MyForkBackend()).name == "fa3"
+    assert backends.of_object(object()) is None
