@@ -89,10 +89,15 @@ def get(name: str) -> Backend:
         raise KeyError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}") from None
 
 
-def of_object(obj: object) -> Backend | None:
-    """The entry for a backend instance, by its class or the nearest base class ddcheck knows."""
+def of_class(cls: type) -> Backend | None:
+    """The entry for a backend class: its own, or that of the nearest base class ddcheck knows."""
     by_cls = {b.cls: b for b in BACKENDS.values()}
-    for klass in type(obj).__mro__:
+    for klass in cls.__mro__:
         if klass.__name__ in by_cls:
             return by_cls[klass.__name__]
     return None
+
+
+def of_object(obj: object) -> Backend | None:
+    """The entry for a backend instance (see :func:`of_class`)."""
+    return of_class(type(obj))

@@ -232,6 +232,33 @@ def config(
                                  smoke=smoke, device=device))
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def guard(
+    ctx: typer.Context,
+    mode: str = typer.Option("raise", "--mode", help="raise: stop the step at the first violation; warn: log once per field, count, print the counts at exit."),
+    every: int = typer.Option(0, "--every", help="Check the first 16 verify steps of each backend path, then every N-th (default 64)."),
+    log: Optional[Path] = typer.Option(None, "--log", help="Append a JSON record of each process's first violation here (DDCHECK_GUARD_LOG)."),
+    site_dir: bool = typer.Option(False, "--site-dir", help="Print the directory to put on PYTHONPATH (with DDCHECK_GUARD=raise|warn) for a process started some other way."),
+) -> None:
+    """Run a command with the verify contract checked inside it and every Python process it starts.
+
+    Example: [bold]ddcheck guard --mode warn -- python -m sglang.launch_server --model-path M
+    --speculative-algorithm DDTREE ...[/bold]. Exit code: the command's own.
+    """
+    from .guard.run import run_guarded, site_directory
+
+    if site_dir:
+        out.print(site_directory())
+        raise typer.Exit(0)
+    if mode not in ("raise", "warn"):
+        raise Exit2("--mode must be raise or warn")
+    if every < 0:
+        raise Exit2("--every must be a positive number of steps")
+    if not ctx.args:
+        raise Exit2("no command given: ddcheck guard [OPTIONS] -- COMMAND ...")
+    raise typer.Exit(run_guarded(list(ctx.args), mode, every or None, str(log) if log else None))
+
+
 @app.command("rules")
 def list_rules() -> None:
     """List the rules with their severity and fixability.

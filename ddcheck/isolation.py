@@ -22,7 +22,10 @@ class SwappedImports:
         for name in list(sys.modules):
             if name.split(".")[0] in self.namespaces:
                 self._swapped[name] = sys.modules.pop(name)
-        sys.meta_path.insert(0, self)
+        # First, after any finder that must see every import first (the guard's, ``ddcheck_first``), so
+        # a guarded process also instruments the modules served here.
+        at = max((i + 1 for i, f in enumerate(sys.meta_path) if getattr(f, "ddcheck_first", False)), default=0)
+        sys.meta_path.insert(at, self)
         return self
 
     def __exit__(self, *exc) -> None:
