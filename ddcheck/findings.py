@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,6 +21,26 @@ class Severity(str, Enum):
         return {"info": 0, "warning": 1, "error": 2}[self.value]
 
 
+class Edit(BaseModel):
+    """A change a fix needs away from the finding itself, made where the hazard was understood.
+
+    ``add_parameter``: the function whose name starts at ``line``/``column`` gains the keyword parameter
+    ``name=None``. ``add_keyword``: the call spanning ``line``/``column`` to ``end_line``/``end_column``
+    gains ``name=value``. ``refill``: right after the fix binds W at its anchor, the buffer ``value``
+    (offsets laid out stepping by C from 0) is refilled in place stepping by W. Columns are characters,
+    as in :class:`Finding`."""
+
+    model_config = LAZY
+
+    kind: Literal["add_parameter", "add_keyword", "refill"]
+    line: int
+    column: int
+    end_line: int = 0
+    end_column: int = 0
+    name: str
+    value: str = ""
+
+
 class FixPlan(BaseModel):
     """What the fixer needs from the analysis: where the verify block starts and how W is spelled."""
 
@@ -33,6 +54,8 @@ class FixPlan(BaseModel):
     # fixer rewrites only that part of the file. 0 when not known (the fixer finds it itself).
     block_first: int = 0
     block_last: int = 0
+    edits: list[Edit] = Field(default_factory=list)  # e.g. W threaded in from the callers of a helper
+    replace_site: bool = True  # False: the finding's own expression stays (a buffer refilled before it)
 
 
 class Finding(BaseModel):

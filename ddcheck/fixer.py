@@ -81,7 +81,8 @@ def rewrite(source: bytes, findings: list[Finding]) -> bytes:
     spans = _top_level_spans(text, findings)
     groups: dict[int, list[Finding]] = defaultdict(list)
     for f in findings:
-        at = [f.line, f.end_line] + ([f.fix.anchor_line] if f.fix.anchor_line else [])
+        at = [f.line, f.end_line] + ([f.fix.anchor_line] if f.fix.anchor_line else []) + \
+            [n for e in f.fix.edits for n in (e.line, e.end_line or e.line)]
         index = next((i for i, (a, b) in enumerate(spans) if a <= min(at) and max(at) <= b), None)
         if index is None:
             raise FixError(f"{f.line}:{f.column + 1}: `{f.symbol}` is not inside one statement of the file")
@@ -93,7 +94,11 @@ def rewrite(source: bytes, findings: list[Finding]) -> bytes:
         segment = "".join(lines[first - 1:last])
         moved = [f.model_copy(update={"line": f.line - shift, "end_line": f.end_line - shift,
                                       "fix": f.fix.model_copy(update={
-                                          "anchor_line": f.fix.anchor_line - shift if f.fix.anchor_line else 0})})
+                                          "anchor_line": f.fix.anchor_line - shift if f.fix.anchor_line else 0,
+                                          "edits": [e.model_copy(update={
+                                              "line": e.line - shift,
+                                              "end_line": e.end_line - shift if e.end_line else 0})
+                                              for e in f.fix.edits]})})
                  for f in groups[index]]
         new = _rewrite_text(segment, moved, text)
         if segment.endswith(("\r", "\n")) and not new.endswith(("\r", "\n")):
@@ -147,13 +152,15 @@ def _rewrite_text(text: str, findings: list[Finding], whole: str) -> str:
     replace: dict[cst.CSTNode, cst.BaseExpression] = {}
     bind: dict[cst.CSTNode, list[tuple[str, str]]] = defaultdict(list)  # anchor statement -> bindings
     taken: dict[cst.CSTNode, set[str]] = defaultdict(set)
+    refills: dict[cst.CSTNode, dict[str, str]] = defaultdict(dict)  # reading statement -> {buffer: W local}
     groups: dict[tuple[int, int, str], list[Finding]] = defaultdict(list)
     for f in findings:
         groups[(f.fix.anchor_line, f.fix.anchor_column, f.fix.expression)].append(f)
     for (line, col, expression), group in groups.items():
         if line == 0:  # verify-guarded conditional expression: replaced inline
             for f in group:
-                replace[_site(by_span, f)] = cst.parse_expression(f"({expression})")
+                if f.fix.replace_site:
+                    replace[_site(by_span, f)] = cst.parse_expression(f"({expression})")
             continue
         anchor = _block_statement(block_stmts, (line, col))
         if anchor is None:
@@ -163,12 +170,52 @@ def _rewrite_text(text: str, findings: list[Finding], whole: str) -> str:
         taken[func].add(local)
         bind[anchor].append((local, expression))
         for f in group:
-            replace[_site(by_span, f)] = cst.Name(local)
-    rewriter = _Rewriter(replace, bind)
+            if f.fix.replace_site:
+                replace[_site(by_span, f)] = cst.Name(local)
+            for e in f.fix.edits:
+                if e.kind == "refill":
+                    reader = _block_statement(block_stmts, (e.line, e.column))
+                    if reader is None:
+                        raise FixError(f"{e.line}:{e.column + 1}: no statement to refill `{e.value}` before")
+                    refills[reader].setdefault(e.value, local)
+    params, keywords = _edits(findings, positions)
+    rewriter = _Rewriter(replace, bind, params, keywords, refills)
     new = wrapper.module.visit(rewriter)
     if rewriter.inserted != set(bind):
         raise FixError("the per-step width could not be bound at the top of every verify block")
+    if rewriter.edited != set(params) | set(keywords):
+        raise FixError("a function or call the fix threads the width through is not where the scan saw it")
     return new.code
+
+
+def _edits(findings: list[Finding], positions) -> tuple[dict, dict]:
+    """The fixes' edits, by the libcst node they change: {FunctionDef: {names}}, {Call: {name: value}}."""
+    wanted = {(e.kind, e.line, e.column, e.end_line, e.end_column, e.name, e.value)
+              for f in findings for e in f.fix.edits if e.kind != "refill"}
+    if not wanted:
+        return {}, {}
+    defs, calls = {}, {}
+    for node, rng in positions.items():
+        if isinstance(node, cst.FunctionDef):
+            at = positions[node.name].start
+            defs[(at.line, at.column)] = node
+        elif isinstance(node, cst.Call):
+            calls[(rng.start.line, rng.start.column, rng.end.line, rng.end.column)] = node
+    params: dict[cst.CSTNode, set[str]] = defaultdict(set)
+    keywords: dict[cst.CSTNode, dict[str, str]] = defaultdict(dict)
+    for kind, line, col, end_line, end_col, name, value in wanted:
+        if kind == "add_parameter":
+            node = defs.get((line, col))
+            if node is None:
+                raise FixError(f"{line}:{col + 1}: no function starts here to take `{name}`")
+            params[node].add(name)
+        else:
+            node = calls.get((line, col, end_line, end_col))
+            if node is None:
+                raise FixError(f"{line}:{col + 1}: no call here to pass `{name}` to")
+            if keywords[node].setdefault(name, value) != value:
+                raise FixError(f"{line}:{col + 1}: two different widths for `{name}` in one call")
+    return dict(params), dict(keywords)
 
 
 def _site(by_span, f: Finding) -> cst.CSTNode:
@@ -202,10 +249,36 @@ def _free_name(code: str, taken: set[str]) -> str:
 
 
 class _Rewriter(cst.CSTTransformer):
-    def __init__(self, replace, bind):
+    def __init__(self, replace, bind, params=None, keywords=None, refills=None):
         self.replace = replace
         self.bind = bind
+        self.refills = refills or {}
+        self.params, self.keywords = params or {}, keywords or {}
         self.inserted: set[cst.CSTNode] = set()
+        self.edited: set[cst.CSTNode] = set()
+
+    def leave_FunctionDef(self, original, updated):
+        names = self.params.get(original)
+        if not names:
+            return updated
+        self.edited.add(original)
+        p = updated.params
+        tight = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+        new = [cst.Param(name=cst.Name(n), default=cst.Name("None"), equal=tight) for n in sorted(names)]
+        # After *args (or a bare *) a parameter is keyword-only; before **kwargs either way.
+        if p.star_arg is not cst.MaybeSentinel.DEFAULT:
+            return updated.with_changes(params=p.with_changes(kwonly_params=[*p.kwonly_params, *new]))
+        return updated.with_changes(params=p.with_changes(params=[*_with_comma(p.params), *new]))
+
+    def leave_Call(self, original, updated):
+        names = self.keywords.get(original)
+        if not names:
+            return updated
+        self.edited.add(original)
+        tight = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+        args = [*_with_comma(updated.args), *(cst.Arg(keyword=cst.Name(n), value=cst.parse_expression(v), equal=tight)
+                                              for n, v in sorted(names.items()))]
+        return updated.with_changes(args=args)
 
     def leave_Attribute(self, original, updated):
         return self.replace.get(original, updated)
@@ -214,7 +287,7 @@ class _Rewriter(cst.CSTTransformer):
         return self.replace.get(original, updated)
 
     def _with_bindings(self, original, updated):
-        if not any(s in self.bind for s in original.body):
+        if not any(s in self.bind or s in self.refills for s in original.body):
             return updated
         body = []
         for orig, upd in zip(original.body, updated.body):
@@ -223,11 +296,24 @@ class _Rewriter(cst.CSTTransformer):
                     f"# Per-step verify width; C only if the verify input has none (ddcheck fix).\n"
                     f"{local} = {expr}\n"))
                 self.inserted.add(orig)
+            for buffer, local in self.refills.get(orig, {}).items():
+                body.append(cst.parse_statement(
+                    f"# Laid out stepping by C at start-up: refilled stepping by this step's width (ddcheck fix).\n"
+                    f"{buffer}.copy_(torch.arange({buffer}.numel(), dtype={buffer}.dtype, device={buffer}.device)"
+                    f" * {local})\n"))
             body.append(upd)
         return updated.with_changes(body=body)
 
     leave_IndentedBlock = _with_bindings
     leave_Module = _with_bindings
+
+
+def _with_comma(items):
+    """``items`` with a comma after the last one, so one more can follow (its own trailing comma kept)."""
+    items = list(items)
+    if items and items[-1].comma is cst.MaybeSentinel.DEFAULT:
+        items[-1] = items[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return items
 
 
 # -- planning over targets -------------------------------------------------------------------------

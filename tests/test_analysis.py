@@ -32,7 +32,8 @@ def findings(target):
     return result.findings
 
 
-@pytest.mark.parametrize("name", ["guards.py", "dataflow.py", "helpers.py", "edges.py", "buffers.py", "forks.py"])
+@pytest.mark.parametrize("name", ["guards.py", "dataflow.py", "helpers.py", "edges.py", "buffers.py", "forks.py",
+                                  "threading.py"])
 def test_fixture_findings_match_expectations(name):
     got = Counter((Path(f.path).name, f.line, f.rule) for f in findings(FIXTURES / name))
     assert got == expected([FIXTURES / name])
@@ -52,8 +53,15 @@ def test_single_file_resolves_its_helper_module_on_disk():
     assert got == [("backend.py", 13)]
 
 
-def test_helper_without_verify_input_has_no_automatic_fix():
+def test_helper_without_verify_input_gets_w_threaded_from_its_verify_caller():
     fs = [f for f in findings(FIXTURES / "helpers.py") if f.function == "HelperBackend._fill_verify"]
+    assert fs and all(f.replacement == "(verify_width or self.num_draft_tokens)" for f in fs)
+    edits = {(e.kind, e.line, e.name) for f in fs for e in f.fix.edits}
+    assert edits == {("add_parameter", 25, "verify_width"), ("add_keyword", 23, "verify_width")}
+
+
+def test_helper_whose_verify_caller_has_no_verify_input_has_no_automatic_fix():
+    fs = [f for f in findings(FIXTURES / "threading.py") if f.function == "Backend._orphan"]
     assert fs and all(f.replacement is None and "No verify input is in scope" in f.hint for f in fs)
 
 

@@ -265,3 +265,40 @@ def test_fix_verify_runs_the_smoke_test_on_the_fixed_tree(wheel, tmp_path):
     assert "exit 0: every path correct" in text  # the fixed Triton backend is right at W = 17, C = 8
     # Still 1: other backends keep findings that have no automatic fix (reported as "not fixed").
     assert r.returncode == 1 and "not fixed" in text
+
+
+def test_threaded_and_refilled_fixes_compute_the_w_layout(tmp_path):
+    """fixtures/analysis/threading.py: W threaded into helpers from their verify callers, and a graph
+    buffer laid out stepping by C refilled stepping by W; the fixed code is run with real torch."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    torch = pytest.importorskip("torch")
+    p = tmp_path / "threading.py"
+    p.write_text((FIXTURES / "analysis" / "threading.py").read_text())
+    fixer.fix_targets([str(p)])
+    left = [f for f in scan([str(p)], settings=Settings()).findings if f.severity.value == "error"]
+    assert [f.function for f in left] == ["Backend._orphan"]  # its verify caller has no verify input
+    spec = importlib.util.spec_from_file_location("fixed_threading", p)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    class Mode:
+        def __init__(self, verify):
+            self.verify = verify
+
+        def is_target_verify(self):
+            return self.verify
+
+    backend = module.Backend(SimpleNamespace(speculative_num_draft_tokens=3), max_bs=4)
+    lens = torch.tensor([5, 7])
+    w = SimpleNamespace(draft_token_num=6)
+    backend.init_forward_metadata(SimpleNamespace(forward_mode=Mode(True), seq_lens=lens, spec_info=w))
+    assert backend.kv_lens.tolist() == [11, 13] and backend.qo.tolist() == [0, 6, 12]
+    backend.replay(2, lens, w, Mode(True))
+    assert backend.graph_qo.tolist() == [0, 6, 12] and backend.cu_q.tolist() == [0, 6, 12, 18, 24]
+    # without a width on the verify input, and off the verify path, C as before
+    backend.init_forward_metadata(SimpleNamespace(forward_mode=Mode(True), seq_lens=lens, spec_info=None))
+    assert backend.qo.tolist() == [0, 3, 6]
+    backend.init_forward_metadata(SimpleNamespace(forward_mode=Mode(False), seq_lens=lens, spec_info=w))
+    assert backend.qo.tolist() == [0, 1, 2]

@@ -237,9 +237,10 @@ def test_fixed_and_later_triton_do_not_raise(target, fixed):
 
 
 @pytest.mark.network
-def test_fa3_0_5_23_raises_and_after_fix_only_the_replayed_buffer_is_counted():
+def test_fa3_0_5_23_raises_and_after_fix_does_not():
     proc = _step("sglang==0.5.23", "fa3", "raise")
     assert _paths(proc.stdout)["ddtree/eager"].startswith("crash GuardViolation"), proc.stdout + proc.stderr
-    proc = _step("sglang==0.5.23", "fa3", "warn", fixed=True)
-    assert _paths(proc.stdout)["ddtree/eager"] == "ok", proc.stdout + proc.stderr
-    assert "1 x FlashAttentionBackend replay forward_metadata.cu_seqlens_q" in proc.stdout
+    assert "cu_seqlens_q" in _paths(proc.stdout)["ddtree/eager"]
+    proc = _step("sglang==0.5.23", "fa3", "raise", fixed=True)
+    assert proc.stdout.startswith("0 "), proc.stdout + proc.stderr
+    assert "4 verify step(s) checked, no violation" in proc.stdout

@@ -4,10 +4,11 @@ judged by the verify contract. Verdicts established by reading the releases:
 * FA3's target-verify metadata (topk <= 1) is laid out with C = ``self.speculative_num_draft_tokens``
   in 0.5.10 (flashattention_backend.py:288-298, ``cu_seqlens_q = arange(0, bs*C+1, C)``,
   ``cache_seqlens = seq_lens + C``) and still in 0.5.23 (flashattention_backend.py:1060-1069): exit 1.
-* After ``ddcheck fix --unsafe-fixes`` the eager path is right; the graph path still reads
-  ``cu_seqlens_q`` from a buffer laid out once with ``arange(step=C)`` at graph-state set-up and
-  never refilled at replay (0.5.10 init_cuda_graph_state; 0.5.23 _bind_metadata_buffers:2829), which
-  ddcheck reports without a fix.
+* After ``ddcheck fix --unsafe-fixes`` every path is right when CUDA graphs are captured at W (as DDTree
+  trees' runners do): the eager metadata uses W, and 0.5.16+'s ``cu_seqlens_q`` graph buffer, laid out
+  once with ``arange(step=C)`` (0.5.23 init_cuda_graph_state; read at _bind_metadata_buffers:2829), is
+  refilled stepping by W where it is read. Captured at C, ``max_seq_len_q`` stays C in the graph
+  (a scalar baked at capture): the capture width, which no backend edit repairs.
 """
 
 from __future__ import annotations
@@ -54,15 +55,27 @@ def test_fa3_unfixed_breaks_the_contract_at_w_not_c(version):
 
 
 @pytest.mark.network
-@pytest.mark.parametrize("version", ["0.5.10", "0.5.23"])
-def test_fa3_after_ddcheck_fix_eager_is_right_graph_buffer_remains(version):
+@pytest.mark.parametrize("version", FA3_RELEASES)
+def test_fa3_after_ddcheck_fix_is_right_when_graphs_capture_at_w(version):
     from ddcheck.fixer import fixed_file_text
 
     fixed = fixed_file_text(f"sglang=={version}", backends.get("fa3").relpath, unsafe=True)
-    r = run_smoke(f"sglang=={version}", backend="fa3", backend_source=fixed, seed_case=False)
-    assert path(r, "ddtree", "eager").status == "ok", r.verdict
-    graph = path(r, "ddtree", "graph")
-    assert graph.status == "wrong" and "forward_metadata.cu_seqlens_q" in [v["field"] for v in graph.violations]
+    assert "refilled stepping by this step's width" in fixed or version == "0.5.10"  # 0.5.10 has no such buffer
+    r = run_smoke(f"sglang=={version}", backend="fa3", backend_source=fixed, seed_case=False, graph_capture_width="W")
+    assert r.exit_code == 0, r.verdict
+    assert all(p.violations == [] for p in r.paths)
+
+
+@pytest.mark.network
+def test_fa3_fixed_but_captured_at_c_is_the_capture_width():
+    """max_seq_len_q is a scalar baked into the graph at capture: no backend edit can repair it."""
+    from ddcheck.fixer import fixed_file_text
+
+    fixed = fixed_file_text("sglang==0.5.23", backends.get("fa3").relpath, unsafe=True)
+    r = run_smoke("sglang==0.5.23", backend="fa3", backend_source=fixed, seed_case=False)
+    assert r.exit_code == 1 and r.verdict.startswith("capture width"), r.verdict
+    assert path(r, "ddtree", "eager").status == "ok"
+    assert path(r, "ddtree-capture-at-W", "graph").status == "ok"
 
 
 def test_list_backends_names_each_and_says_why_not():

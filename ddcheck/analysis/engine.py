@@ -8,7 +8,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..findings import Finding, FixPlan
+from ..findings import Edit, Finding, FixPlan
 from ..rules import severity_of
 from .exprs import is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk
 from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C, Verdict,
@@ -22,6 +22,7 @@ VERIFY_TEXT = ("target_verify", "TARGET_VERIFY")
 RESOLVER_WHAT = "returned by a width resolver for the verify inputs it does not read W from"
 # The analysis finds kinds of hazard; a rule (rules/<ID>/rule.toml) owns each kind's id and severity.
 RULE_OF_KIND = {LAYOUT: "DD001", CAPACITY: "DD002", FALLBACK: "DD003"}
+THREADED = "verify_width"  # the parameter a helper gains when W is threaded in from its verify callers
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,6 +66,9 @@ class Engine:
     _c_attrs: dict[int, dict[str, ClassFacts]] = field(default_factory=dict)
     _mode_checks: dict[int, bool] = field(default_factory=dict)
     _modes: ModeTable | None = None
+    # helper function node id -> the verify-branch calls of it as a method of its own class:
+    # (caller's pass, call, call's statement)
+    callers: dict[int, dict[int, tuple[FunctionPass, ast.Call]]] = field(default_factory=dict)
 
     @property
     def modes(self) -> ModeTable:
@@ -221,7 +225,9 @@ class Engine:
             return  # judged with the taint, through _argument
         target = self._resolve(fp, call, needs_c=True)
         if target is not None:
-            model, func, _ = target
+            model, func, bound = target
+            if bound:
+                self.callers.setdefault(id(func.node), {})[id(call)] = (fp, call)
             self.run_function(model, func, not self._mode_checked(func), {})
 
     def _resolve(self, fp: FunctionPass, call: ast.Call, needs_c: bool = False) -> tuple[ModuleModel, FunctionInfo, bool] | None:
@@ -267,6 +273,73 @@ class Engine:
     def findings(self) -> list[Finding]:
         return [self._finding(r) for r in self.reported.values()]
 
+    def _refill(self, r: Reported, spec_info: str | None) -> tuple[str, str] | None:
+        """(W expression, C) for a read of a buffer of offsets laid out stepping by C from 0, when the
+        verify input is in scope at the verify block and the module has ``torch`` to refill it with."""
+        fp, model = r.fp, r.fp.model
+        node = r.node
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            key = (_self_attr(node.value), node.slice.value)
+        elif isinstance(node, ast.Attribute):
+            key = (_self_attr(node), None)
+        else:
+            return None
+        c_expr = self.facts(model, fp.func.cls).strided.get(key)
+        if not c_expr or spec_info is None or r.anchor is None or "torch" not in model.imports:
+            return None
+        return per_step_value(spec_info, c_expr, self.width_api), c_expr
+
+    def _threaded(self, r: Reported) -> tuple[str, list[Edit], str] | None:
+        """W for a helper with no verify input in scope, threaded in from its callers: every verify
+        branch that calls it (as a method of its class) passes its own verify input's width as
+        ``verify_width``; other callers pass nothing and the helper keeps C. None when some such
+        caller has no verify input either, or C is not spelled the same in the callers."""
+        fp, model, func = r.fp, r.fp.model, r.fp.func
+        if self._mode_checked(func):
+            # It decides its own verify path: the width it gets matters only there, where the caller's
+            # verify input is this step's. Every caller in the class must hand it in.
+            callers = self._class_calls(model, func)
+        else:
+            callers = list(self.callers.get(id(func.node), {}).values())
+        if not callers or not r.exact or not func.cls or not _free_of(func, model, THREADED):
+            return None
+        if any(n != "self" for n in _names(r.c_expr)) or func.node.args.vararg is not None and \
+                func.node.args.vararg.arg == THREADED:
+            return None
+        keyword = "async def " if isinstance(func.node, ast.AsyncFunctionDef) else "def "
+        name_col = model.column(func.node.lineno, func.node.col_offset) + len(keyword)
+        edits = [Edit(kind="add_parameter", line=func.node.lineno, column=name_col, name=THREADED)]
+        where = []
+        for cfp, call in sorted(callers, key=lambda t: (t[1].lineno, t[1].col_offset)):
+            if cfp.model is not model or any(k.arg == THREADED or k.arg is None for k in call.keywords):
+                return None
+            spec_info = cfp.spec_info_expr(_statement_of(model, call))
+            if spec_info is None:
+                return None
+            l1, c1, l2, c2 = model.span(call)
+            edits.append(Edit(kind="add_keyword", line=l1, column=c1, end_line=l2, end_column=c2, name=THREADED,
+                              value=per_step_value(spec_info, r.c_expr, self.width_api)))
+            where.append(f"line {l1}")
+        c = r.c_expr if _is_simple(r.c_expr) else f"({r.c_expr})"
+        return f"{THREADED} or {c}", edits, ", ".join(where)
+
+    def _class_calls(self, model: ModuleModel, func: FunctionInfo) -> list[tuple[FunctionPass, ast.Call]]:
+        """Every ``self.<func>(...)`` call in the methods of ``func``'s class (and its subclasses in the
+        module) that resolves to ``func``, each with a pass over its caller."""
+        found = []
+        for caller in model.functions.values():
+            if not caller.cls or "<locals>" in caller.qualname:
+                continue
+            calls = [n for n in walk(caller.node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                     and n.func.attr == func.name and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"]
+            if not calls or model.method(caller.cls, func.name) is not func:
+                continue
+            facts = self.facts(model, caller.cls)
+            cfp = FunctionPass(model, caller, False, facts.c_attrs, self.vocab, buffers=facts.buffers,
+                               sized=facts.sized, modes=lambda: self.modes).run()
+            found += [(cfp, c) for c in calls]
+        return found
+
     def _finding(self, r: Reported) -> Finding:
         rule = RULE_OF_KIND[r.kind]
         severity = severity_of(rule)
@@ -283,15 +356,40 @@ class Engine:
             hint = r.hint
         elif r.kind == FALLBACK and not (r.what == RESOLVER_WHAT and r.exact and spec_info and not unbound):
             hint = "C is only the fallback here; keep the verify input's width set (and capture CUDA graphs at it)."
+        elif not r.exact and r.c_expr == symbol and r.buffer_line and \
+                (refill := self._refill(r, spec_info)) is not None:
+            value, c = refill
+            line, col = r.anchor.lineno, model.column(r.anchor.lineno, r.anchor.col_offset)
+            first, last = _top_level_span(model, r.node.lineno)
+            read = _statement_of(model, r.node)  # refilled right before the statement that reads it
+            fix = FixPlan(safety="safe", anchor_line=line, anchor_column=col, expression=value,
+                          block_first=first, block_last=last, replace_site=False,
+                          edits=[Edit(kind="refill", line=read.lineno, column=model.column(read.lineno, read.col_offset),
+                                      name="", value=symbol)])
+            hint = (f"Refill `{symbol}` in place with offsets stepping by the per-step width ({value}) before "
+                    f"it is read (it was laid out stepping by C at line {r.buffer_line}); with CUDA graphs, "
+                    f"capture at that width too.")
         elif not r.exact and r.c_expr == symbol and r.buffer_line:
             hint = ("Refill this buffer per step from the verify input's width (as the eager path does), "
                     "or capture CUDA graphs at that width.")
         elif not r.exact:
             hint = (f"`{symbol}` is derived from C (`{r.c_expr}`), so W cannot simply take its place: "
                     f"rewrite its definition with the verify input's width.")
-        elif spec_info is None:
+        elif spec_info is None and (threaded := self._threaded(r)) is None:
             hint = (f"No verify input is in scope in `{func.qualname}`: pass `spec_info` (or the width) in "
                     f"from the verify branch that calls it.")
+        elif spec_info is None:
+            value, edits, where = threaded
+            safety = "unsafe" if r.kind in (CAPACITY, FALLBACK) else "safe"
+            line = r.anchor.lineno if r.anchor is not None else 0
+            col = model.column(r.anchor.lineno, r.anchor.col_offset) if r.anchor is not None else 0
+            first, last = _top_level_span(model, r.node.lineno)
+            fix = FixPlan(safety=safety, anchor_line=line, anchor_column=col, expression=value,
+                          block_first=first, block_last=last, edits=edits)
+            replacement = f"({value})"
+            hint = (f"Use the per-step width, threaded in from the verify branch(es) that call "
+                    f"`{func.qualname}` ({where}) as `{THREADED}`: {replacement}"
+                    + (" (changes a buffer size: unsafe fix)" if r.kind == CAPACITY else ""))
         elif unbound:
             hint = (f"C is spelled `{r.c_expr}`, and `{unbound[0]}` is not bound where the verify block starts; "
                     f"use the verify input's width there by hand.")
@@ -323,6 +421,15 @@ class Engine:
                        line=l1, column=c1, end_line=l2, end_column=c2, function=func.qualname, symbol=symbol,
                        message=message, replacement=replacement, hint=hint, fix_safety=fix.safety if fix else None,
                        fix=fix, statement=stmt_text, stmt_line=stmt_line, resolver=r.what == RESOLVER_WHAT)
+
+
+def _self_attr(node: ast.AST) -> str | None:
+    return node.attr if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+        and node.value.id == "self" else None
+
+
+def _free_of(func: FunctionInfo, model: ModuleModel, name: str) -> bool:
+    return name not in model.text_of(func.node)
 
 
 def per_step_value(spec_info: str, c_expr: str, width_api: str) -> str:

@@ -262,18 +262,26 @@ class ModuleModel:
                             for at, v in assigns if at == a)
                      and any(is_exact_c(v, attrs, vocab) for at, v in assigns if at == a)}
             buffers: dict[str, dict[object, int]] = {}
+            strided: dict[tuple[str, object], str] = {}
+
+            def laid_out(attr: str, key: object, value: ast.expr) -> None:
+                buffers.setdefault(attr, {})[key] = value.lineno
+                step = _strided_by_c(value, attrs, vocab)
+                if step:
+                    strided[(attr, key)] = step
+
             for attr, value in assigns:
                 if _lays_out_with_c(value, attrs, vocab):
-                    buffers.setdefault(attr, {})[None] = value.lineno
+                    laid_out(attr, None, value)
                 elif isinstance(value, ast.Dict):
                     for k, v in zip(value.keys, value.values):
                         if isinstance(k, ast.Constant) and _lays_out_with_c(v, attrs, vocab):
-                            buffers.setdefault(attr, {})[k.value] = v.lineno
+                            laid_out(attr, k.value, v)
             for attr, key, value in keyed:
                 if _lays_out_with_c(value, attrs, vocab):
-                    buffers.setdefault(attr, {})[key] = value.lineno
+                    laid_out(attr, key, value)
             sized = {attr: value.lineno for attr, value in assigns if _sized_with_c(value, attrs, vocab)}
-            result[cls] = ClassFacts(attrs, exact, buffers, sized)
+            result[cls] = ClassFacts(attrs, exact, buffers, sized, strided)
         return result
 
 
@@ -285,6 +293,9 @@ class ClassFacts:
     buffers: dict[str, dict[object, int]]
     # self.X -> line where it is allocated with C in its size (room for C tokens per request)
     sized: dict[str, int] = field(default_factory=dict)
+    # (attr, key) of those buffers that are offsets stepping by C from 0 (``arange(0, n, step=C)``,
+    # C spelled ``self.X``) -> that spelling: a refill with W is ``arange(numel) * W``
+    strided: dict[tuple[str, object], str] = field(default_factory=dict)
 
 
 LAYOUT_CALLS = frozenset({"arange", "repeat_interleave", "full"})
@@ -300,6 +311,23 @@ def _lays_out_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
     if call_leaf(value) == "full":
         args = args[1:2]  # the fill value; the size is capacity
     return any(any(True for _ in c_occurrences(a, c_attrs, vocab)) for a in args)
+
+
+def _strided_by_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> str:
+    """``self.X`` when ``value`` is ``torch.arange(0, stop, step=self.X)`` (or ``arange(0, stop, self.X)``,
+    ``arange(stop, step=self.X)``) with ``self.X`` exactly C; else ""."""
+    from .exprs import call_leaf, is_exact_c
+
+    if not (isinstance(value, ast.Call) and call_leaf(value) == "arange"):
+        return ""
+    kw = {k.arg: k.value for k in value.keywords}
+    pos = value.args
+    step = kw.get("step") or (pos[2] if len(pos) > 2 else None)
+    start = kw.get("start") or (pos[0] if len(pos) > 1 else None)
+    zero = start is None or isinstance(start, ast.Constant) and start.value == 0
+    if zero and self_attr(step) and is_exact_c(step, c_attrs, vocab):
+        return f"self.{self_attr(step)}"
+    return ""
 
 
 def _statements(body: list[ast.stmt]):
