@@ -39,6 +39,7 @@ class Edit(BaseModel):
     end_column: int = 0
     name: str
     value: str = ""
+    path: str = ""  # the tree relpath of the file it changes; "" for the finding's own file
 
 
 class FixPlan(BaseModel):

@@ -25,7 +25,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from pydantic import BaseModel, Field
 
 from .analysis.module import LINE_RE, SourceError, decode, encoding_of, statement_lines
-from .findings import Finding, ScanResult, Severity
+from .findings import Edit, Finding, ScanResult, Severity
 from .settings import Settings
 from .sources import PACKAGE_VERSION_RE, SourceTree, TargetError, installed_sglang, open_target, printable
 
@@ -45,6 +45,9 @@ class FileFix(BaseModel):
     before: bytes = Field(repr=False)
     after: bytes = Field(repr=False)
     fixed: list[Finding]
+    # other files this fix changes together with (a helper's new parameter and its callers' keyword):
+    # applied all together or not at all
+    linked: list[str] = Field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -65,8 +68,9 @@ def fixable(findings: list[Finding], unsafe: bool) -> list[Finding]:
 # -- rewriting one file ---------------------------------------------------------------------------
 
 
-def rewrite(source: bytes, findings: list[Finding]) -> bytes:
-    """Apply the fixes of ``findings`` (all of one file) to ``source``; raises FixError.
+def rewrite(source: bytes, findings: list[Finding], extra: list[Edit] = ()) -> bytes:
+    """Apply the fixes of ``findings`` (all of one file) and the ``extra`` edits other files' fixes
+    make here to ``source``; raises FixError.
 
     Only the top-level statements (classes, functions) that hold a fix go through libcst; the rest
     of the file is kept as its bytes are. That keeps a fix to one function of a 20 MB file (or next
@@ -78,17 +82,29 @@ def rewrite(source: bytes, findings: list[Finding]) -> bytes:
     except SourceError as exc:
         raise FixError(str(exc)) from exc
     lines = LINE_RE.findall(text)
-    spans = _top_level_spans(text, findings)
+    findings = [f.model_copy(update={"fix": f.fix.model_copy(update={
+        "edits": [e for e in f.fix.edits if not e.path or e.path == f.relpath]})}) for f in findings]
+    spans = _top_level_spans(text, findings, bool(extra))
     groups: dict[int, list[Finding]] = defaultdict(list)
+    extras: dict[int, list[Edit]] = defaultdict(list)
+
+    def span_of(at: list[int]) -> int | None:
+        return next((i for i, (a, b) in enumerate(spans) if a <= min(at) and max(at) <= b), None)
+
     for f in findings:
         at = [f.line, f.end_line] + ([f.fix.anchor_line] if f.fix.anchor_line else []) + \
             [n for e in f.fix.edits for n in (e.line, e.end_line or e.line)]
-        index = next((i for i, (a, b) in enumerate(spans) if a <= min(at) and max(at) <= b), None)
+        index = span_of(at)
         if index is None:
             raise FixError(f"{f.line}:{f.column + 1}: `{f.symbol}` is not inside one statement of the file")
         groups[index].append(f)
+    for e in extra:
+        index = span_of([e.line, e.end_line or e.line])
+        if index is None:
+            raise FixError(f"{e.line}:{e.column + 1}: the `{e.name}` edit is not inside one statement of the file")
+        extras[index].append(e)
     out_lines = list(lines)
-    for index in sorted(groups, reverse=True):  # from the end: earlier line numbers stay valid
+    for index in sorted(set(groups) | set(extras), reverse=True):  # from the end: earlier lines stay valid
         first, last = spans[index]
         shift = first - 1
         segment = "".join(lines[first - 1:last])
@@ -100,7 +116,9 @@ def rewrite(source: bytes, findings: list[Finding]) -> bytes:
                                               "end_line": e.end_line - shift if e.end_line else 0})
                                               for e in f.fix.edits]})})
                  for f in groups[index]]
-        new = _rewrite_text(segment, moved, text)
+        here = [e.model_copy(update={"line": e.line - shift, "end_line": e.end_line - shift if e.end_line else 0})
+                for e in extras[index]]
+        new = _rewrite_text(segment, moved, text, here)
         if segment.endswith(("\r", "\n")) and not new.endswith(("\r", "\n")):
             new += segment[-2:] if segment.endswith("\r\n") else segment[-1]  # libcst drops a bare CR's
         out_lines[first - 1:last] = [new]
@@ -113,11 +131,12 @@ def rewrite(source: bytes, findings: list[Finding]) -> bytes:
         raise FixError(f"the fixed text does not encode as {encoding}: {exc}") from exc
 
 
-def _top_level_spans(text: str, findings: list[Finding]) -> list[list[int]]:
+def _top_level_spans(text: str, findings: list[Finding], parse: bool = False) -> list[list[int]]:
     """[first, last] lines of the top-level statements, merged where they share a line. The analysis
-    gives each fix its statement's span; only a finding without one costs a parse of the file."""
+    gives each fix its statement's span; only a finding without one (or ``parse``: edits other files'
+    fixes make here) costs a parse of the file."""
     given = [[f.fix.block_first, f.fix.block_last] for f in findings if f.fix.block_first]
-    if len(given) == len(findings):
+    if len(given) == len(findings) and not parse:
         raw = sorted(given)
     else:  # a plan made without spans (not by this version's analysis): find them
         try:
@@ -133,9 +152,10 @@ def _top_level_spans(text: str, findings: list[Finding]) -> list[list[int]]:
     return spans
 
 
-def _rewrite_text(text: str, findings: list[Finding], whole: str) -> str:
-    """The fixes applied to ``text`` (top-level statements of the file, positions relative to it);
-    ``whole`` is the file's full text, for names chosen at module level."""
+def _rewrite_text(text: str, findings: list[Finding], whole: str, extra: list[Edit] = ()) -> str:
+    """The fixes applied to ``text`` (top-level statements of the file, positions relative to it), and
+    the ``extra`` edits of other files' fixes; ``whole`` is the file's full text, for names chosen at
+    module level."""
     module = cst.parse_module(text)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
@@ -178,7 +198,7 @@ def _rewrite_text(text: str, findings: list[Finding], whole: str) -> str:
                     if reader is None:
                         raise FixError(f"{e.line}:{e.column + 1}: no statement to refill `{e.value}` before")
                     refills[reader].setdefault(e.value, local)
-    params, keywords = _edits(findings, positions)
+    params, keywords = _edits(findings, positions, extra)
     rewriter = _Rewriter(replace, bind, params, keywords, refills)
     new = wrapper.module.visit(rewriter)
     if rewriter.inserted != set(bind):
@@ -188,10 +208,10 @@ def _rewrite_text(text: str, findings: list[Finding], whole: str) -> str:
     return new.code
 
 
-def _edits(findings: list[Finding], positions) -> tuple[dict, dict]:
+def _edits(findings: list[Finding], positions, extra: list[Edit] = ()) -> tuple[dict, dict]:
     """The fixes' edits, by the libcst node they change: {FunctionDef: {names}}, {Call: {name: value}}."""
     wanted = {(e.kind, e.line, e.column, e.end_line, e.end_column, e.name, e.value)
-              for f in findings for e in f.fix.edits if e.kind != "refill"}
+              for e in [*(e for f in findings for e in f.fix.edits), *extra] if e.kind != "refill"}
     if not wanted:
         return {}, {}
     defs, calls = {}, {}
@@ -264,11 +284,24 @@ class _Rewriter(cst.CSTTransformer):
         self.edited.add(original)
         p = updated.params
         tight = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
-        new = [cst.Param(name=cst.Name(n), default=cst.Name("None"), equal=tight) for n in sorted(names)]
-        # After *args (or a bare *) a parameter is keyword-only; before **kwargs either way.
-        if p.star_arg is not cst.MaybeSentinel.DEFAULT:
-            return updated.with_changes(params=p.with_changes(kwonly_params=[*p.kwonly_params, *new]))
-        return updated.with_changes(params=p.with_changes(params=[*_with_comma(p.params), *new]))
+        for n in sorted(names):
+            new = cst.Param(name=cst.Name(n), default=cst.Name("None"), equal=tight)
+            if p.star_kwarg is not None:  # before **kwargs: one more item followed by a comma
+                new = new.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                key = "kwonly_params" if p.star_arg is not cst.MaybeSentinel.DEFAULT else "params"
+                p = p.with_changes(**{key: [*getattr(p, key), new]})
+            elif p.kwonly_params or isinstance(p.star_arg, cst.Param):  # after *args: keyword-only
+                if p.kwonly_params:
+                    p = p.with_changes(kwonly_params=_append(p.kwonly_params, new, "whitespace_after_param"))
+                else:
+                    star = p.star_arg
+                    p = p.with_changes(star_arg=star.with_changes(
+                        comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+                        whitespace_after_param=cst.SimpleWhitespace("")),
+                        kwonly_params=[new.with_changes(whitespace_after_param=star.whitespace_after_param)])
+            else:
+                p = p.with_changes(params=_append(p.params, new, "whitespace_after_param"))
+        return updated.with_changes(params=p)
 
     def leave_Call(self, original, updated):
         names = self.keywords.get(original)
@@ -276,8 +309,10 @@ class _Rewriter(cst.CSTTransformer):
             return updated
         self.edited.add(original)
         tight = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
-        args = [*_with_comma(updated.args), *(cst.Arg(keyword=cst.Name(n), value=cst.parse_expression(v), equal=tight)
-                                              for n, v in sorted(names.items()))]
+        args = list(updated.args)
+        for n, v in sorted(names.items()):
+            args = _append(args, cst.Arg(keyword=cst.Name(n), value=cst.parse_expression(v), equal=tight),
+                           "whitespace_after_arg")
         return updated.with_changes(args=args)
 
     def leave_Attribute(self, original, updated):
@@ -308,12 +343,21 @@ class _Rewriter(cst.CSTTransformer):
     leave_Module = _with_bindings
 
 
-def _with_comma(items):
-    """``items`` with a comma after the last one, so one more can follow (its own trailing comma kept)."""
+def _append(items, new, closing_attr: str) -> list:
+    """``items`` (parameters or arguments) with ``new`` last, laid out as the list is: the separator
+    of the items before it, and the whitespace that closed the list (or its trailing comma) kept at
+    the end. ``closing_attr``: where an item without a trailing comma keeps the whitespace before ``)``."""
     items = list(items)
-    if items and items[-1].comma is cst.MaybeSentinel.DEFAULT:
-        items[-1] = items[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    return items
+    if not items:
+        return [new]
+    last = items[-1]
+    before = items[-2].comma if len(items) > 1 else cst.MaybeSentinel.DEFAULT
+    sep = before.whitespace_after if isinstance(before, cst.Comma) else cst.SimpleWhitespace(" ")
+    if isinstance(last.comma, cst.Comma):  # a trailing comma: the new item gets one, and the closing space
+        items[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=sep))
+        return items + [new.with_changes(comma=cst.Comma(whitespace_after=last.comma.whitespace_after))]
+    items[-1] = last.with_changes(comma=cst.Comma(whitespace_after=sep), **{closing_attr: cst.SimpleWhitespace("")})
+    return items + [new.with_changes(**{closing_attr: getattr(last, closing_attr)})]
 
 
 # -- planning over targets -------------------------------------------------------------------------
@@ -326,26 +370,76 @@ def plan(trees: list[SourceTree], settings: Settings, unsafe: bool,
     from .api import scan_trees_with_settings
 
     result = scan_trees_with_settings(trees, settings, only=only)
+    files = {f.display: f for t in trees for f in t.files}
+    tree_of = {f.display: t for t in trees for f in t.files}
+    by_rel = {(id(t), f.relpath): f.display for t in trees for f in t.files}
     by_file: dict[str, list[Finding]] = defaultdict(list)
+    foreign: dict[str, list[Edit]] = defaultdict(list)  # edits other files' fixes make in this file
+    group = _Groups()
+    missing: dict[str, str] = {}
     for f in fixable(result.findings, unsafe):
         by_file[f.path].append(f)
-    files = {f.display: f for t in trees for f in t.files}
-    fixes = []
-    for display, items in by_file.items():
+        group.add(f.path)
+        for e in f.fix.edits:
+            if e.path and e.path != f.relpath:
+                tree = tree_of.get(f.path)
+                other = by_rel.get((id(tree), e.path)) if tree is not None else None
+                if other is None:
+                    missing[f.path] = e.path
+                    continue
+                foreign[other].append(e)
+                group.join(f.path, other)
+    made: dict[str, FileFix] = {}
+    failed: dict[str, str] = dict((d, f"the fix also changes {rel}, which is not among the files fixed")
+                                  for d, rel in missing.items())
+    for display in sorted(set(by_file) | set(foreign)):
+        items, extra = by_file.get(display, []), foreign.get(display, [])
         src = files.get(display)
         if src is None:
             # A helper module reached from a target (pre-commit passes single files): not ours to edit.
-            result.errors.append(_err(display, f"fix not applied: {len(items)} finding(s) in this helper of the "
-                                               f"targets; pass it to `ddcheck fix` too"))
+            failed[display] = (f"{len(items)} finding(s) in this helper of the targets; pass it to `ddcheck fix` "
+                               f"too")
             continue
         before = src.read_bytes()
         try:
-            after = rewrite(before, items)
+            after = rewrite(before, items, extra)
         except (FixError, cst.ParserSyntaxError) as exc:
-            result.errors.append(_err(display, f"fix not applied: {exc}"))
+            failed[display] = str(exc)
             continue
-        fixes.append(FileFix(display=display, relpath=src.relpath, before=before, after=after, fixed=items))
+        made[display] = FileFix(display=display, relpath=src.relpath, before=before, after=after, fixed=items)
+    fixes = []
+    for display, fx in made.items():
+        members = group.members(display)
+        broken = [m for m in members if m in failed]
+        if broken:  # a helper's new parameter without its callers' keyword (or the reverse): none of it
+            result.errors.append(_err(display, f"fix not applied: it goes with the fix of {broken[0]}, which "
+                                               f"could not be made ({failed[broken[0]]})"))
+            continue
+        fx.linked = sorted(m for m in members if m != display)
+        fixes.append(fx)
+    for display, why in failed.items():
+        result.errors.append(_err(display, f"fix not applied: {why}"))
     return fixes, result
+
+
+class _Groups:
+    """Files whose fixes must be applied together (union-find over display paths)."""
+
+    def __init__(self):
+        self.parent: dict[str, str] = {}
+
+    def add(self, a: str) -> str:
+        self.parent.setdefault(a, a)
+        while self.parent[a] != a:
+            a = self.parent[a]
+        return a
+
+    def join(self, a: str, b: str) -> None:
+        self.parent[self.add(a)] = self.add(b)
+
+    def members(self, a: str) -> list[str]:
+        root = self.add(a)
+        return [m for m in list(self.parent) if self.add(m) == root]
 
 
 def verify_fixes(fixes: list[FileFix], trees: list[SourceTree], settings: Settings,
@@ -362,7 +456,7 @@ def verify_fixes(fixes: list[FileFix], trees: list[SourceTree], settings: Settin
             rejected.append((fx, f"the fixed file does not parse ({exc.msg}, line {exc.lineno})"))
             continue
         tree = next(t for t in trees if any(f.display == fx.display for f in t.files))
-        patched = _patched_tree(tree, fx)
+        patched = _patched_tree(tree, fixes)
         after = scan_trees_with_settings([patched], settings, only={fx.relpath})
         fixed_functions = Counter(f.function for f in fx.fixed if f.severity == Severity.error)
         left = Counter(f.function for f in after.findings if f.path == fx.display and f.severity == Severity.error
@@ -373,14 +467,20 @@ def verify_fixes(fixes: list[FileFix], trees: list[SourceTree], settings: Settin
             if left[func] > before_counts[func] - n:
                 rejected.append((fx, f"an error is left in `{func}` after the fix"))
                 break
+    out = {fx.display for fx, _ in rejected}
+    for fx in fixes:  # fixes made together are rolled back together
+        gone = next((d for d in fx.linked if d in out), None)
+        if gone is not None and fx.display not in out:
+            rejected.append((fx, f"it goes with the fix of {gone}, which was rolled back"))
     return rejected
 
 
-def _patched_tree(tree: SourceTree, fx: FileFix) -> SourceTree:
+def _patched_tree(tree: SourceTree, fixes: list[FileFix]) -> SourceTree:
     from .sources import SourceFile
 
-    files = [SourceFile(f.display, f.relpath, (lambda data=fx.after: data), f.disk_path) if f.display == fx.display
-             else f for f in tree.files]
+    after = {fx.display: fx.after for fx in fixes}
+    files = [SourceFile(f.display, f.relpath, (lambda data=after[f.display]: data), f.disk_path)
+             if f.display in after else f for f in tree.files]
     # Only the fixed file and what it imports matter for its re-scan.
     return SourceTree(label=tree.label, kind=tree.kind, files=files, root=tree.root, wheel=tree.wheel)
 
@@ -465,6 +565,9 @@ def fixed_file_text(target: str, relpath: str, *, unsafe: bool = False) -> str:
     fixes, result = plan([tree], settings, unsafe, only={f.relpath})
     for fx in fixes:
         if fx.display == f.display:
+            if fx.linked:
+                raise FixError(f"{fx.display}: its fix also changes {', '.join(fx.linked)}; "
+                               f"use `ddcheck fix --out` to get every file")
             rejected = verify_fixes([fx], [tree], settings, result)
             if rejected:
                 raise FixError(f"{fx.display}: fix rolled back: {rejected[0][1]}")
@@ -556,7 +659,11 @@ def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bo
             failed.append(fx)
             err.print(f"[red]{escape(fx.display)}: not written: {escape(str(exc))}[/red]")
     for fx, path in written:
-        console.print(f"fixed {len(fx.fixed)} in {escape(printable(str(path)))}")
+        if fx.fixed:
+            console.print(f"fixed {len(fx.fixed)} in {escape(printable(str(path)))}")
+        else:  # only the edits another file's fix needs here
+            console.print(f"updated {escape(printable(str(path)))}: passes the verify width to the fixed "
+                          f"{escape(', '.join(fx.linked))}")
     if installed and written:
         console.print("Backups were written next to each file; to restore:")
         for _, path in written:

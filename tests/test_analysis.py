@@ -47,6 +47,14 @@ def test_cross_module_helper_receiving_c_is_reported_at_the_call():
     assert "build_mask_indptr" in f.message and "verify_mask.py" in f.message
 
 
+def test_mixin_helpers_in_another_module_are_reached_through_the_class_bases():
+    pkg = FIXTURES / "mixins"
+    got = Counter((Path(f.path).name, f.line, f.rule) for f in findings(pkg))
+    assert got == expected(sorted(pkg.rglob("*.py")))
+    edits = {(e.kind, e.path) for f in findings(pkg) for e in f.fix.edits}
+    assert edits == {("add_parameter", ""), ("add_keyword", "pkg/backend.py")}
+
+
 def test_single_file_resolves_its_helper_module_on_disk():
     # pre-commit passes only the changed file; the helper module is found next to it.
     got = [(Path(f.path).name, f.line) for f in findings(FIXTURES / "crossmod" / "pkg" / "backend.py")]

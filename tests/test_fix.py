@@ -302,3 +302,52 @@ def test_threaded_and_refilled_fixes_compute_the_w_layout(tmp_path):
     assert backend.qo.tolist() == [0, 3, 6]
     backend.init_forward_metadata(SimpleNamespace(forward_mode=Mode(False), seq_lens=lens, spec_info=w))
     assert backend.qo.tolist() == [0, 1, 2]
+
+
+def test_a_mixin_in_another_module_gets_w_from_the_backend_that_mixes_it_in(tmp_path):
+    """fixtures/analysis/mixins: the helpers live in a mixin module; the keyword goes into the
+    backend's module. Both files change together, and the fixed pair runs right with real torch."""
+    import importlib
+    import sys
+    from types import SimpleNamespace
+
+    torch = pytest.importorskip("torch")
+    out = tmp_path / "out"
+    from rich.console import Console
+
+    quiet = Console(file=open(os.devnull, "w"))
+    code = fixer.fix_main([str(FIXTURES / "analysis" / "mixins")], settings=Settings(), diff=False, check=False,
+                          unsafe=False, out_dir=out, installed=False, exit_non_zero_on_fix=False, verify=False,
+                          console=quiet, err=quiet)
+    assert code == 0
+    backend_py = (out / "pkg" / "backend.py").read_text()
+    assert 'verify_width=getattr(spec_info, "draft_token_num", None)' in backend_py
+    assert "def _verify_lens(self, seq_lens, verify_width=None):" in (out / "pkg" / "layout_mixin.py").read_text()
+    sys.path.insert(0, str(out))
+    try:
+        backend_mod = importlib.import_module("pkg.backend")
+    finally:
+        sys.path.remove(str(out))
+        for name in [n for n in sys.modules if n == "pkg" or n.startswith("pkg.")]:
+            del sys.modules[name]
+
+    class Mode:
+        def is_target_verify(self):
+            return True
+
+    b = backend_mod.Backend(SimpleNamespace(speculative_num_draft_tokens=3), max_bs=4)
+    b.capture(torch.tensor([5, 7]), SimpleNamespace(draft_token_num=6), Mode())
+    assert b.qo.tolist() == [0, 6, 12]
+    b.init_forward_metadata(SimpleNamespace(forward_mode=Mode(), seq_lens=torch.tensor([5, 7]),
+                                            spec_info=SimpleNamespace(draft_token_num=6)))
+    assert b.kv_lens.tolist() == [11, 13]
+
+
+def test_a_fix_that_needs_another_file_is_not_made_from_one_file_alone(tmp_path):
+    """pre-commit passes only the changed file: the mixin alone has no callers to take the width
+    from, so nothing is half-done (no parameter that nobody passes)."""
+    p = tmp_path / "layout_mixin.py"
+    p.write_text((FIXTURES / "analysis" / "mixins" / "pkg" / "layout_mixin.py").read_text())
+    before = p.read_text()
+    assert fixer.fix_targets([str(p)]) == []
+    assert p.read_text() == before

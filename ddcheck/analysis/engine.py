@@ -11,8 +11,8 @@ from typing import Callable
 from ..findings import Edit, Finding, FixPlan
 from ..rules import severity_of
 from .exprs import is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk
-from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C, Verdict,
-                      classify, layout_what)
+from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C, WIDTH_WORDS,
+                      Verdict, classify, layout_what)
 from .modes import FORWARD_MODE_MODULE, ModeTable
 from .module import ClassFacts, FunctionInfo, ModuleModel, statement_lines
 from .verify_path import FunctionPass, Site
@@ -69,6 +69,8 @@ class Engine:
     # helper function node id -> the verify-branch calls of it as a method of its own class:
     # (caller's pass, call, call's statement)
     callers: dict[int, dict[int, tuple[FunctionPass, ast.Call]]] = field(default_factory=dict)
+    # method name -> the tree's modules whose text calls ``self.<name>(`` (for threading W into helpers)
+    modules_calling: Callable[[str], list[ModuleModel]] = lambda name: []
 
     @property
     def modes(self) -> ModeTable:
@@ -143,6 +145,14 @@ class Engine:
         if site.buffer_line:
             # A buffer laid out with C at start-up: whatever it feeds is laid out with C.
             if verdict.kind in (HARMLESS, FALLBACK):
+                return
+            if _buffer_key(site.node) in self.facts(fp.model, fp.func.cls).length_only:
+                what = (f"reads a buffer whose length was set from C at start-up (line {site.buffer_line}; its "
+                        f"values do not depend on C): too short when W > C")
+                hint = ("Size the buffer for the largest verify width the deployment allows (a DDTree "
+                        "budget + 1), or allocate it per step.")
+                self._report(fp, site.node, site.anchor, Verdict(CAPACITY, what), fp.model.code(site.node),
+                             exact=False, hint=hint)
                 return
             what = f"reads a buffer laid out with C at start-up (line {site.buffer_line}) as the verify layout"
             self._report(fp, site.node, site.anchor, Verdict(LAYOUT, what), fp.model.code(site.node), exact=False,
@@ -234,8 +244,8 @@ class Engine:
         model, func = fp.model, call.func
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             if func.value.id == "self" and fp.func.cls:
-                f = model.method(fp.func.cls, func.attr)
-                return (model, f, True) if f else None
+                hit = self.method_of(model, fp.func.cls, func.attr, needs_c)
+                return (hit[0], hit[1], True) if hit else None
             imp = model.imports.get(func.value.id)
             if imp:
                 other = self.load_module(imp[0] if imp[1] is None else f"{imp[0]}.{imp[1]}", needs_c)
@@ -277,68 +287,108 @@ class Engine:
         """(W expression, C) for a read of a buffer of offsets laid out stepping by C from 0, when the
         verify input is in scope at the verify block and the module has ``torch`` to refill it with."""
         fp, model = r.fp, r.fp.model
-        node = r.node
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
-            key = (_self_attr(node.value), node.slice.value)
-        elif isinstance(node, ast.Attribute):
-            key = (_self_attr(node), None)
-        else:
-            return None
-        c_expr = self.facts(model, fp.func.cls).strided.get(key)
+        c_expr = self.facts(model, fp.func.cls).strided.get(_buffer_key(r.node))
         if not c_expr or spec_info is None or r.anchor is None or "torch" not in model.imports:
             return None
         return per_step_value(spec_info, c_expr, self.width_api), c_expr
 
-    def _threaded(self, r: Reported) -> tuple[str, list[Edit], str] | None:
-        """W for a helper with no verify input in scope, threaded in from its callers: every verify
-        branch that calls it (as a method of its class) passes its own verify input's width as
-        ``verify_width``; other callers pass nothing and the helper keeps C. None when some such
-        caller has no verify input either, or C is not spelled the same in the callers."""
+    def _threaded(self, r: Reported, named: bool = False) -> tuple[str, list[Edit], str] | None:
+        """W for a helper with no verify input in scope, threaded in from its callers as ``verify_width``:
+        every verify branch that calls it (as a method of its class; every caller in the class when the
+        helper tests the forward mode itself) passes its verify input's width, or its own
+        ``verify_width`` when it is such a helper too. Other callers pass nothing and the helper keeps C.
+        None when some caller on the way has neither."""
         fp, model, func = r.fp, r.fp.model, r.fp.func
-        if self._mode_checked(func):
-            # It decides its own verify path: the width it gets matters only there, where the caller's
-            # verify input is this step's. Every caller in the class must hand it in.
-            callers = self._class_calls(model, func)
-        else:
-            callers = list(self.callers.get(id(func.node), {}).values())
-        if not callers or not r.exact or not func.cls or not _free_of(func, model, THREADED):
+        if not (r.exact or named) or any(n != "self" for n in _names(r.c_expr)):
             return None
-        if any(n != "self" for n in _names(r.c_expr)) or func.node.args.vararg is not None and \
-                func.node.args.vararg.arg == THREADED:
+        found = self._thread_edits(model, func, frozenset())
+        if found is None:
+            return None
+        edits, where = found
+        c = r.c_expr if _is_simple(r.c_expr) else f"({r.c_expr})"
+        return f"{THREADED} or {c}", edits, ", ".join(where)
+
+    def _thread_edits(self, model: ModuleModel, func: FunctionInfo, seen: frozenset) -> \
+            tuple[list[Edit], list[str]] | None:
+        if id(func.node) in seen or not func.cls or not _free_of(func, model, THREADED):
+            return None
+        seen = seen | {id(func.node)}
+        calls = self._callers_of(model, func)
+        # A helper that tests the forward mode itself uses W only on its verify branch, where any
+        # caller's verify input is this step's: every caller hands it in. Otherwise only the verify
+        # branches that call it do; other callers pass nothing and keep C.
+        callers = [(cfp, call) for cfp, call, verify in calls if verify or self._mode_checked(func)]
+        if not callers:
             return None
         keyword = "async def " if isinstance(func.node, ast.AsyncFunctionDef) else "def "
         name_col = model.column(func.node.lineno, func.node.col_offset) + len(keyword)
         edits = [Edit(kind="add_parameter", line=func.node.lineno, column=name_col, name=THREADED)]
         where = []
-        for cfp, call in sorted(callers, key=lambda t: (t[1].lineno, t[1].col_offset)):
-            if cfp.model is not model or any(k.arg == THREADED or k.arg is None for k in call.keywords):
+        for cfp, call in callers:
+            if any(k.arg == THREADED or k.arg is None for k in call.keywords):
                 return None
-            spec_info = cfp.spec_info_expr(_statement_of(model, call))
-            if spec_info is None:
-                return None
-            l1, c1, l2, c2 = model.span(call)
+            spec_info = cfp.spec_info_expr(_statement_of(cfp.model, call))
+            if spec_info is not None:
+                value = per_step_or_none(spec_info, self.width_api)
+            else:  # a helper itself: it gets W from its own callers and hands it on
+                up = self._thread_edits(cfp.model, cfp.func, seen)
+                if up is None:
+                    return None
+                edits += [e if e.path else e.model_copy(update={"path": _rel(cfp.model, model)}) for e in up[0]]
+                value = THREADED
+            l1, c1, l2, c2 = cfp.model.span(call)
             edits.append(Edit(kind="add_keyword", line=l1, column=c1, end_line=l2, end_column=c2, name=THREADED,
-                              value=per_step_value(spec_info, r.c_expr, self.width_api)))
-            where.append(f"line {l1}")
-        c = r.c_expr if _is_simple(r.c_expr) else f"({r.c_expr})"
-        return f"{THREADED} or {c}", edits, ", ".join(where)
+                              value=value, path=_rel(cfp.model, model)))
+            where.append(f"line {l1}" if cfp.model is model else f"{cfp.model.source.relpath}:{l1}")
+        return list({e.model_dump_json(): e for e in edits}.values()), where
 
-    def _class_calls(self, model: ModuleModel, func: FunctionInfo) -> list[tuple[FunctionPass, ast.Call]]:
-        """Every ``self.<func>(...)`` call in the methods of ``func``'s class (and its subclasses in the
-        module) that resolves to ``func``, each with a pass over its caller."""
-        found = []
-        for caller in model.functions.values():
-            if not caller.cls or "<locals>" in caller.qualname:
+    def _callers_of(self, model: ModuleModel, func: FunctionInfo) -> list[tuple[FunctionPass, ast.Call, bool]]:
+        """Every ``self.<func>(...)`` call in the tree that resolves to ``func`` (from its class, its
+        subclasses, classes mixing it in), with a pass over the caller and whether the call is on a
+        verify path."""
+        recorded = self.callers.get(id(func.node), {})
+        found, seen = [], set()
+        for m in [model, *self.modules_calling(func.name)]:
+            if id(m) in seen:
                 continue
-            calls = [n for n in walk(caller.node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                     and n.func.attr == func.name and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"]
-            if not calls or model.method(caller.cls, func.name) is not func:
-                continue
-            facts = self.facts(model, caller.cls)
-            cfp = FunctionPass(model, caller, False, facts.c_attrs, self.vocab, buffers=facts.buffers,
-                               sized=facts.sized, modes=lambda: self.modes).run()
-            found += [(cfp, c) for c in calls]
-        return found
+            seen.add(id(m))
+            for caller in m.functions.values():
+                if not caller.cls or "<locals>" in caller.qualname:
+                    continue
+                calls = [n for n in walk(caller.node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                         and n.func.attr == func.name and isinstance(n.func.value, ast.Name)
+                         and n.func.value.id == "self"]
+                if not calls:
+                    continue
+                hit = self.method_of(m, caller.cls, func.name)
+                if hit is None or hit[1].node is not func.node:
+                    continue
+                facts = self.facts(m, caller.cls)
+                cfp = FunctionPass(m, caller, self.vocab.is_verify_function(caller.name), facts.c_attrs, self.vocab,
+                                   buffers=facts.buffers, sized=facts.sized, modes=lambda: self.modes).run()
+                on_verify = {id(c) for c, _ in cfp.verify_calls}
+                found += [(cfp, c, id(c) in on_verify or id(c) in recorded) for c in calls]
+        return sorted(found, key=lambda t: (t[0].model.source.relpath, t[1].lineno, t[1].col_offset))
+
+    def method_of(self, model: ModuleModel, cls: str, name: str, needs_c: bool = False,
+                  depth: int = 0) -> tuple[ModuleModel, FunctionInfo] | None:
+        """``cls.name`` as Python finds it: the class, then its bases in order, those imported from
+        other modules of the tree included (mixins)."""
+        f = model.functions.get(f"{cls}.{name}")
+        if f is not None:
+            return model, f
+        if depth > 8:
+            return None
+        for base in model.class_bases.get(cls, []):
+            if base in model.class_bases:
+                hit = self.method_of(model, base, name, needs_c, depth + 1)
+            else:
+                imp = model.imports.get(base)
+                other = self.load_module(imp[0], needs_c) if imp and imp[1] else None
+                hit = self.method_of(other, imp[1], name, needs_c, depth + 1) if other is not None else None
+            if hit is not None:
+                return hit
+        return None
 
     def _finding(self, r: Reported) -> Finding:
         rule = RULE_OF_KIND[r.kind]
@@ -372,6 +422,25 @@ class Engine:
         elif not r.exact and r.c_expr == symbol and r.buffer_line:
             hint = ("Refill this buffer per step from the verify input's width (as the eager path does), "
                     "or capture CUDA graphs at that width.")
+        elif not r.exact and r.c_expr == symbol and _names_the_verify_width(symbol) and \
+                (spec_info is not None or (threaded := self._threaded(r, named=True)) is not None):
+            # Derived from C at start-up (C - 1 for some workers), but named for what the verify path
+            # needs: the verify input's width stands in for it. Whether every worker's input carries
+            # that same width is for a reviewer: unsafe.
+            edits = []
+            if spec_info is not None:
+                value = per_step_value(spec_info, r.c_expr, self.width_api)
+            else:
+                value, edits, _ = threaded
+            replacement = f"({value})"
+            line = r.anchor.lineno if r.anchor is not None else 0
+            col = model.column(r.anchor.lineno, r.anchor.col_offset) if r.anchor is not None else 0
+            first, last = _top_level_span(model, r.node.lineno)
+            fix = FixPlan(safety="unsafe", anchor_line=line, anchor_column=col, expression=value,
+                          block_first=first, block_last=last, edits=edits)
+            hint = (f"`{symbol}` is derived from C at start-up but named for the verify width: use the verify "
+                    f"input's own, {replacement} (unsafe fix: check that every worker's verify input carries "
+                    f"the width this attribute stands for)")
         elif not r.exact:
             hint = (f"`{symbol}` is derived from C (`{r.c_expr}`), so W cannot simply take its place: "
                     f"rewrite its definition with the verify input's width.")
@@ -423,6 +492,26 @@ class Engine:
                        fix=fix, statement=stmt_text, stmt_line=stmt_line, resolver=r.what == RESOLVER_WHAT)
 
 
+def _names_the_verify_width(symbol: str) -> bool:
+    """``self.target_verify_num_draft_tokens``: an attribute whose name says it is the verify width."""
+    leaf = symbol.rsplit(".", 1)[-1].lower()
+    return symbol.startswith("self.") and "verify" in leaf and any(w in leaf for w in WIDTH_WORDS)
+
+
+def _rel(where: ModuleModel, finding: ModuleModel) -> str:
+    """An edit's file: "" for the finding's own, else its tree relpath."""
+    return "" if where is finding else where.source.relpath
+
+
+def _buffer_key(node: ast.AST) -> tuple[str | None, object] | None:
+    """(attr, key) of a buffer read ``self.X`` / ``self.X["key"]``, as ClassFacts keys buffers."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        return _self_attr(node.value), node.slice.value
+    if isinstance(node, ast.Attribute):
+        return _self_attr(node), None
+    return None
+
+
 def _self_attr(node: ast.AST) -> str | None:
     return node.attr if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
         and node.value.id == "self" else None
@@ -430,6 +519,14 @@ def _self_attr(node: ast.AST) -> str | None:
 
 def _free_of(func: FunctionInfo, model: ModuleModel, name: str) -> bool:
     return name not in model.text_of(func.node)
+
+
+def per_step_or_none(spec_info: str, width_api: str) -> str:
+    """The verify input's width, or None when it carries none (the callee falls back to C)."""
+    if width_api == "num_tokens_per_req":
+        return (f"{spec_info}.num_tokens_per_req if {spec_info} is not None "
+                f"and {spec_info}.num_tokens_per_req > 0 else None")
+    return f'getattr({spec_info}, "draft_token_num", None)'
 
 
 def per_step_value(spec_info: str, c_expr: str, width_api: str) -> str:

@@ -263,12 +263,15 @@ class ModuleModel:
                      and any(is_exact_c(v, attrs, vocab) for at, v in assigns if at == a)}
             buffers: dict[str, dict[object, int]] = {}
             strided: dict[tuple[str, object], str] = {}
+            length_only: set[tuple[str, object]] = set()
 
             def laid_out(attr: str, key: object, value: ast.expr) -> None:
                 buffers.setdefault(attr, {})[key] = value.lineno
                 step = _strided_by_c(value, attrs, vocab)
                 if step:
                     strided[(attr, key)] = step
+                elif _length_only(value, attrs, vocab):
+                    length_only.add((attr, key))
 
             for attr, value in assigns:
                 if _lays_out_with_c(value, attrs, vocab):
@@ -281,7 +284,7 @@ class ModuleModel:
                 if _lays_out_with_c(value, attrs, vocab):
                     laid_out(attr, key, value)
             sized = {attr: value.lineno for attr, value in assigns if _sized_with_c(value, attrs, vocab)}
-            result[cls] = ClassFacts(attrs, exact, buffers, sized, strided)
+            result[cls] = ClassFacts(attrs, exact, buffers, sized, strided, length_only)
         return result
 
 
@@ -296,6 +299,9 @@ class ClassFacts:
     # (attr, key) of those buffers that are offsets stepping by C from 0 (``arange(0, n, step=C)``,
     # C spelled ``self.X``) -> that spelling: a refill with W is ``arange(numel) * W``
     strided: dict[tuple[str, object], str] = field(default_factory=dict)
+    # (attr, key) of those whose contents owe nothing to C, only their length (``arange(0, n * C + 1)``):
+    # too short when W > C, not laid out with C
+    length_only: set[tuple[str, object]] = field(default_factory=set)
 
 
 LAYOUT_CALLS = frozenset({"arange", "repeat_interleave", "full"})
@@ -311,6 +317,20 @@ def _lays_out_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
     if call_leaf(value) == "full":
         args = args[1:2]  # the fill value; the size is capacity
     return any(any(True for _ in c_occurrences(a, c_attrs, vocab)) for a in args)
+
+
+def _length_only(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
+    """``torch.arange(0, n * C + 1)``: C only in the end, the step 1: C sets the length, not the values."""
+    from .exprs import call_leaf
+
+    if not (isinstance(value, ast.Call) and call_leaf(value) == "arange"):
+        return False
+    kw = {k.arg: k.value for k in value.keywords}
+    pos = value.args
+    start = kw.get("start") or (pos[0] if len(pos) > 1 else None)
+    step = kw.get("step") or (pos[2] if len(pos) > 2 else None)
+    unit = step is None or isinstance(step, ast.Constant) and step.value == 1
+    return unit and (start is None or not _mentions_c(start, c_attrs, vocab))
 
 
 def _strided_by_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> str:

@@ -236,7 +236,25 @@ def _analyse_chunk(tree: SourceTree, relpaths: list[str], vocab: Vocabulary) -> 
                 out.errors[f.display] = str(exc)
         return models[module]
 
-    engine = Engine(vocab=vocab, load_module=load, width_api=width_api(tree), inherited_c_attrs=INHERITED_C_ATTRS)
+    calling: dict[str, list[ModuleModel]] = {}
+
+    def modules_calling(name: str) -> list[ModuleModel]:
+        """The tree's modules whose text holds ``self.<name>(``, parsed (memoized per name)."""
+        if name not in calling:
+            needle, hits = f"self.{name}(".encode(), []
+            for f in tree.files:
+                try:
+                    if needle in f.read_bytes():
+                        m = load(f.module)
+                        if m is not None and m.source.relpath == f.relpath:
+                            hits.append(m)
+                except OSError:
+                    continue
+            calling[name] = hits
+        return calling[name]
+
+    engine = Engine(vocab=vocab, load_module=load, width_api=width_api(tree), inherited_c_attrs=INHERITED_C_ATTRS,
+                    modules_calling=modules_calling)
     by_rel = {f.relpath: f for f in tree.files}
     for rel in relpaths:
         model = load(by_rel[rel].module) if index.by_module.get(by_rel[rel].module) is by_rel[rel] else None
@@ -263,7 +281,9 @@ def _dedup(findings: list) -> list:
     best: dict[tuple, object] = {}
     for f in findings:
         key = (f.path, f.line, f.column)
-        if key not in best or f.severity.rank > best[key].severity.rank:
+        # the most severe; then one with a fix (a worker that also parsed the helper's callers found it)
+        if key not in best or (f.severity.rank, f.fix is not None) > (best[key].severity.rank,
+                                                                       best[key].fix is not None):
             best[key] = f
     return list(best.values())
 
