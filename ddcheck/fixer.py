@@ -172,7 +172,8 @@ def _rewrite_text(text: str, findings: list[Finding], whole: str, extra: list[Ed
     replace: dict[cst.CSTNode, cst.BaseExpression] = {}
     bind: dict[cst.CSTNode, list[tuple[str, str]]] = defaultdict(list)  # anchor statement -> bindings
     taken: dict[cst.CSTNode, set[str]] = defaultdict(set)
-    refills: dict[cst.CSTNode, dict[str, str]] = defaultdict(dict)  # reading statement -> {buffer: W local}
+    # reading statement -> {buffer: (W local, "arange" | "fill")}
+    refills: dict[cst.CSTNode, dict[str, tuple[str, str]]] = defaultdict(dict)
     groups: dict[tuple[int, int, str], list[Finding]] = defaultdict(list)
     for f in findings:
         groups[(f.fix.anchor_line, f.fix.anchor_column, f.fix.expression)].append(f)
@@ -197,7 +198,7 @@ def _rewrite_text(text: str, findings: list[Finding], whole: str, extra: list[Ed
                     reader = _block_statement(block_stmts, (e.line, e.column))
                     if reader is None:
                         raise FixError(f"{e.line}:{e.column + 1}: no statement to refill `{e.value}` before")
-                    refills[reader].setdefault(e.value, local)
+                    refills[reader].setdefault(e.value, (local, e.name))
     params, keywords = _edits(findings, positions, extra)
     rewriter = _Rewriter(replace, bind, params, keywords, refills)
     new = wrapper.module.visit(rewriter)
@@ -331,7 +332,12 @@ class _Rewriter(cst.CSTTransformer):
                     f"# Per-step verify width; C only if the verify input has none (ddcheck fix).\n"
                     f"{local} = {expr}\n"))
                 self.inserted.add(orig)
-            for buffer, local in self.refills.get(orig, {}).items():
+            for buffer, (local, how) in self.refills.get(orig, {}).items():
+                if how == "fill":
+                    body.append(cst.parse_statement(
+                        f"# Filled with C at start-up: refilled with this step's width (ddcheck fix).\n"
+                        f"{buffer}.fill_({local})\n"))
+                    continue
                 body.append(cst.parse_statement(
                     f"# Laid out stepping by C at start-up: refilled stepping by this step's width (ddcheck fix).\n"
                     f"{buffer}.copy_(torch.arange({buffer}.numel(), dtype={buffer}.dtype, device={buffer}.device)"

@@ -45,9 +45,10 @@ def test_rule_example_reports(rule_id, fmt):
 
 def test_analysis_fixture_with_start_up_buffers():
     """fixtures/analysis/buffers.py: buffers laid out with C at start-up and read on the verify path
-    (their findings carry the refill hint, chosen from the finding's kind, not its message)."""
+    (their findings carry the refill fix: offsets rebuilt stepping by W, a C-filled buffer filled with W)."""
     out = cli("scan", "fixtures/analysis/buffers.py", "--no-cache", "--format", "text")
-    assert "Refill this buffer per step" in out
+    assert "Refill `self.verify_meta[\"cu_seqlens_q\"]` in place, offsets stepping by" in out
+    assert "Refill `self.extend_lens` in place, every entry set to" in out
     check("fixtures-buffers.txt", out)
 
 

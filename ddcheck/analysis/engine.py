@@ -69,8 +69,9 @@ class Engine:
     # helper function node id -> the verify-branch calls of it as a method of its own class:
     # (caller's pass, call, call's statement)
     callers: dict[int, dict[int, tuple[FunctionPass, ast.Call]]] = field(default_factory=dict)
-    # method name -> the tree's modules whose text calls ``self.<name>(`` (for threading W into helpers)
-    modules_calling: Callable[[str], list[ModuleModel]] = lambda name: []
+    # method name -> the tree's modules whose text calls ``self.<name>(`` (for threading W into helpers);
+    # None when something calls it on another object
+    modules_calling: Callable[[str], list[ModuleModel] | None] = lambda name: []
 
     @property
     def modes(self) -> ModeTable:
@@ -284,13 +285,14 @@ class Engine:
         return [self._finding(r) for r in self.reported.values()]
 
     def _refill(self, r: Reported, spec_info: str | None) -> tuple[str, str] | None:
-        """(W expression, C) for a read of a buffer of offsets laid out stepping by C from 0, when the
-        verify input is in scope at the verify block and the module has ``torch`` to refill it with."""
+        """(W expression, "arange" | "fill") for a read of a buffer a refill with W rebuilds (offsets
+        stepping by C from 0; every entry C), when the verify input is in scope at the verify block
+        (and, for offsets, the module has ``torch`` to rebuild them with)."""
         fp, model = r.fp, r.fp.model
-        c_expr = self.facts(model, fp.func.cls).strided.get(_buffer_key(r.node))
-        if not c_expr or spec_info is None or r.anchor is None or "torch" not in model.imports:
+        how = self.facts(model, fp.func.cls).strided.get(_buffer_key(r.node))
+        if not how or spec_info is None or r.anchor is None or how[0] == "arange" and "torch" not in model.imports:
             return None
-        return per_step_value(spec_info, c_expr, self.width_api), c_expr
+        return per_step_value(spec_info, how[1], self.width_api), how[0]
 
     def _threaded(self, r: Reported, named: bool = False) -> tuple[str, list[Edit], str] | None:
         """W for a helper with no verify input in scope, threaded in from its callers as ``verify_width``:
@@ -314,6 +316,8 @@ class Engine:
             return None
         seen = seen | {id(func.node)}
         calls = self._callers_of(model, func)
+        if calls is None:  # also called on another object (`backends[0].helper(...)`): cannot reach every caller
+            return None
         # A helper that tests the forward mode itself uses W only on its verify branch, where any
         # caller's verify input is this step's: every caller hands it in. Otherwise only the verify
         # branches that call it do; other callers pass nothing and keep C.
@@ -342,13 +346,16 @@ class Engine:
             where.append(f"line {l1}" if cfp.model is model else f"{cfp.model.source.relpath}:{l1}")
         return list({e.model_dump_json(): e for e in edits}.values()), where
 
-    def _callers_of(self, model: ModuleModel, func: FunctionInfo) -> list[tuple[FunctionPass, ast.Call, bool]]:
+    def _callers_of(self, model: ModuleModel, func: FunctionInfo) -> list[tuple[FunctionPass, ast.Call, bool]] | None:
         """Every ``self.<func>(...)`` call in the tree that resolves to ``func`` (from its class, its
         subclasses, classes mixing it in), with a pass over the caller and whether the call is on a
-        verify path."""
+        verify path; None when the tree also calls that name on other objects."""
         recorded = self.callers.get(id(func.node), {})
         found, seen = [], set()
-        for m in [model, *self.modules_calling(func.name)]:
+        elsewhere = self.modules_calling(func.name)
+        if elsewhere is None:
+            return None
+        for m in [model, *elsewhere]:
             if id(m) in seen:
                 continue
             seen.add(id(m))
@@ -408,17 +415,17 @@ class Engine:
             hint = "C is only the fallback here; keep the verify input's width set (and capture CUDA graphs at it)."
         elif not r.exact and r.c_expr == symbol and r.buffer_line and \
                 (refill := self._refill(r, spec_info)) is not None:
-            value, c = refill
+            value, how = refill
             line, col = r.anchor.lineno, model.column(r.anchor.lineno, r.anchor.col_offset)
             first, last = _top_level_span(model, r.node.lineno)
             read = _statement_of(model, r.node)  # refilled right before the statement that reads it
             fix = FixPlan(safety="safe", anchor_line=line, anchor_column=col, expression=value,
                           block_first=first, block_last=last, replace_site=False,
                           edits=[Edit(kind="refill", line=read.lineno, column=model.column(read.lineno, read.col_offset),
-                                      name="", value=symbol)])
-            hint = (f"Refill `{symbol}` in place with offsets stepping by the per-step width ({value}) before "
-                    f"it is read (it was laid out stepping by C at line {r.buffer_line}); with CUDA graphs, "
-                    f"capture at that width too.")
+                                      name=how, value=symbol)])
+            what = "offsets stepping by" if how == "arange" else "every entry set to"
+            hint = (f"Refill `{symbol}` in place, {what} the per-step width ({value}), before it is read (it was "
+                    f"laid out with C at line {r.buffer_line}); with CUDA graphs, capture at that width too.")
         elif not r.exact and r.c_expr == symbol and r.buffer_line:
             hint = ("Refill this buffer per step from the verify input's width (as the eager path does), "
                     "or capture CUDA graphs at that width.")
@@ -477,7 +484,11 @@ class Engine:
                 " for every verify input that carries one (changes the resolver's choice: unsafe fix)" \
                 if r.kind == FALLBACK else ""
             hint = f"Use the per-step width {replacement}{why}"
-        if r.kind == LAYOUT:
+        if r.kind == LAYOUT and r.buffer_line:
+            message = (f"`{symbol}` was laid out with C at start-up (line {r.buffer_line}); the target-verify path "
+                       f"reads it as the verify layout. Wrong whenever the verify input's width W differs from C "
+                       f"(tree drafters: DDTree verifies budget + 1).")
+        elif r.kind == LAYOUT:
             message = (f"`{symbol}` is the start-up width C; on the target-verify path it {r.what}. Wrong whenever "
                        f"the verify input's width W differs from C (tree drafters: DDTree verifies budget + 1).")
         elif r.kind == CAPACITY and r.hint is not None:

@@ -267,9 +267,9 @@ class ModuleModel:
 
             def laid_out(attr: str, key: object, value: ast.expr) -> None:
                 buffers.setdefault(attr, {})[key] = value.lineno
-                step = _strided_by_c(value, attrs, vocab)
-                if step:
-                    strided[(attr, key)] = step
+                refill = _strided_by_c(value, attrs, vocab) or _filled_with_c(value, attrs, vocab)
+                if refill:
+                    strided[(attr, key)] = refill
                 elif _length_only(value, attrs, vocab):
                     length_only.add((attr, key))
 
@@ -296,9 +296,10 @@ class ClassFacts:
     buffers: dict[str, dict[object, int]]
     # self.X -> line where it is allocated with C in its size (room for C tokens per request)
     sized: dict[str, int] = field(default_factory=dict)
-    # (attr, key) of those buffers that are offsets stepping by C from 0 (``arange(0, n, step=C)``,
-    # C spelled ``self.X``) -> that spelling: a refill with W is ``arange(numel) * W``
-    strided: dict[tuple[str, object], str] = field(default_factory=dict)
+    # (attr, key) of those buffers a refill with W can rebuild -> (how, C's spelling ``self.X``):
+    # "arange": offsets stepping by C from 0, refilled as ``arange(numel) * W``; "fill": every entry C
+    # (``full(n, C)``), refilled with ``fill_(W)``
+    strided: dict[tuple[str, object], tuple[str, str]] = field(default_factory=dict)
     # (attr, key) of those whose contents owe nothing to C, only their length (``arange(0, n * C + 1)``):
     # too short when W > C, not laid out with C
     length_only: set[tuple[str, object]] = field(default_factory=set)
@@ -333,21 +334,33 @@ def _length_only(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
     return unit and (start is None or not _mentions_c(start, c_attrs, vocab))
 
 
-def _strided_by_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> str:
-    """``self.X`` when ``value`` is ``torch.arange(0, stop, step=self.X)`` (or ``arange(0, stop, self.X)``,
-    ``arange(stop, step=self.X)``) with ``self.X`` exactly C; else ""."""
+def _filled_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> tuple[str, str] | None:
+    """("fill", ``self.X``) when ``value`` is ``torch.full(size, self.X)`` with ``self.X`` exactly C."""
+    from .exprs import call_leaf, is_exact_c
+
+    if not (isinstance(value, ast.Call) and call_leaf(value) == "full"):
+        return None
+    fill = {k.arg: k.value for k in value.keywords}.get("fill_value") or (value.args[1] if len(value.args) > 1 else None)
+    if fill is not None and self_attr(fill) and is_exact_c(fill, c_attrs, vocab):
+        return "fill", f"self.{self_attr(fill)}"
+    return None
+
+
+def _strided_by_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> tuple[str, str] | None:
+    """("arange", ``self.X``) when ``value`` is ``torch.arange(0, stop, step=self.X)`` (or
+    ``arange(0, stop, self.X)``, ``arange(stop, step=self.X)``) with ``self.X`` exactly C."""
     from .exprs import call_leaf, is_exact_c
 
     if not (isinstance(value, ast.Call) and call_leaf(value) == "arange"):
-        return ""
+        return None
     kw = {k.arg: k.value for k in value.keywords}
     pos = value.args
     step = kw.get("step") or (pos[2] if len(pos) > 2 else None)
     start = kw.get("start") or (pos[0] if len(pos) > 1 else None)
     zero = start is None or isinstance(start, ast.Constant) and start.value == 0
     if zero and self_attr(step) and is_exact_c(step, c_attrs, vocab):
-        return f"self.{self_attr(step)}"
-    return ""
+        return "arange", f"self.{self_attr(step)}"
+    return None
 
 
 def _statements(body: list[ast.stmt]):

@@ -236,20 +236,26 @@ def _analyse_chunk(tree: SourceTree, relpaths: list[str], vocab: Vocabulary) -> 
                 out.errors[f.display] = str(exc)
         return models[module]
 
-    calling: dict[str, list[ModuleModel]] = {}
+    calling: dict[str, list[ModuleModel] | None] = {}
 
-    def modules_calling(name: str) -> list[ModuleModel]:
-        """The tree's modules whose text holds ``self.<name>(``, parsed (memoized per name)."""
+    def modules_calling(name: str) -> list[ModuleModel] | None:
+        """The tree's modules whose text holds ``self.<name>(``, parsed; None when the name is also
+        called on another object somewhere (``other.<name>(``, ``super().<name>(``): those callers
+        could not be handed the width. Memoized per name."""
         if name not in calling:
-            needle, hits = f"self.{name}(".encode(), []
+            own, any_call, hits = f"self.{name}(".encode(), f".{name}(".encode(), []
             for f in tree.files:
                 try:
-                    if needle in f.read_bytes():
-                        m = load(f.module)
-                        if m is not None and m.source.relpath == f.relpath:
-                            hits.append(m)
+                    data = f.read_bytes()
                 except OSError:
                     continue
+                if data.count(any_call) != data.count(own):
+                    calling[name] = None
+                    return None
+                if own in data:
+                    m = load(f.module)
+                    if m is not None and m.source.relpath == f.relpath:
+                        hits.append(m)
             calling[name] = hits
         return calling[name]
 
