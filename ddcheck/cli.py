@@ -236,7 +236,7 @@ def config(
 def guard(
     ctx: typer.Context,
     mode: str = typer.Option("raise", "--mode", help="raise: stop the step at the first violation; warn: log once per field, count, print the counts at exit."),
-    every: int = typer.Option(0, "--every", help="Check the first 16 verify steps of each backend path, then every N-th (default 64)."),
+    every: int = typer.Option(0, "--every", help="Check the first 16 verify steps of each backend path, then every N-th (default 16)."),
     log: Optional[Path] = typer.Option(None, "--log", help="Append a JSON record of each process's first violation here (DDCHECK_GUARD_LOG)."),
     site_dir: bool = typer.Option(False, "--site-dir", help="Print the directory to put on PYTHONPATH (with DDCHECK_GUARD=raise|warn) for a process started some other way."),
 ) -> None:

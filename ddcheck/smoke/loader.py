@@ -176,10 +176,10 @@ EXTRACTED = (("sglang/srt/model_executor/forward_batch_info.py", ("ForwardMode",
 EXTRACT_ENV = {"IntEnum": IntEnum, "Enum": Enum, "auto": auto, "_is_cpu": False, "_is_npu": False}
 
 
-def verify_path_files(tree: SourceTree) -> list:
-    """The tree files a smoke run may read: every module matching ``REAL_MODULES`` and the files
-    the extracted definitions come from. Enough to run the harness on a machine with no sglang
-    (copy them into a directory and pass that as the target)."""
+def verify_path_files(tree: SourceTree, backend_modules: tuple[str, ...] = (BACKEND_MODULE,)) -> list:
+    """The tree files a smoke run of those backends may read: every module matching ``REAL_MODULES``,
+    the backends' own, and the files the extracted definitions come from. Enough to run the harness
+    on a machine with no sglang (copy them into a directory and pass that as the target)."""
     root = tree.package_root("sglang")
     prefix = f"{root}/" if root else ""
     out = []
@@ -187,7 +187,7 @@ def verify_path_files(tree: SourceTree) -> list:
         rel = f.relpath[len(prefix):] if f.relpath.startswith(prefix) else None
         if rel and not rel.endswith("__init__.py"):
             module = rel[:-3].replace("/", ".")
-            if _is_real_name(module):
+            if _is_real_name(module) or module in backend_modules:
                 out.append(f)
     files: list[str] = []
     for relpath, names in EXTRACTED:
