@@ -244,3 +244,21 @@ def test_fa3_0_5_23_raises_and_after_fix_does_not():
     proc = _step("sglang==0.5.23", "fa3", "raise", fixed=True)
     assert proc.stdout.startswith("0 "), proc.stdout + proc.stderr
     assert "4 verify step(s) checked, no violation" in proc.stdout
+
+
+def test_the_environment_variable_alone_turns_it_on_where_ddcheck_is_installed(tmp_path):
+    """`pip install .` puts ddcheck-guard.pth in site-packages: DDCHECK_GUARD alone is enough, and
+    without it nothing of ddcheck is imported at start-up."""
+    import sysconfig
+
+    if not (Path(sysconfig.get_paths()["purelib"]) / "ddcheck-guard.pth").is_file():
+        pytest.skip("ddcheck is installed editable here (no ddcheck-guard.pth); `pip install .` ships it")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DDCHECK_GUARD")}
+    probe = "import sys; print('imported', 'ddcheck' in sys.modules); import ddcheck.guard.hook as h; " \
+            "print('active', h.active() is not None)"
+    on = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
+                        env={**env, "DDCHECK_GUARD": "warn"}, timeout=60)
+    assert "active True" in on.stdout, on.stderr
+    off = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=env,
+                         timeout=60)
+    assert "imported False" in off.stdout and "active False" in off.stdout
