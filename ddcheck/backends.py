@@ -39,6 +39,11 @@ class Backend:
     # fields a CUDA graph's kernels never read (host-only values), with the code path that says so:
     # on the graph path their captured value is not a fact of the replayed step
     graph_host_only: Mapping[str, str] = field(default_factory=dict)
+    # tree modules run for real besides the backend's own (a base class it derives from)
+    real_modules: tuple[str, ...] = ()
+    # derives from FlashInferAttnBackend, whose constructor builds flashinfer's wrappers: they are
+    # inert (built, never run: calling any of their methods is a stand-in call, a harness failure)
+    flashinfer: bool = False
 
     @property
     def runs(self) -> bool:
@@ -63,12 +68,14 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
                              "flashattention_backend.py:709); 0.5.23 flashattention_backend.py:896: it 'only feeds "
                              "Python-side page-table slicing and the scheduler_metadata heuristic -- never the kernel'"}),
     Backend("trtllm_mha", f"{ATTENTION}.trtllm_mha_backend", "TRTLLMHAAttnBackend", _VARLEN,
-            why_not="its base class, FlashInferAttnBackend, builds flashinfer wrappers when constructed "
-                    "(0.5.23 flashinfer_backend.py:535, reached from trtllm_mha_backend.py:209); the flashinfer "
-                    "package is CUDA-only and not loaded by the harness"),
+            graph_host_only={"forward_metadata.max_seq_len_k":
+                             "the kernel is handed max_kv_len=self.max_context_len (0.5.10 "
+                             "trtllm_mha_backend.py:871), never max_seq_len_k, which only slices the page table"},
+            real_modules=(f"{ATTENTION}.flashinfer_backend",), flashinfer=True),
     Backend("flashinfer", f"{ATTENTION}.flashinfer_backend", "FlashInferAttnBackend",
-            why_not="its verify metadata is planned inside flashinfer's wrappers (BatchPrefillWithPagedKVCache"
-                    "Wrapper, built at 0.5.23 flashinfer_backend.py:535), which need the flashinfer package"),
+            why_not="its verify metadata is handed to flashinfer's wrappers (wrapper_paged.begin_forward(qo_indptr, "
+                    "kv_indptr, ..., custom_mask) in FlashInferIndicesUpdaterPrefill.call_begin_forward, 0.5.10 "
+                    "flashinfer_backend.py:1493) and kept there: the backend holds no field to judge"),
     Backend("flashmla", f"{ATTENTION}.flashmla_backend", "FlashMLABackend",
             why_not="MLA: built on FlashInferMLAAttnBackend (flashinfer wrappers, 0.5.23 flashinfer_mla_backend.py"
                     ":289) and calls get_mla_metadata, a CUDA kernel, for its verify metadata (flashmla_backend.py:188)"),

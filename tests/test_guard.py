@@ -219,7 +219,8 @@ def _paths(out: str) -> dict[str, str]:
 
 
 @pytest.mark.network
-@pytest.mark.parametrize("backend, field", [("triton", "qo_indptr"), ("fa3", "cu_seqlens_q")])
+@pytest.mark.parametrize("backend, field", [("triton", "qo_indptr"), ("fa3", "cu_seqlens_q"),
+                                            ("trtllm_mha", "cu_seqlens_q")])
 def test_unfixed_0_5_10_raises_with_the_field_named(backend, field):
     proc = _step("sglang==0.5.10", backend, "raise")
     paths = _paths(proc.stdout)

@@ -78,12 +78,32 @@ def test_fa3_fixed_but_captured_at_c_is_the_capture_width():
     assert path(r, "ddtree-capture-at-W", "graph").status == "ok"
 
 
+@pytest.mark.network
+@pytest.mark.parametrize("version, eager", [("0.5.10", "wrong"), ("0.5.16", "ok"), ("0.5.23", "ok")])
+def test_trtllm_mha_unfixed_and_fixed(version, eager):
+    """TRT-LLM MHA, built on a real FlashInferAttnBackend with inert flashinfer wrappers. 0.5.10 lays
+    verify out with C (trtllm_mha_backend.py:625-649); from 0.5.16 eager takes the width per step
+    from the batch (`input_ids.shape[0] // batch_size`, 0.5.16 trtllm_mha_backend.py:828) while the
+    graph path still reads C-laid-out buffers: exit 1. After `ddcheck fix` with graphs captured at W: 0."""
+    from ddcheck.fixer import fixed_file_text
+
+    r = run_smoke(f"sglang=={version}", backend="trtllm_mha", seed_case=False)
+    assert r.exit_code == 1, r.verdict
+    assert path(r, "ddtree", "eager").status == eager and path(r, "ddtree", "graph").status == "wrong"
+    assert "forward_metadata.cu_seqlens_q" in [v["field"] for v in path(r, "ddtree", "graph").violations]
+    assert r.harness.stand_ins_called == []
+    fixed = fixed_file_text(f"sglang=={version}", backends.get("trtllm_mha").relpath, unsafe=True)
+    r = run_smoke(f"sglang=={version}", backend="trtllm_mha", backend_source=fixed, seed_case=False,
+                  graph_capture_width="W")
+    assert r.exit_code == 0, r.verdict
+
+
 def test_list_backends_names_each_and_says_why_not():
     result = CliRunner().invoke(app, ["smoke", "--list-backends"])
     assert result.exit_code == 0
     for b in backends.BACKENDS.values():
         assert b.name in result.output
-    assert "does not run here" in result.output and "flashinfer_backend.py" in result.output
+    assert "does not run here" in result.output and "flashinfer_mla_backend.py" in result.output
 
 
 def test_a_backend_that_cannot_run_is_exit_2_with_its_reason(tmp_path):

@@ -214,8 +214,10 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     extra = modules | {SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE} if modules else set()
     with triton_interpreter(device == "cpu"):
         for cfg_c in dict.fromkeys(cc for _, _, cc in cases):
-            ctx = LoadContext(device=device, num_draft_tokens=cfg_c, num_steps=max(1, cfg_c - 1))
-            with SglangImporter(tree, ctx, backend_source, extra_real=extra, backend_module=spec.module) as importer:
+            ctx = LoadContext(device=device, num_draft_tokens=cfg_c, num_steps=max(1, cfg_c - 1),
+                              flashinfer=spec.flashinfer)
+            with SglangImporter(tree, ctx, backend_source, extra_real=extra | set(spec.real_modules),
+                                backend_module=spec.module) as importer:
                 session = Session(importer, shape, cfg_c, device, lambda width, c=cfg_c: inputs(width, c), spec)
                 report.block_m = report.block_m or session.block_m()
                 for case, cw_, _ in [x for x in cases if x[2] == cfg_c]:

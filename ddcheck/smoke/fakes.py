@@ -30,6 +30,11 @@ def kv_pool(batch: VerifyBatch, trace: Trace) -> Recording:
         get_kv_buffer=lambda layer_id: (k_buf, v_buf), get_v_head_dim=lambda: v_buf.shape[-1],
         set_kv_buffer=set_kv_buffer, start_layer=0, dtype=k_buf.dtype, store_dtype=k_buf.dtype,
         page_size=1, layer_num=1, size=k_buf.shape[0],
+        # an unquantized cache: attention reads it as stored (0.5.16+ flashinfer-based backends ask)
+        get_kv_cache_quant_method=lambda: Recording(
+            "kv_cache_quant_method", trace, name="none", describe_attention_accesses=lambda *a: "plain",
+            resolve_attention_access=lambda *a, **k: Recording("kv access", trace, kind=_plain_access(),
+                                                               scale_recipe=None)),
     )
 
 
@@ -45,6 +50,9 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         enable_deterministic_inference=False, page_size=1, kv_cache_dtype="auto",
         enable_dp_attention=False, attention_backend="triton", disable_chunked_prefix_cache=True,
         is_embedding=False, disable_radix_cache=False, enable_prefill_cp=False,
+        multi_item_scoring_delimiter=None, disable_piecewise_cuda_graph=True, dllm_algorithm=None,
+        enable_mis=False, enable_two_batch_overlap=False,
+        get_attention_backends=lambda: ("triton", "triton"),
     )
     model_config = Recording(
         "model_runner.model_config", trace,
@@ -52,8 +60,10 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         get_num_kv_heads=lambda *a: shape.num_kv_heads,
         get_max_num_attention_heads=lambda: shape.num_q_heads,
         context_len=shape.max_context_len, is_encoder_decoder=False, head_dim=shape.head_dim,
-        v_head_dim=shape.head_dim, swa_v_head_dim=shape.head_dim, hf_config=None,
+        v_head_dim=shape.head_dim, swa_v_head_dim=shape.head_dim,
         num_key_value_heads=shape.num_kv_heads, is_hybrid_swa=False, is_local_attention_model=False,
+        hidden_size=shape.num_q_heads * shape.head_dim, is_multimodal=False,
+        hf_config=Recording("model_runner.model_config.hf_config", trace, architectures=["LlamaForCausalLM"]),
         hf_text_config=Recording("model_runner.model_config.hf_text_config", trace,
                                  num_attention_heads=shape.num_q_heads),
     )
@@ -61,7 +71,7 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
     return Recording(
         "model_runner", trace,
         req_to_token_pool=req_to_token_pool, token_to_kv_pool=pool,
-        token_to_kv_pool_allocator=Recording("token_to_kv_pool_allocator", trace),
+        token_to_kv_pool_allocator=Recording("token_to_kv_pool_allocator", trace, get_kvcache=lambda: pool),
         server_args=server_args, model_config=model_config, sliding_window_size=None,
         hybrid_gdn_config=None, kimi_linear_config=None, device=device,
         gpu_id=torch.device(device).index or 0, is_draft_worker=False, page_size=1,
@@ -69,8 +79,11 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         kv_index_translator=kv_index_translator(batch.req_to_token, trace),
         decode_num_tokens_per_req=lambda: num_draft_tokens,
         spec_algorithm=Recording("model_runner.spec_algorithm", trace, is_dspark=lambda: False,
-                                 is_eagle=lambda: True, is_ddtree=lambda: False),
+                                 is_eagle=lambda: True, is_ddtree=lambda: False, is_frozen_kv_mtp=lambda: False),
         attn_cp_size=1, attention_chunk_size=None, kv_cache_dtype_str="auto", prefill_aware_swa=False,
+        prefill_attention_backend_str="triton", decode_attention_backend_str="triton",
+        model=Recording("model_runner.model", trace, modules=lambda: []),
+        max_running_requests=shape.max_bs,
         ps=Recording("model_runner.ps", trace, attn_cp_size=1, tp_size=1),
     )
 
@@ -97,9 +110,15 @@ def kv_index_translator(req_to_token: torch.Tensor, trace: Trace) -> Recording:
             raise NotImplementedError("ddcheck fake translator: sliding-window id space")
         return gather(req_pool_indices, seq_lens, indptr, out, kv_start_idx)
 
+    def read_table(plan, *, kind=None, rows=None, **_):  # 0.5.23: the req_to_token passthrough
+        return Recording("kv_index_translator.read_table()", trace, ids=req_to_token,
+                         row_ids=plan.req_pool_indices, row_stride=req_to_token.stride(0), entry_page_size=1,
+                         is_translated=False, v2p=None)
+
     return Recording("kv_index_translator", trace, pack_read_stream=pack_read_stream,
                      fill_packed_read_stream=fill_packed_read_stream, reads_are_translated=False,
-                     write_ids=lambda fb, kind=None: fb.out_cache_loc, is_translating=False)
+                     write_ids=lambda fb, kind=None: fb.out_cache_loc, is_translating=False, read_table=read_table,
+                     space=lambda kind: None)
 
 
 def layer(shape: Shape, trace: Trace) -> Recording:
@@ -126,7 +145,7 @@ def verify_input(width: int, custom_mask: torch.Tensor | None, trace: Trace, lab
     takes the path it takes for that class."""
     known = dict(draft_token_num=width, num_tokens_per_req=width, custom_mask=custom_mask, topk=1,
                  spec_steps=max(1, width - 1), kv_indptr=None, kv_indices=None, capture_hidden_mode=None,
-                 positions=None)
+                 positions=None, ragged_verify_layout=None)
     if fields is not None:
         known = {f: known.get(f) for f in fields}
     return Recording(label, trace, **known)
@@ -181,10 +200,18 @@ def forward_batch(batch: VerifyBatch, mode: Any, spec_info: Recording, pool: Rec
         extend_seq_lens=None, extend_prefix_lens=None, extend_start_loc=None,
         extend_seq_lens_cpu=None, extend_prefix_lens_cpu=None, extend_num_tokens=None,
         positions=_positions(batch), num_token_non_padded=None, dcp_kv_mask=None,
-        kv_loc_plan=Recording(f"{label}.kv_loc_plan", trace), out_cache_loc_is_physical=False,
+        kv_loc_plan=Recording(f"{label}.kv_loc_plan", trace, req_pool_indices=batch.req_pool_indices),
+        out_cache_loc_is_physical=False,
         mha_one_shot=False, attn_attend_prefix_cache=False,
         req_to_token_pool=Recording(f"{label}.req_to_token_pool", trace, req_to_token=batch.req_to_token),
+        input_ids=torch.zeros(batch.out_cache_loc.numel(), dtype=torch.int64, device=batch.seq_lens.device),
     )
+
+
+def _plain_access():
+    """``KVCacheAttentionAccessKind.PLAIN`` as the loaded tree sees it (the backend compares with it)."""
+    return _attr_of_stand_in("sglang.srt.layers.quantization.fp4_kv_cache_quant_method",
+                             "KVCacheAttentionAccessKind", "PLAIN")
 
 
 def _positions(batch) -> torch.Tensor:

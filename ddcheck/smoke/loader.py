@@ -36,7 +36,7 @@ from ddcheck.sources import SourceTree
 
 BACKEND_MODULE = "sglang.srt.layers.attention.triton_backend"  # the default backend
 BACKEND_RELPATH = "sglang/srt/layers/attention/triton_backend.py"
-NAMESPACES = ("sglang", "sgl_kernel")
+NAMESPACES = ("sglang", "sgl_kernel", "flashinfer")
 
 # Modules executed from the tree. Kernel modules are matched by package so a release that adds a
 # helper module next to the kernels still loads it for real.
@@ -47,6 +47,7 @@ REAL_MODULES = (
     "sglang.srt.layers.attention.utils",  # create_flashinfer_kv_indices_triton up to 0.5.12
     "sglang.srt.layers.attention.verify_mask",  # cuda-graph tree-mask buffer, 0.5.17+
     "sglang.srt.layers.attention.kv_shard_hooks",  # get_kv_shard_pool (fa3, 0.5.23)
+    "sglang.srt.speculative.ragged_verify",  # the ragged verify layout, 0.5.16+ (stdlib, msgspec, torch)
     "sglang.kernels.ops.attention.*",
     "sglang.kernels.ops.kvcache.*",
     "sglang.kernel_api_logging",  # @debug_kernel_api on the base backend (stdlib + torch)
@@ -115,6 +116,27 @@ class _StandInMeta(type):
         return f"<ddcheck stand-in {cls.__dict__.get('_ddcheck_name')}>"
 
 
+FLASHINFER_WRAPPERS = ("BatchPrefillWithPagedKVCacheWrapper", "BatchPrefillWithRaggedKVCacheWrapper",
+                       "BatchDecodeWithPagedKVCacheWrapper", "BatchMLAPagedAttentionWrapper")
+
+
+def _inert(name: str, trace: Trace) -> type:
+    """A flashinfer wrapper class that can be built (a base backend's constructor makes them) but
+    whose every method is a stand-in: running one fails loudly, naming it."""
+
+    class Inert:
+        def __init__(self, *args, **kwargs):
+            trace.call(name)
+
+        def __getattr__(self, attr):
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            return _stand_in(f"{name}.{attr}", trace)
+
+    Inert.__name__ = Inert.__qualname__ = name.rsplit(".", 1)[-1]
+    return Inert
+
+
 def _stand_in(name: str, trace: Trace | None) -> type:
     return _StandInMeta(name.rsplit(".", 1)[-1], (), {"_ddcheck_name": name, "_ddcheck_trace": trace})
 
@@ -130,7 +152,9 @@ class _StandInModule(types.ModuleType):
             setattr(self, key, value)
 
     def __getattr__(self, attr: str):
-        if attr.startswith("__"):
+        if attr.startswith("__") or attr.startswith("_") and self.__name__.split(".")[0] == "flashinfer":
+            # flashinfer's private helpers are probed with try/except ImportError (absent in newer
+            # releases): absent here too
             raise AttributeError(attr)
         importer: SglangImporter = self.__dict__["_ddcheck_importer"]
         sub = f"{self.__name__}.{attr}"
@@ -255,13 +279,19 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
         "get_int_env_var": rec("utils.get_int_env_var", int_env),
         "get_device_core_count": rec("utils.get_device_core_count", core_count),
         "next_power_of_2": rec("utils.next_power_of_2", lambda n: 1 << (n - 1).bit_length() if n > 0 else 1),
+        # single GPU, no DP attention: no padding of graph batch sizes
+        "require_gathered_buffer": const("utils.require_gathered_buffer", False),
+        "get_cuda_graph_max_batch_size": rec("utils.get_cuda_graph_max_batch_size", lambda n: n),
         # torch.compile(backend=...) at import: "eager" traces nothing, so the helpers run as written
         "get_compiler_backend": const("utils.get_compiler_backend", "eager"),
         "get_device_capability": rec("utils.get_device_capability", lambda *a, **k: (
             torch.cuda.get_device_capability() if on_cuda else (9, 0))),
     }
+    # flashinfer is never loaded; with ctx.flashinfer its wrappers are inert stand-ins that may be built
+    utils["is_flashinfer_available"] = const("utils.is_flashinfer_available", ctx.flashinfer)
     for flag in ("is_hip", "is_npu", "is_xpu", "is_cpu", "is_musa", "is_gfx95_supported",
-                 "is_gfx942_supported", "is_gfx1250_supported"):
+                 "is_gfx942_supported", "is_gfx1250_supported", "is_sm90_supported", "is_sm100_supported",
+                 "is_sm120_supported"):
         utils[flag] = const(f"utils.{flag}", False)
 
     spec = Recording("get_spec()", trace, speculative_num_draft_tokens=ctx.num_draft_tokens,
@@ -276,10 +306,23 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
         kernel=Recording("get_exec().kernel", trace, enable_lean_attention=False, triton_attention_num_kv_splits=8,
                          triton_attention_split_tile_size=None),
         dllm=Recording("get_exec().dllm", trace, dllm_algorithm=None),
-        deterministic=Recording("get_exec().deterministic", trace, enable_deterministic_inference=False))
+        deterministic=Recording("get_exec().deterministic", trace, enable_deterministic_inference=False),
+        features=Recording("get_exec().features", trace, enable_mis=False),
+        graph=Recording("get_exec().graph", trace, cuda_graph_config=Recording(
+            "get_exec().graph.cuda_graph_config", trace,
+            decode=Recording("get_exec().graph.cuda_graph_config.decode", trace, max_bs=8))))
     schedule = Recording("get_schedule()", trace, chunked_prefill_size=8192, page_size=1,
-                         disable_chunked_prefix_cache=True)
+                         disable_chunked_prefix_cache=True, max_prefill_tokens=16384)
     model = Recording("get_model()", trace, is_embedding=False)
+    major = torch.cuda.get_device_capability()[0] if on_cuda else 0
+    platform = Recording("get_platform()", trace, is_sm90=major == 9, is_sm100=major == 10, is_sm120=major == 12,
+                         is_cuda=on_cuda, is_hip=False)
+    buffers: dict[str, Any] = {}
+
+    def get_buffer(name: str, factory: Callable) -> Any:  # runtime_context's named persistent buffers
+        if name not in buffers:
+            buffers[name] = factory()
+        return buffers[name]
     memory = Recording("get_memory()", trace, disable_radix_cache=False)
 
     (fb_path, fb_names), (eu_path, eu_names) = EXTRACTED
@@ -300,6 +343,15 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
         def for_batch(cls, forward_batch, *, swa_loc=None, full_loc=None):  # 0.5.23
             return cls(forward_batch.out_cache_loc, swa_loc, full_loc)
 
+    class DllmConfig:
+        """Stand-in for ``dllm.config.DllmConfig``: no diffusion LM is configured (None, as for any
+        autoregressive model)."""
+
+        @staticmethod
+        def from_server_args(server_args):
+            trace.call("dllm.config.DllmConfig.from_server_args")
+            return None
+
     return {
         "sglang.srt.utils": utils,
         "sglang.srt.utils.common": utils,
@@ -311,7 +363,9 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
                                        "get_exec": rec("runtime_context.get_exec", lambda: execution),
                                        "get_schedule": rec("runtime_context.get_schedule", lambda: schedule),
                                        "get_model": rec("runtime_context.get_model", lambda: model),
-                                       "get_memory": rec("runtime_context.get_memory", lambda: memory)},
+                                       "get_memory": rec("runtime_context.get_memory", lambda: memory),
+                                       "get_buffer": rec("runtime_context.get_buffer", get_buffer),
+                                       "get_platform": rec("runtime_context.get_platform", lambda: platform)},
         "sglang.srt.layers.dp_attention": {"get_attention_tp_size": const("dp_attention.get_attention_tp_size", 1)},
         "sglang.srt.configs.hybrid_arch": {n: const(f"hybrid_arch.{n}", None) for n in
                                            ("mambaish_config", "hybrid_gdn_config", "kimi_linear_config",
@@ -324,6 +378,16 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
         # a decorator on JIT-kernel loaders at import (0.5.23); calling a decorated loader still
         # reaches load_jit, a stand-in
         "sglang.kernels.jit.utils": {"cache_once": functools.cache},
+        "flashinfer": {name: _inert(f"flashinfer.{name}", trace) for name in FLASHINFER_WRAPPERS},
+        "sglang.srt.dllm.config": {"DllmConfig": DllmConfig},
+        "sglang.srt.layers.cp.utils": {"is_cp_active": const("cp.utils.is_cp_active", False)},  # no context parallel
+        # a kernel's scratch counters, allocated when TRT-LLM MHA is built (0.5.23); never metadata
+        "sglang.srt.layers.attention.trtllm_mla_backend": {
+            "make_persistent_multi_ctas_kv_counter_buffer": rec(
+                "trtllm_mla_backend.make_persistent_multi_ctas_kv_counter_buffer",
+                lambda device, *a, **k: torch.zeros(1, dtype=torch.uint8, device=device)),
+            "grow_multi_ctas_kv_counter_buffer_if_needed": rec(
+                "trtllm_mla_backend.grow_multi_ctas_kv_counter_buffer_if_needed", lambda buffer, *a, **k: buffer)},
     }
 
 
@@ -338,6 +402,9 @@ class LoadContext:
     num_draft_tokens: int
     num_steps: int
     topk: int = 1
+    # the backend derives from FlashInferAttnBackend: flashinfer "is available", its wrapper classes
+    # are inert (built, never run: a call of any of their methods is a stand-in call)
+    flashinfer: bool = False
 
 
 class SglangImporter(SwappedImports, importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -406,6 +473,8 @@ class SglangImporter(SwappedImports, importlib.abc.MetaPathFinder, importlib.abc
     def find_spec(self, fullname, path=None, target=None):
         if fullname.split(".")[0] not in NAMESPACES:
             return None
+        if fullname.startswith("flashinfer.") and fullname.rsplit(".", 1)[-1].startswith("_"):
+            return None  # see _StandInModule.__getattr__: flashinfer's private names are absent
         if self.is_real(fullname):
             relpath = self._relpath(fullname)[0]
             text = self._backend_source if fullname == self.backend_module and self._backend_source is not None \
