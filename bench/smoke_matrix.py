@@ -35,7 +35,7 @@ def prepare(dest: Path, device: str, releases: list[str], names: list[str]) -> l
     for ver in releases:
         tree = open_target(f"sglang=={ver}")
         tree_dir = dest / "trees" / ver
-        for f in verify_path_files(tree, tuple(b.module for b in runnable)):
+        for f in verify_path_files(tree, tuple(m for b in runnable for m in (b.module, *b.real_modules))):
             out = tree_dir / f.relpath
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(f.read_bytes())

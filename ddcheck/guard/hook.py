@@ -30,9 +30,9 @@ EAGER = "init_forward_metadata"
 OLD_CAPTURE, OLD_REPLAY = "init_forward_metadata_capture_cuda_graph", "init_forward_metadata_replay_cuda_graph"
 OUT_GRAPH = "init_forward_metadata_out_graph"
 # Check the first FIRST verify steps of each (backend, path), then every EVERY-th. One check costs
-# 0.15-0.3 ms on an H200 (docs/guard-overhead-h200.txt, bench/guard_overhead.py), 0.4-3.1% of a
-# 32-layer attention-only verify step: every 16th keeps it under 0.2% while a bad path is still seen
-# within 16 steps.
+# 0.08-0.19 ms on an H200 (docs/guard-overhead-h200.txt, bench/guard_overhead.py), 0.1-0.8% of a
+# 32-layer attention-only verify step: every 16th keeps it near 0.05% at worst while a bad path is
+# still seen within 16 steps.
 FIRST, EVERY = 16, 16
 
 
