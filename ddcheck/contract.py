@@ -94,7 +94,7 @@ class Violation:
 
 
 @dataclass
-class Verdict:
+class Checked:
     """What :func:`check` found: the violations and which declared fields it could read."""
 
     violations: list[Violation]
@@ -106,13 +106,13 @@ class Verdict:
         return not self.violations
 
 
-def check(owner: Any, table: Mapping[str, Term], layout: VerifyLayout) -> Verdict:
+def check(owner: Any, table: Mapping[str, Term], layout: VerifyLayout) -> Checked:
     """Compare ``owner``'s fields named in ``table`` (dotted paths, e.g. ``forward_metadata.cu_seqlens_q``)
     with ``layout``. A field the object does not have (or holds None) is listed as absent, not judged:
     one table serves every release of a backend."""
     violations, checked, absent = [], [], []
     for path, term in table.items():
-        value = _get(owner, path)
+        value = read_field(owner, path)
         if value is None:
             absent.append(path)
             continue
@@ -120,7 +120,7 @@ def check(owner: Any, table: Mapping[str, Term], layout: VerifyLayout) -> Verdic
         bad = judge(term, value, layout)
         if bad is not None:
             violations.append(Violation(path, term, *bad))
-    return Verdict(violations, checked, absent)
+    return Checked(violations, checked, absent)
 
 
 def judge(term: Term, value: Any, layout: VerifyLayout) -> tuple[Any, Any] | None:
@@ -136,20 +136,36 @@ def judge(term: Term, value: Any, layout: VerifyLayout) -> tuple[Any, Any] | Non
 
 
 def _page_table(value: Any, layout: VerifyLayout) -> tuple[Any, Any] | None:
-    rows = _rows(value, layout.bs)
-    cols = min((len(r) for r in rows), default=0)
     need = layout.expected(Term.PAGE_TABLE)
+    tensors = _is_tensor(value) and _is_tensor(layout.req_to_token)
+    rows = None if _is_tensor(value) else _rows(value, layout.bs)
+    cols = int(value.shape[-1]) if _is_tensor(value) else min((len(r) for r in rows), default=0)
     if cols < need:
         return (f">= {need} columns", f"{cols} columns")
     if layout.req_to_token is None or not layout.req_pool_indices:
         return None
-    table = layout.req_to_token
-    for r, (row, p) in enumerate(zip(rows, layout.seq_lens)):
-        want = [int(x) for x in _as_list(table[layout.req_pool_indices[r]])[: p + layout.width]]
-        if row[: p + layout.width] != want:
-            return (f"row {r}: req_to_token[{layout.req_pool_indices[r]}, :{p + layout.width}]",
-                    f"row {r} differs")
-    return None
+    if tensors:  # on the tensors' device, one host sync: the guard checks buffers of a running server
+        import torch
+
+        table, got = layout.req_to_token, value[: layout.bs, :need]
+        ref = table[torch.tensor(layout.req_pool_indices, device=table.device)][:, :need].to(got.device, got.dtype)
+        lens = torch.tensor([p + layout.width for p in layout.seq_lens], device=got.device)
+        inside = torch.arange(need, device=got.device)[None, :] < lens[:, None]
+        bad = ((got != ref) & inside).any(dim=1).nonzero().flatten().tolist()
+        r = bad[0] if bad else None
+    else:
+        table = layout.req_to_token
+        r = next((r for r, (row, p) in enumerate(zip(rows, layout.seq_lens))
+                  if row[: p + layout.width] != [int(x) for x in _as_list(table[layout.req_pool_indices[r]])
+                                                  [: p + layout.width]]), None)
+    if r is None:
+        return None
+    n = layout.seq_lens[r] + layout.width
+    return (f"row {r}: req_to_token[{layout.req_pool_indices[r]}, :{n}]", f"row {r} differs")
+
+
+def _is_tensor(value: Any) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "device") and len(getattr(value, "shape", ())) == 2
 
 
 def _offsets(values: Iterable[int]) -> list[int]:
@@ -160,7 +176,8 @@ def _offsets(values: Iterable[int]) -> list[int]:
     return out
 
 
-def _get(owner: Any, path: str) -> Any:
+def read_field(owner: Any, path: str) -> Any:
+    """The value at a dotted ``path`` below ``owner`` (None where a step of it is missing)."""
     value = owner
     for part in path.split("."):
         value = getattr(value, part, None)

@@ -21,6 +21,14 @@ class Severity(str, Enum):
         return {"info": 0, "warning": 1, "error": 2}[self.value]
 
 
+class FixSafety(str, Enum):
+    """A fix that keeps every size and choice as it was is *safe*; one that changes a buffer size, a
+    bound or a resolver's choice is *unsafe* (applied only with ``--unsafe-fixes``)."""
+
+    safe = "safe"
+    unsafe = "unsafe"
+
+
 class Edit(BaseModel):
     """A change a fix needs away from the finding itself, made where the hazard was understood.
 
@@ -47,7 +55,7 @@ class FixPlan(BaseModel):
 
     model_config = LAZY
 
-    safety: str  # "safe" | "unsafe"
+    safety: FixSafety
     anchor_line: int  # first statement of the verify block, where the per-step width is bound
     anchor_column: int
     expression: str  # W with its fallback to C, e.g. getattr(spec_info, "draft_token_num", None) or C
@@ -80,7 +88,7 @@ class Finding(BaseModel):
     message: str
     replacement: str | None = None
     hint: str | None = None
-    fix_safety: str | None = None  # "safe", "unsafe", or None when no fix is known
+    fix_safety: FixSafety | None = None  # None when no fix is known
     # Internal: for the fixer, baseline and suppressions; not part of the JSON schema.
     relpath: str = Field(default="", exclude=True)
     fix: FixPlan | None = Field(default=None, exclude=True)

@@ -25,11 +25,11 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from pydantic import BaseModel, Field
 
 from .analysis.module import LINE_RE, SourceError, decode, encoding_of, statement_lines
-from .findings import Edit, Finding, ScanResult, Severity
+from .analysis.vocabulary import FIX_LOCAL as LOCAL
+from .findings import Edit, Finding, FixSafety, ScanResult, Severity
 from .settings import Settings
 from .sources import PACKAGE_VERSION_RE, SourceTree, TargetError, installed_sglang, open_target, printable
 
-LOCAL = "num_tokens_per_req"
 BACKUP_SUFFIX = ".ddcheck-orig"
 
 
@@ -61,7 +61,7 @@ class FileFix(BaseModel):
 
 def fixable(findings: list[Finding], unsafe: bool) -> list[Finding]:
     # Info findings are fallbacks, left alone; a width resolver's `return C` is the exception (unsafe).
-    return [f for f in findings if f.fix is not None and (f.fix.safety == "safe" or unsafe)
+    return [f for f in findings if f.fix is not None and (f.fix.safety is FixSafety.safe or unsafe)
             and (f.severity != Severity.info or f.resolver)]
 
 

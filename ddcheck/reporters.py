@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from . import __version__
-from .findings import Finding, ScanResult, Severity
+from .findings import Finding, FixSafety, ScanResult, Severity
 from .rules import all_rules
 
 STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
@@ -58,7 +58,7 @@ def text(result: ScanResult, console: Console, source_lines: dict[str, list[str]
     for e in result.errors:
         console.print(Text.assemble((f"{e.path}: ", "bold"), ("cannot scan: ", "bold magenta"), e.message))
     counts = {s: sum(1 for f in result.findings if f.severity == s) for s in Severity}
-    fixable = sum(1 for f in result.findings if f.fix_safety == "safe")
+    fixable = sum(1 for f in result.findings if f.fix_safety is FixSafety.safe)
     summary = (f"{result.files_scanned} files scanned: {counts[Severity.error]} errors, "
                f"{counts[Severity.warning]} warnings, {counts[Severity.info]} info"
                + (f", {len(result.errors)} files could not be scanned" if result.errors else "")
@@ -118,7 +118,7 @@ def to_sarif(result: ScanResult) -> dict:
             res["locations"][0]["logicalLocations"] = [{"fullyQualifiedName": f.function, "kind": "function"}]
         if f.replacement:
             res["fixes"] = [{
-                "description": {"text": f"Use the per-step verify width ({f.fix_safety} fix)"},
+                "description": {"text": f"Use the per-step verify width ({f.fix_safety.value} fix)"},
                 "artifactChanges": [{"artifactLocation": _artifact(f.path),
                                      "replacements": [{"deletedRegion": dict(region),
                                                        "insertedContent": {"text": f.replacement}}]}],

@@ -35,18 +35,11 @@ def right() -> SimpleNamespace:
         max_extend_len=W))
 
 
-ALL = {
-    "forward_metadata.cu_seqlens_q": Term.QUERY_OFFSETS,
-    "forward_metadata.cache_seqlens_int32": Term.KV_LENS,
-    "forward_metadata.cu_seqlens_k": Term.KV_OFFSETS,
-    "forward_metadata.max_seq_len_q": Term.MAX_QUERY_LEN,
-    "forward_metadata.max_seq_len_k": Term.MAX_KV_LEN,
-    "forward_metadata.page_table": Term.PAGE_TABLE,
-    "forward_metadata.qo_indptr": Term.QUERY_OFFSETS,
-    "forward_metadata.kv_indptr": Term.PREFIX_KV_OFFSETS,
-    "forward_metadata.mask_indptr": Term.MASK_OFFSETS,
-    "forward_metadata.max_extend_len": Term.MAX_QUERY_LEN,
-}
+ALL = {**backends.get("fa3").fields, **backends.get("triton").fields}  # every term, FA3's and Triton's names
+
+
+def test_the_tables_cover_every_term():
+    assert set(ALL.values()) == set(Term)
 
 
 def test_a_correct_layout_passes():
@@ -115,3 +108,16 @@ def test_of_object_finds_the_nearest_known_base():
 
     assert backends.of_object(MyForkBackend()).name == "fa3"
     assert backends.of_object(object()) is None
+
+
+def test_plain_lists_are_judged_like_tensors():
+    rows = REQ_TO_TOKEN.tolist()
+    good = SimpleNamespace(forward_metadata=SimpleNamespace(page_table=[rows[1][:12], rows[0][:12]],
+                                                            cu_seqlens_q=[0, 5, 10]))
+    table = {"forward_metadata.page_table": Term.PAGE_TABLE, "forward_metadata.cu_seqlens_q": Term.QUERY_OFFSETS}
+    assert check(good, table, layout(req_to_token=rows)).ok
+    bad = SimpleNamespace(forward_metadata=SimpleNamespace(page_table=[rows[0][:12], rows[1][:12]],
+                                                           cu_seqlens_q=[0, 3, 6]))
+    got = {v.field: v.expected for v in check(bad, table, layout(req_to_token=rows)).violations}
+    assert got == {"forward_metadata.page_table": "row 0: req_to_token[1, :8]",
+                   "forward_metadata.cu_seqlens_q": [0, 5, 10]}

@@ -8,21 +8,20 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..findings import Edit, Finding, FixPlan
+from ..findings import Edit, Finding, FixPlan, FixSafety
 from ..rules import severity_of
 from .exprs import is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk
-from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C, WIDTH_WORDS,
-                      Verdict, classify, layout_what)
+from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C, Verdict,
+                      classify, layout_what)
 from .modes import FORWARD_MODE_MODULE, ModeTable
 from .module import ClassFacts, FunctionInfo, ModuleModel, statement_lines
 from .verify_path import FunctionPass, Site
-from .vocabulary import Vocabulary
+from .vocabulary import FIX_PARAMETER as THREADED, WIDTH_WORDS, Vocabulary
 
 VERIFY_TEXT = ("target_verify", "TARGET_VERIFY")
 RESOLVER_WHAT = "returned by a width resolver for the verify inputs it does not read W from"
 # The analysis finds kinds of hazard; a rule (rules/<ID>/rule.toml) owns each kind's id and severity.
 RULE_OF_KIND = {LAYOUT: "DD001", CAPACITY: "DD002", FALLBACK: "DD003"}
-THREADED = "verify_width"  # the parameter a helper gains when W is threaded in from its verify callers
 
 
 @dataclass(frozen=True, eq=False)
@@ -300,7 +299,7 @@ class Engine:
         helper tests the forward mode itself) passes its verify input's width, or its own
         ``verify_width`` when it is such a helper too. Other callers pass nothing and the helper keeps C.
         None when some caller on the way has neither."""
-        fp, model, func = r.fp, r.fp.model, r.fp.func
+        model, func = r.fp.model, r.fp.func
         if not (r.exact or named) or any(n != "self" for n in _names(r.c_expr)):
             return None
         found = self._thread_edits(model, func, frozenset())
@@ -419,7 +418,7 @@ class Engine:
             line, col = r.anchor.lineno, model.column(r.anchor.lineno, r.anchor.col_offset)
             first, last = _top_level_span(model, r.node.lineno)
             read = _statement_of(model, r.node)  # refilled right before the statement that reads it
-            fix = FixPlan(safety="safe", anchor_line=line, anchor_column=col, expression=value,
+            fix = FixPlan(safety=FixSafety.safe, anchor_line=line, anchor_column=col, expression=value,
                           block_first=first, block_last=last, replace_site=False,
                           edits=[Edit(kind="refill", line=read.lineno, column=model.column(read.lineno, read.col_offset),
                                       name=how, value=symbol)])
@@ -443,7 +442,7 @@ class Engine:
             line = r.anchor.lineno if r.anchor is not None else 0
             col = model.column(r.anchor.lineno, r.anchor.col_offset) if r.anchor is not None else 0
             first, last = _top_level_span(model, r.node.lineno)
-            fix = FixPlan(safety="unsafe", anchor_line=line, anchor_column=col, expression=value,
+            fix = FixPlan(safety=FixSafety.unsafe, anchor_line=line, anchor_column=col, expression=value,
                           block_first=first, block_last=last, edits=edits)
             hint = (f"`{symbol}` is derived from C at start-up but named for the verify width: use the verify "
                     f"input's own, {replacement} (unsafe fix: check that every worker's verify input carries "
@@ -456,7 +455,7 @@ class Engine:
                     f"from the verify branch that calls it.")
         elif spec_info is None:
             value, edits, where = threaded
-            safety = "unsafe" if r.kind in (CAPACITY, FALLBACK) else "safe"
+            safety = FixSafety.unsafe if r.kind in (CAPACITY, FALLBACK) else FixSafety.safe
             line = r.anchor.lineno if r.anchor is not None else 0
             col = model.column(r.anchor.lineno, r.anchor.col_offset) if r.anchor is not None else 0
             first, last = _top_level_span(model, r.node.lineno)
@@ -473,7 +472,7 @@ class Engine:
             value = per_step_value(spec_info, r.c_expr, self.width_api)
             replacement = f"({value})"
             # A resolver's `return C` is a choice its author made for some inputs: changing it is unsafe.
-            safety = "unsafe" if r.kind in (CAPACITY, FALLBACK) else "safe"
+            safety = FixSafety.unsafe if r.kind in (CAPACITY, FALLBACK) else FixSafety.safe
             # No statement anchor (a verify-guarded conditional expression): replaced inline.
             line = r.anchor.lineno if r.anchor is not None else 0
             col = model.column(r.anchor.lineno, r.anchor.col_offset) if r.anchor is not None else 0

@@ -5,16 +5,25 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from enum import Enum
 
 from .exprs import ARITH_CALLS, call_leaf, dotted, mentions_per_step
-from .vocabulary import ALLOCATORS, FILL_ALLOCATORS, REPORTING_CALLS, UPPER_BOUND_NAMES, Vocabulary
+from .vocabulary import ALLOCATORS, FILL_ALLOCATORS, REPORTING_CALLS, UPPER_BOUND_NAMES, WIDTH_WORDS, Vocabulary
 
-LAYOUT = "layout"
-CAPACITY = "capacity"
-FALLBACK = "fallback"
-HARMLESS = "harmless"
-ALIAS = "alias"  # `x = C`: judged by what x is used for
-ARGUMENT = "argument"  # passed to a call: judged by the callee when it can be resolved
+class Kind(str, Enum):
+    """What a read of C does where it is: the analysis's verdict, before a rule turns it into a finding
+    (``engine.RULE_OF_KIND``)."""
+
+    layout = "layout"  # lays out the verify batch with C
+    capacity = "capacity"  # sizes a buffer or bound with C
+    fallback = "fallback"  # C only where the verify input carries no width
+    harmless = "harmless"
+    alias = "alias"  # `x = C`: judged by what x is used for
+    argument = "argument"  # passed to a call: judged by the callee when it can be resolved
+
+
+LAYOUT, CAPACITY, FALLBACK = Kind.layout, Kind.capacity, Kind.fallback
+HARMLESS, ALIAS, ARGUMENT = Kind.harmless, Kind.alias, Kind.argument
 RANK = {LAYOUT: 2, CAPACITY: 1, FALLBACK: 0}
 RESHAPES = frozenset({"repeat_interleave", "view", "reshape", "expand", "repeat", "split", "narrow", "unflatten", "arange"})
 INSPECTIONS = frozenset({"isinstance", "hasattr", "len", "type", "id"})
@@ -117,7 +126,6 @@ def layout_what(name: str) -> str:
     return "lays out the verify batch with C"
 
 
-WIDTH_WORDS = ("draft_token", "num_tokens", "tokens_per_req", "width", "q_len", "verify_len")
 
 
 def _width_parameter(node: ast.expr, at: ast.AST, parents: dict) -> bool:

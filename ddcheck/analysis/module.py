@@ -320,16 +320,23 @@ def _lays_out_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
     return any(any(True for _ in c_occurrences(a, c_attrs, vocab)) for a in args)
 
 
-def _length_only(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
-    """``torch.arange(0, n * C + 1)``: C only in the end, the step 1: C sets the length, not the values."""
+def _arange_parts(value: ast.expr) -> tuple[ast.expr | None, ast.expr | None] | None:
+    """(start, step) of a ``torch.arange(...)`` call, each None where it is left out; else None."""
     from .exprs import call_leaf
 
     if not (isinstance(value, ast.Call) and call_leaf(value) == "arange"):
-        return False
+        return None
     kw = {k.arg: k.value for k in value.keywords}
     pos = value.args
-    start = kw.get("start") or (pos[0] if len(pos) > 1 else None)
-    step = kw.get("step") or (pos[2] if len(pos) > 2 else None)
+    return kw.get("start") or (pos[0] if len(pos) > 1 else None), kw.get("step") or (pos[2] if len(pos) > 2 else None)
+
+
+def _length_only(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
+    """``torch.arange(0, n * C + 1)``: C only in the end, the step 1: C sets the length, not the values."""
+    parts = _arange_parts(value)
+    if parts is None:
+        return False
+    start, step = parts
     unit = step is None or isinstance(step, ast.Constant) and step.value == 1
     return unit and (start is None or not _mentions_c(start, c_attrs, vocab))
 
@@ -349,14 +356,12 @@ def _filled_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> tuple[str, st
 def _strided_by_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> tuple[str, str] | None:
     """("arange", ``self.X``) when ``value`` is ``torch.arange(0, stop, step=self.X)`` (or
     ``arange(0, stop, self.X)``, ``arange(stop, step=self.X)``) with ``self.X`` exactly C."""
-    from .exprs import call_leaf, is_exact_c
+    from .exprs import is_exact_c
 
-    if not (isinstance(value, ast.Call) and call_leaf(value) == "arange"):
+    parts = _arange_parts(value)
+    if parts is None:
         return None
-    kw = {k.arg: k.value for k in value.keywords}
-    pos = value.args
-    step = kw.get("step") or (pos[2] if len(pos) > 2 else None)
-    start = kw.get("start") or (pos[0] if len(pos) > 1 else None)
+    start, step = parts
     zero = start is None or isinstance(start, ast.Constant) and start.value == 0
     if zero and self_attr(step) and is_exact_c(step, c_attrs, vocab):
         return "arange", f"self.{self_attr(step)}"

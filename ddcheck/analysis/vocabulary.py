@@ -14,6 +14,18 @@ C_SOURCE_ATTRS = frozenset({"speculative_num_draft_tokens"})
 # Attribute names that carry the per-step width W of the verify input.
 PER_STEP_ATTRS = frozenset({"draft_token_num", "num_tokens_per_req"})
 
+# The verify input's width fields, newest first (what the guard and smoke read W from).
+WIDTH_FIELDS = ("num_tokens_per_req", "draft_token_num")
+
+# Words that name a width in an identifier (a `num_draft_tokens=None` parameter, an attribute named
+# `target_verify_num_draft_tokens`).
+WIDTH_WORDS = ("draft_token", "num_tokens", "tokens_per_req", "width", "q_len", "verify_len")
+
+# Names a fix writes: the local bound to W at the top of a verify block, and the parameter through
+# which a helper receives W from its callers.
+FIX_LOCAL = "num_tokens_per_req"
+FIX_PARAMETER = "verify_width"
+
 # Calls whose result is per-step (helpers that read W from the verify input).
 PER_STEP_CALL_MARKERS = ("num_tokens_per_req", "draft_token_num")
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from ddcheck import backends
+from ddcheck.analysis.vocabulary import WIDTH_FIELDS
 from ddcheck.contract import VerifyLayout, Violation, check
-
-WIDTH_FIELDS = ("num_tokens_per_req", "draft_token_num")  # the verify input's per-step width, newest name first
 
 
 class GuardViolation(RuntimeError):

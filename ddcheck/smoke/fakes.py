@@ -83,7 +83,7 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         attn_cp_size=1, attention_chunk_size=None, kv_cache_dtype_str="auto", prefill_aware_swa=False,
         prefill_attention_backend_str="triton", decode_attention_backend_str="triton",
         model=Recording("model_runner.model", trace, modules=lambda: []),
-        max_running_requests=shape.max_bs,
+        max_running_requests=shape.max_bs, tp_size=1,
         ps=Recording("model_runner.ps", trace, attn_cp_size=1, tp_size=1),
     )
 

@@ -105,11 +105,11 @@ def _tolist(value: Any) -> Any:
 
 def _metadata(owner: Any, fields, bs: int) -> dict[str, Any]:
     """The contract fields' values (the first bs + 1 entries of a vector, a page table's shape)."""
-    from ddcheck.contract import _get
+    from ddcheck.contract import read_field
 
     out = {}
     for path in fields:
-        t, key = _get(owner, path), path.removeprefix("forward_metadata.")
+        t, key = read_field(owner, path), path.removeprefix("forward_metadata.")
         if isinstance(t, torch.Tensor) and t.dim() == 2:
             out[key] = f"tensor{list(t.shape)}"
         else:
