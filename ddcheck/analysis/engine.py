@@ -68,9 +68,9 @@ class Engine:
     # helper function node id -> the verify-branch calls of it as a method of its own class:
     # (caller's pass, call, call's statement)
     callers: dict[int, dict[int, tuple[FunctionPass, ast.Call]]] = field(default_factory=dict)
-    # method name -> the tree's modules whose text calls ``self.<name>(`` (for threading W into helpers);
-    # None when something calls it on another object
-    modules_calling: Callable[[str], list[ModuleModel] | None] = lambda name: []
+    # method name -> (the tree's modules that call ``self.<name>(``, those that define a ``<name>``), for
+    # threading W into helpers; None when something calls it on another object
+    method_uses: Callable[[str], tuple[list[ModuleModel], list[ModuleModel]] | None] = lambda name: ([], [])
 
     @property
     def modes(self) -> ModeTable:
@@ -351,9 +351,15 @@ class Engine:
         verify path; None when the tree also calls that name on other objects."""
         recorded = self.callers.get(id(func.node), {})
         found, seen = [], set()
-        elsewhere = self.modules_calling(func.name)
-        if elsewhere is None:
+        uses = self.method_uses(func.name)
+        if uses is None:
             return None
+        elsewhere, definers = uses
+        for m in [model, *definers]:  # an override would not take the new parameter
+            for other in m.functions.values():
+                if other.name == func.name and other.cls and other.node is not func.node \
+                        and self._derives(m, other.cls, model, func.cls):
+                    return None
         for m in [model, *elsewhere]:
             if id(m) in seen:
                 continue
@@ -375,6 +381,22 @@ class Engine:
                 on_verify = {id(c) for c, _ in cfp.verify_calls}
                 found += [(cfp, c, id(c) in on_verify or id(c) in recorded) for c in calls]
         return sorted(found, key=lambda t: (t[0].model.source.relpath, t[1].lineno, t[1].col_offset))
+
+    def _derives(self, model: ModuleModel, cls: str, base_model: ModuleModel, base: str, depth: int = 0) -> bool:
+        """``cls`` (of ``model``) has ``base`` (of ``base_model``) among its ancestors."""
+        if depth > 8:
+            return False
+        for b in model.class_bases.get(cls, []):
+            if b in model.class_bases:
+                if (model is base_model and b == base) or self._derives(model, b, base_model, base, depth + 1):
+                    return True
+                continue
+            imp = model.imports.get(b)
+            other = self.load_module(imp[0]) if imp and imp[1] else None
+            if other is not None and ((other is base_model and imp[1] == base)
+                                      or self._derives(other, imp[1], base_model, base, depth + 1)):
+                return True
+        return False
 
     def method_of(self, model: ModuleModel, cls: str, name: str, needs_c: bool = False,
                   depth: int = 0) -> tuple[ModuleModel, FunctionInfo] | None:

@@ -236,31 +236,36 @@ def _analyse_chunk(tree: SourceTree, relpaths: list[str], vocab: Vocabulary) -> 
                 out.errors[f.display] = str(exc)
         return models[module]
 
-    calling: dict[str, list[ModuleModel] | None] = {}
+    calling: dict[str, tuple[list[ModuleModel], list[ModuleModel]] | None] = {}
 
-    def modules_calling(name: str) -> list[ModuleModel] | None:
-        """The tree's modules whose text holds ``self.<name>(``, parsed; None when the name is also
-        called on another object somewhere (``other.<name>(``, ``super().<name>(``): those callers
-        could not be handed the width. Memoized per name."""
+    def method_uses(name: str) -> tuple[list[ModuleModel], list[ModuleModel]] | None:
+        """(modules whose text calls ``self.<name>(``, modules that define a ``<name>``), parsed; None
+        when the tree also calls the name on another object (``other.<name>(``, ``super().<name>(``):
+        those callers could not be handed the width. Memoized per name."""
         if name not in calling:
-            own, any_call, hits = f"self.{name}(".encode(), f".{name}(".encode(), []
+            own, any_call = f"self.{name}(".encode(), f".{name}(".encode()
+            definition = re.compile(rb"\bdef\s+" + re.escape(name.encode()) + rb"\s*\(")
+            callers, definers = [], []
             for f in tree.files:
                 try:
                     data = f.read_bytes()
                 except OSError:
                     continue
+                if name.encode() not in data:
+                    continue
                 if data.count(any_call) != data.count(own):
                     calling[name] = None
                     return None
-                if own in data:
-                    m = load(f.module)
-                    if m is not None and m.source.relpath == f.relpath:
-                        hits.append(m)
-            calling[name] = hits
+                for wanted, hits in ((own in data, callers), (definition.search(data) is not None, definers)):
+                    if wanted:
+                        m = load(f.module)
+                        if m is not None and m.source.relpath == f.relpath:
+                            hits.append(m)
+            calling[name] = callers, definers
         return calling[name]
 
     engine = Engine(vocab=vocab, load_module=load, width_api=width_api(tree), inherited_c_attrs=INHERITED_C_ATTRS,
-                    modules_calling=modules_calling)
+                    method_uses=method_uses)
     by_rel = {f.relpath: f for f in tree.files}
     for rel in relpaths:
         model = load(by_rel[rel].module) if index.by_module.get(by_rel[rel].module) is by_rel[rel] else None
