@@ -68,6 +68,8 @@ class Engine:
     # helper function node id -> the verify-branch calls of it as a method of its own class:
     # (caller's pass, call, call's statement)
     callers: dict[int, dict[int, tuple[FunctionPass, ast.Call]]] = field(default_factory=dict)
+    _method_calls: dict[int, dict] = field(default_factory=dict)  # module id -> _self_calls' table
+    _caller_passes: dict[int, tuple] = field(default_factory=dict)  # function node id -> _caller_pass
     # method name -> (the tree's modules that call ``self.<name>(``, those that define a ``<name>``), for
     # threading W into helpers; None when something calls it on another object
     method_uses: Callable[[str], tuple[list[ModuleModel], list[ModuleModel]] | None] = lambda name: ([], [])
@@ -364,23 +366,39 @@ class Engine:
             if id(m) in seen:
                 continue
             seen.add(id(m))
-            for caller in m.functions.values():
-                if not caller.cls or "<locals>" in caller.qualname:
-                    continue
-                calls = [n for n in walk(caller.node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                         and n.func.attr == func.name and isinstance(n.func.value, ast.Name)
-                         and n.func.value.id == "self"]
-                if not calls:
-                    continue
+            for caller, calls in self._self_calls(m).get(func.name, {}).values():
                 hit = self.method_of(m, caller.cls, func.name)
                 if hit is None or hit[1].node is not func.node:
                     continue
-                facts = self.facts(m, caller.cls)
-                cfp = FunctionPass(m, caller, self.vocab.is_verify_function(caller.name), facts.c_attrs, self.vocab,
-                                   buffers=facts.buffers, sized=facts.sized, modes=lambda: self.modes).run()
-                on_verify = {id(c) for c, _ in cfp.verify_calls}
+                cfp, on_verify = self._caller_pass(m, caller)
                 found += [(cfp, c, id(c) in on_verify or id(c) in recorded) for c in calls]
         return sorted(found, key=lambda t: (t[0].model.source.relpath, t[1].lineno, t[1].col_offset))
+
+    def _caller_pass(self, model: ModuleModel, caller: FunctionInfo) -> tuple[FunctionPass, set[int]]:
+        """A pass over a caller (as its own entry point) and the ids of the calls it makes on a verify path."""
+        hit = self._caller_passes.get(id(caller.node))
+        if hit is None:
+            facts = self.facts(model, caller.cls)
+            cfp = FunctionPass(model, caller, self.vocab.is_verify_function(caller.name), facts.c_attrs, self.vocab,
+                               buffers=facts.buffers, sized=facts.sized, modes=lambda: self.modes).run()
+            hit = self._caller_passes[id(caller.node)] = (cfp, {id(c) for c, _ in cfp.verify_calls})
+        return hit
+
+    def _self_calls(self, model: ModuleModel) -> dict[str, dict[int, tuple[FunctionInfo, list[ast.Call]]]]:
+        """Per method name, the ``self.<name>(...)`` calls of each method of the module's classes (by
+        caller); one walk per module."""
+        table = self._method_calls.get(id(model))
+        if table is None:
+            table = self._method_calls[id(model)] = {}
+            for caller in model.functions.values():
+                if not caller.cls or "<locals>" in caller.qualname:
+                    continue
+                for n in walk(caller.node):
+                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                            and isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
+                        entry = table.setdefault(n.func.attr, {}).setdefault(id(caller.node), (caller, []))
+                        entry[1].append(n)
+        return table
 
     def _derives(self, model: ModuleModel, cls: str, base_model: ModuleModel, base: str, depth: int = 0) -> bool:
         """``cls`` (of ``model``) has ``base`` (of ``base_model``) among its ancestors."""

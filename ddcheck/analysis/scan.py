@@ -237,6 +237,16 @@ def _analyse_chunk(tree: SourceTree, relpaths: list[str], vocab: Vocabulary) -> 
         return models[module]
 
     calling: dict[str, tuple[list[ModuleModel], list[ModuleModel]] | None] = {}
+    texts: list[tuple[SourceFile, bytes]] = []  # every file's bytes, read once (a wheel's are inflated)
+
+    def tree_texts() -> list[tuple[SourceFile, bytes]]:
+        if not texts:
+            for f in tree.files:
+                try:
+                    texts.append((f, f.read_bytes()))
+                except OSError:
+                    continue
+        return texts
 
     def method_uses(name: str) -> tuple[list[ModuleModel], list[ModuleModel]] | None:
         """(modules whose text calls ``self.<name>(``, modules that define a ``<name>``), parsed; None
@@ -246,11 +256,7 @@ def _analyse_chunk(tree: SourceTree, relpaths: list[str], vocab: Vocabulary) -> 
             own, any_call = f"self.{name}(".encode(), f".{name}(".encode()
             definition = re.compile(rb"\bdef\s+" + re.escape(name.encode()) + rb"\s*\(")
             callers, definers = [], []
-            for f in tree.files:
-                try:
-                    data = f.read_bytes()
-                except OSError:
-                    continue
+            for f, data in tree_texts():
                 if name.encode() not in data:
                     continue
                 if data.count(any_call) != data.count(own):
