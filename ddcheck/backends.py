@@ -49,6 +49,12 @@ class Backend:
     def runs(self) -> bool:
         return self.why_not is None
 
+    def contract_fields(self, graph: bool = False) -> Mapping[str, Term]:
+        """The fields judged by the contract; on a replayed graph, not those its kernels never read."""
+        if not graph:
+            return self.fields
+        return {f: t for f, t in self.fields.items() if f not in self.graph_host_only}
+
     @property
     def relpath(self) -> str:
         return self.module.replace(".", "/") + ".py"

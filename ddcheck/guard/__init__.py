@@ -66,13 +66,7 @@ def check_verify_metadata(backend: Any, forward_batch: Any, *, graph: bool = Fal
     layout = layout_of(backend, forward_batch)
     if layout is None:
         return []
-    return check(backend, _fields(spec, graph), layout).violations
-
-
-def _fields(spec: backends.Backend, graph: bool):
-    if not graph:
-        return spec.fields
-    return {f: t for f, t in spec.fields.items() if f not in spec.graph_host_only}
+    return check(backend, spec.contract_fields(graph), layout).violations
 
 
 def _host(value: Any) -> list:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ddcheck import backends
 from ddcheck.contract import Violation, check
-from ddcheck.guard import GuardViolation, _fields, layout_of
+from ddcheck.guard import GuardViolation, layout_of
 
 PREFIX = "sglang.srt.layers.attention."
 EAGER = "init_forward_metadata"
@@ -79,7 +79,7 @@ class Guard:
         if spec is None or layout is None:
             return []
         self.checked += 1
-        violations = check(owner, _fields(spec, graph), layout).violations
+        violations = check(owner, spec.contract_fields(graph), layout).violations
         if violations:
             self._report(backend, path, layout, violations)
         return violations

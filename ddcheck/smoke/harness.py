@@ -204,9 +204,7 @@ class Session:
 
         layout = VerifyLayout(batch.width, tuple(batch.prefix_lens), tuple(batch.req_pool_indices.tolist()),
                               batch.req_to_token.cpu())
-        fields = self.spec.fields if result.path == "eager" else \
-            {f: t for f, t in self.spec.fields.items() if f not in self.spec.graph_host_only}
-        verdict = check(backend, fields, layout)
+        verdict = check(backend, self.spec.contract_fields(graph=result.path != "eager"), layout)
         if not verdict.checked:
             raise HarnessError(f"none of {self.spec.name}'s contract fields is set after this path "
                                f"({', '.join(self.spec.fields)})")
