@@ -132,7 +132,9 @@ def test_a_fix_that_does_not_parse_is_rolled_back(tmp_path, monkeypatch):
     p = tmp_path / "backend.py"
     original = (FIXTURES / "demo" / "toy_triton_backend.py").read_text()
     p.write_text(original)
-    monkeypatch.setattr(fixer, "rewrite", lambda source, findings, extra=(): source + b"\ndef broken(:\n")
+    from ddcheck.fixing import runner
+
+    monkeypatch.setattr(runner, "rewrite", lambda source, findings, extra=(): source + b"\ndef broken(:\n")
     assert fixer.fix_targets([str(p)]) == []
     assert p.read_text() == original
 

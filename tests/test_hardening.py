@@ -90,7 +90,9 @@ def test_a_fix_that_is_not_written_fails_the_run(tmp_path, monkeypatch, how):
         Path(path).write_text(Path(path).read_text() + "# edited by someone else\n")
         return real(path, after, before)
 
-    monkeypatch.setattr(fixer, "write_atomic", interfere)
+    from ddcheck.fixing import command
+
+    monkeypatch.setattr(command, "write_atomic", interfere)
     for non_zero_on_fix in (False, True):
         code = fixer.fix_main([str(target)], settings=Settings(), diff=False, check=False, unsafe=False,
                               out_dir=None, installed=False, exit_non_zero_on_fix=non_zero_on_fix, verify=False,
