@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..findings import Edit, Finding, FixPlan, FixSafety
 from ..rules import severity_of
-from .exprs import is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk
+from .exprs import buffer_key, is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk
 from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C, Verdict,
                       classify, layout_what)
 from .modes import FORWARD_MODE_MODULE, ModeTable
@@ -148,7 +148,7 @@ class Engine:
             # A buffer laid out with C at start-up: whatever it feeds is laid out with C.
             if verdict.kind in (HARMLESS, FALLBACK):
                 return
-            if _buffer_key(site.node) in self.facts(fp.model, fp.func.cls).length_only:
+            if buffer_key(site.node) in self.facts(fp.model, fp.func.cls).length_only:
                 what = (f"reads a buffer whose length was set from C at start-up (line {site.buffer_line}; its "
                         f"values do not depend on C): too short when W > C")
                 hint = ("Size the buffer for the largest verify width the deployment allows (a DDTree "
@@ -290,7 +290,7 @@ class Engine:
         stepping by C from 0; every entry C), when the verify input is in scope at the verify block
         (and, for offsets, the module has ``torch`` to rebuild them with)."""
         fp, model = r.fp, r.fp.model
-        how = self.facts(model, fp.func.cls).strided.get(_buffer_key(r.node))
+        how = self.facts(model, fp.func.cls).strided.get(buffer_key(r.node))
         if not how or spec_info is None or r.anchor is None or how[0] == "arange" and "torch" not in model.imports:
             return None
         return per_step_value(spec_info, how[1], self.width_api), how[0]
@@ -455,13 +455,10 @@ class Engine:
         elif not r.exact and r.c_expr == symbol and r.buffer_line and \
                 (refill := self._refill(r, spec_info)) is not None:
             value, how = refill
-            line, col = r.anchor.lineno, model.column(r.anchor.lineno, r.anchor.col_offset)
-            first, last = _top_level_span(model, r.node.lineno)
             read = _statement_of(model, r.node)  # refilled right before the statement that reads it
-            fix = FixPlan(safety=FixSafety.safe, anchor_line=line, anchor_column=col, expression=value,
-                          block_first=first, block_last=last, replace_site=False,
-                          edits=[Edit(kind="refill", line=read.lineno, column=model.column(read.lineno, read.col_offset),
-                                      name=how, value=symbol)])
+            fix = _plan(model, r, value, FixSafety.safe, replace_site=False,
+                        edits=[Edit(kind="refill", line=read.lineno, column=model.column(read.lineno, read.col_offset),
+                                    name=how, value=symbol)])
             what = "offsets stepping by" if how == "arange" else "every entry set to"
             hint = (f"Refill `{symbol}` in place, {what} the per-step width ({value}), before it is read (it was "
                     f"laid out with C at line {r.buffer_line}); with CUDA graphs, capture at that width too.")
@@ -479,11 +476,7 @@ class Engine:
             else:
                 value, edits, _ = threaded
             replacement = f"({value})"
-            line = r.anchor.lineno if r.anchor is not None else 0
-            col = model.column(r.anchor.lineno, r.anchor.col_offset) if r.anchor is not None else 0
-            first, last = _top_level_span(model, r.node.lineno)
-            fix = FixPlan(safety=FixSafety.unsafe, anchor_line=line, anchor_column=col, expression=value,
-                          block_first=first, block_last=last, edits=edits)
+            fix = _plan(model, r, value, FixSafety.unsafe, edits=edits)
             hint = (f"`{symbol}` is derived from C at start-up but named for the verify width: use the verify "
                     f"input's own, {replacement} (unsafe fix: check that every worker's verify input carries "
                     f"the width this attribute stands for)")
@@ -495,12 +488,7 @@ class Engine:
                     f"from the verify branch that calls it.")
         elif spec_info is None:
             value, edits, where = threaded
-            safety = FixSafety.unsafe if r.kind in (CAPACITY, FALLBACK) else FixSafety.safe
-            line = r.anchor.lineno if r.anchor is not None else 0
-            col = model.column(r.anchor.lineno, r.anchor.col_offset) if r.anchor is not None else 0
-            first, last = _top_level_span(model, r.node.lineno)
-            fix = FixPlan(safety=safety, anchor_line=line, anchor_column=col, expression=value,
-                          block_first=first, block_last=last, edits=edits)
+            fix = _plan(model, r, value, _safety(r), edits=edits)
             replacement = f"({value})"
             hint = (f"Use the per-step width, threaded in from the verify branch(es) that call "
                     f"`{func.qualname}` ({where}) as `{THREADED}`: {replacement}"
@@ -511,14 +499,7 @@ class Engine:
         else:
             value = per_step_value(spec_info, r.c_expr, self.width_api)
             replacement = f"({value})"
-            # A resolver's `return C` is a choice its author made for some inputs: changing it is unsafe.
-            safety = FixSafety.unsafe if r.kind in (CAPACITY, FALLBACK) else FixSafety.safe
-            # No statement anchor (a verify-guarded conditional expression): replaced inline.
-            line = r.anchor.lineno if r.anchor is not None else 0
-            col = model.column(r.anchor.lineno, r.anchor.col_offset) if r.anchor is not None else 0
-            first, last = _top_level_span(model, r.node.lineno)
-            fix = FixPlan(safety=safety, anchor_line=line, anchor_column=col, expression=value,
-                          block_first=first, block_last=last)
+            fix = _plan(model, r, value, _safety(r))
             why = " (changes a buffer size: unsafe fix)" if r.kind == CAPACITY else \
                 " for every verify input that carries one (changes the resolver's choice: unsafe fix)" \
                 if r.kind == FALLBACK else ""
@@ -542,6 +523,22 @@ class Engine:
                        fix=fix, statement=stmt_text, stmt_line=stmt_line, resolver=r.what == RESOLVER_WHAT)
 
 
+def _safety(r: Reported) -> FixSafety:
+    """A bound or size changed (DD002), or a resolver's `return C` (a choice its author made for some
+    inputs) changed: unsafe; a layout: safe."""
+    return FixSafety.unsafe if r.kind in (CAPACITY, FALLBACK) else FixSafety.safe
+
+
+def _plan(model: ModuleModel, r: Reported, value: str, safety: FixSafety, **extra) -> FixPlan:
+    """The fix of a finding: W bound as ``value`` at the top of its verify block (inline where there is
+    no statement anchor, a verify-guarded conditional expression), within its top-level statement."""
+    line = r.anchor.lineno if r.anchor is not None else 0
+    col = model.column(r.anchor.lineno, r.anchor.col_offset) if r.anchor is not None else 0
+    first, last = _top_level_span(model, r.node.lineno)
+    return FixPlan(safety=safety, anchor_line=line, anchor_column=col, expression=value, block_first=first,
+                   block_last=last, **extra)
+
+
 def _names_the_verify_width(symbol: str) -> bool:
     """``self.target_verify_num_draft_tokens``: an attribute whose name says it is the verify width."""
     leaf = symbol.rsplit(".", 1)[-1].lower()
@@ -551,20 +548,6 @@ def _names_the_verify_width(symbol: str) -> bool:
 def _rel(where: ModuleModel, finding: ModuleModel) -> str:
     """An edit's file: "" for the finding's own, else its tree relpath."""
     return "" if where is finding else where.source.relpath
-
-
-def _buffer_key(node: ast.AST) -> tuple[str | None, object] | None:
-    """(attr, key) of a buffer read ``self.X`` / ``self.X["key"]``, as ClassFacts keys buffers."""
-    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
-        return _self_attr(node.value), node.slice.value
-    if isinstance(node, ast.Attribute):
-        return _self_attr(node), None
-    return None
-
-
-def _self_attr(node: ast.AST) -> str | None:
-    return node.attr if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-        and node.value.id == "self" else None
 
 
 def _free_of(func: FunctionInfo, model: ModuleModel, name: str) -> bool:

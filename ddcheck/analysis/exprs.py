@@ -31,6 +31,15 @@ def self_attr(node: ast.AST) -> str | None:
     return None
 
 
+def buffer_key(node: ast.AST) -> tuple[str, object] | None:
+    """(attr, key) of a buffer read ``self.X`` (key None) or ``self.X["key"]``; None for anything else."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.ctx, ast.Load):
+        return self_attr(node.value) or "", node.slice.value
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+        return self_attr(node) or "", None
+    return None
+
+
 def walk(node: ast.AST) -> Iterator[ast.AST]:
     """Pre-order walk that does not enter nested functions, classes or lambdas."""
     stack = [node]

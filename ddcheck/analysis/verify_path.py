@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable
 
-from .exprs import arith_names, ends_flow, guard_polarity, is_c_read, is_c_valued, mentions_per_step, self_attr, walk
+from .exprs import arith_names, buffer_key, ends_flow, guard_polarity, is_c_read, is_c_valued, mentions_per_step, self_attr, walk
 from .modes import ModeTable
 from .module import FunctionInfo, ModuleModel
 from .vocabulary import Vocabulary
@@ -301,13 +301,8 @@ class FunctionPass:
     def _buffer_read(self, node: ast.AST) -> int:
         """Line where the buffer read by ``node`` (``self.X`` or ``self.X["key"]``) was laid out with C;
         0 when this function refills it in place (``.copy_``/``.fill_``/item assignment) per step."""
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.ctx, ast.Load):
-            key = (self_attr(node.value) or "", node.slice.value)
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
-            key = (self_attr(node) or "", None)
-        else:
-            return 0
-        if key in self._refilled:
+        key = buffer_key(node)
+        if key is None or key in self._refilled:
             return 0
         return self.buffers.get(key[0], {}).get(key[1], 0)
 

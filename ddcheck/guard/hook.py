@@ -193,16 +193,23 @@ def explain(backend: str, path: str, width: int, c, violations: list[Violation])
 
 
 def _arg(fn, args, kwargs, name: str) -> Any:
+    """The argument ``name`` of a call of ``fn`` (a method; ``args`` without self)."""
     if name in kwargs:
         return kwargs[name]
+    params = _positional(fn)
+    i = params.index(name) if name in params else -1
+    return args[i] if 0 <= i < len(args) else None
+
+
+@functools.lru_cache(maxsize=None)
+def _positional(fn) -> tuple[str, ...]:
+    """Parameter names after self, read once per entry point (the wrappers run on every step)."""
     import inspect
 
     try:
-        params = list(inspect.signature(fn).parameters)[1:]
+        return tuple(inspect.signature(fn).parameters)[1:]
     except (TypeError, ValueError):
-        return None
-    i = params.index(name) if name in params else -1
-    return args[i] if 0 <= i < len(args) else None
+        return ()
 
 
 def instrument(module: Any, guard: Guard) -> int:

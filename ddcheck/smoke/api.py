@@ -79,7 +79,7 @@ def run_smoke(
     t0 = time.perf_counter()
     report = _blank_report(args)
     try:
-        _backend(backend)
+        spec = _backend(backend)
         _check_widths(budget, num_draft_tokens, allow_out_of_bounds)
         if graph_capture_width not in ("C", "W"):
             raise HarnessError(f"graph_capture_width must be 'C' or 'W', not {graph_capture_width!r}")
@@ -91,7 +91,7 @@ def run_smoke(
                     pass  # the worker reports the unreadable file
             return _isolated(args, timeout, report)
         _run(report, target, backend_file, backend_source, prefix_lens, dtype, allow_out_of_bounds,
-             graph_capture_width, seed_case, launch, _backend(backend))
+             graph_capture_width, seed_case, launch, spec)
     except HarnessError as exc:
         report.exit_code, report.verdict = 2, f"harness failure: {exc}"
     except Exception as exc:  # never let a crash look like a verdict
