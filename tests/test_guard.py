@@ -186,6 +186,7 @@ def test_guard_cli_exit_codes_and_nothing_installed(tmp_path):
 
     assert ddcheck().returncode == 2 and "no command given" in ddcheck().stderr
     assert ddcheck("--mode", "loud", "--", "true").returncode == 2
+    assert ddcheck("--every", "-1", "--", "true").returncode == 2
     missing = ddcheck("--", str(tmp_path / "no-such-program"))
     assert missing.returncode == 2 and "cannot run" in missing.stderr and "Traceback" not in missing.stderr
     assert ddcheck("--", sys.executable, "-c", "raise SystemExit(7)").returncode == 7

@@ -14,6 +14,8 @@ judged by the verify contract. Verdicts established by reading the releases:
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -104,6 +106,11 @@ def test_list_backends_names_each_and_says_why_not():
     for b in backends.BACKENDS.values():
         assert b.name in result.output
     assert "does not run here" in result.output and "flashinfer_mla_backend.py" in result.output
+
+
+def test_smoke_without_a_target_is_a_usage_error():
+    proc = subprocess.run([sys.executable, "-m", "ddcheck", "smoke"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "a target is required" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_a_backend_that_cannot_run_is_exit_2_with_its_reason(tmp_path):
