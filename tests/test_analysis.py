@@ -55,6 +55,38 @@ def test_mixin_helpers_in_another_module_are_reached_through_the_class_bases():
     assert edits == {("add_parameter", ""), ("add_keyword", "pkg/backend.py")}
 
 
+MODES_HANDED = FIXTURES / "modes_handed"
+
+
+def test_calls_handing_a_non_verify_mode_or_from_test_code_need_no_w():
+    """fixtures/analysis/modes_handed: the only call that reaches `_precompute_verify`'s dispatcher is on
+    another object and hands it ForwardMode.DECODE; `_apply` is also driven by test code."""
+    fs = findings(MODES_HANDED)
+    assert Counter((Path(f.path).name, f.line, f.rule) for f in fs) == expected(sorted(MODES_HANDED.rglob("*.py")))
+    dead = next(f for f in fs if f.function == "PrecomputeMixin._precompute_verify")
+    assert dead.fix_safety == "unsafe" and [e.kind for e in dead.fix.edits] == ["add_parameter"]
+    assert "No call in the tree reaches this verify path today" in dead.hint and "pkg/backend.py:23" in dead.hint
+    applied = next(f for f in fs if f.function == "PrecomputeMixin._apply")
+    assert applied.fix_safety == "safe"
+    assert {(e.kind, e.path, e.line) for e in applied.fix.edits} == {("add_parameter", "", 23),
+                                                                     ("add_keyword", "pkg/backend.py", 14)}
+
+
+@pytest.mark.parametrize("call, function", [
+    ("backend._apply(seq_lens, mode)", "PrecomputeMixin._apply"),  # a mode it was handed: could not get W
+    ("backend._precompute(2, seq_lens, ForwardMode.TARGET_VERIFY)", "PrecomputeMixin._precompute_verify"),
+])
+def test_a_serving_call_on_another_object_that_may_verify_keeps_the_helper_unfixed(tmp_path, call, function):
+    import shutil
+
+    tree = tmp_path / "modes_handed"
+    shutil.copytree(MODES_HANDED, tree)
+    (tree / "pkg" / "runner.py").write_text(
+        f"from .backend import ForwardMode\n\n\ndef step(backend, seq_lens, mode):\n    {call}\n")
+    f = next(f for f in findings(tree) if f.function == function)
+    assert f.fix is None and "No verify input is in scope" in f.hint
+
+
 def test_single_file_resolves_its_helper_module_on_disk():
     # pre-commit passes only the changed file; the helper module is found next to it.
     got = [(Path(f.path).name, f.line) for f in findings(FIXTURES / "crossmod" / "pkg" / "backend.py")]

@@ -351,3 +351,51 @@ def test_a_fix_that_needs_another_file_is_not_made_from_one_file_alone(tmp_path)
     before = p.read_text()
     assert fixer.fix_targets([str(p)]) == []
     assert p.read_text() == before
+
+
+def test_modes_handed_in_fixed_tree_runs_with_w(tmp_path):
+    """fixtures/analysis/modes_handed after `ddcheck fix --unsafe-fixes`: `_apply` gets W from the
+    backend's own call (test code's call on another object is left as it is); `_precompute_verify`,
+    which no call reaches in verify mode, takes W when a verify caller hands it in, else C."""
+    import importlib
+    import sys
+    from types import SimpleNamespace
+
+    torch = pytest.importorskip("torch")
+    out = tmp_path / "out"
+    from rich.console import Console
+
+    quiet = Console(file=open(os.devnull, "w"))
+    code = fixer.fix_main([str(FIXTURES / "analysis" / "modes_handed")], settings=Settings(), diff=False,
+                          check=False, unsafe=True, out_dir=out, installed=False, exit_non_zero_on_fix=False,
+                          verify=False, console=quiet, err=quiet)
+    assert code == 0
+    assert (out / "tests" / "test_kit.py").read_text() == \
+        (FIXTURES / "analysis" / "modes_handed" / "tests" / "test_kit.py").read_text()
+    sys.path.insert(0, str(out))
+    try:
+        backend_mod = importlib.import_module("pkg.backend")
+    finally:
+        sys.path.remove(str(out))
+        for name in [n for n in sys.modules if n == "pkg" or n.startswith("pkg.")]:
+            del sys.modules[name]
+
+    class Mode:
+        def __init__(self, verify):
+            self.verify = verify
+
+        def is_target_verify(self):
+            return self.verify
+
+        def is_decode_or_idle(self):
+            return not self.verify
+
+    b = backend_mod.Backend(SimpleNamespace(speculative_num_draft_tokens=3))
+    lens = torch.tensor([5, 7])
+    b.init_forward_metadata(SimpleNamespace(forward_mode=Mode(True), seq_lens=lens,
+                                            spec_info=SimpleNamespace(draft_token_num=6)))
+    assert b.kv_lens.tolist() == [11, 13]
+    b.init_forward_metadata(SimpleNamespace(forward_mode=Mode(False), seq_lens=lens, spec_info=None))
+    assert b.kv_lens.tolist() == [6, 8]
+    assert b._precompute_verify(2, lens, verify_width=6).tolist() == [11, 13]
+    assert b._precompute_verify(2, lens).tolist() == [8, 10]

@@ -10,10 +10,10 @@ from typing import Callable
 
 from ..findings import Edit, Finding, FixPlan, FixSafety
 from ..rules import severity_of
-from .exprs import buffer_key, is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk
+from .exprs import buffer_key, dotted, is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk
 from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C, Verdict,
                       classify, layout_what)
-from .modes import FORWARD_MODE_MODULE, ModeTable
+from .modes import FORWARD_MODE_MODULE, VERIFY_MEMBER, ModeTable
 from .module import ClassFacts, FunctionInfo, ModuleModel, statement_lines
 from .verify_path import FunctionPass, Site
 from .vocabulary import FIX_PARAMETER as THREADED, WIDTH_WORDS, Vocabulary
@@ -55,6 +55,33 @@ class Reported:
 
 
 @dataclass
+class MethodUses:
+    """Where the tree uses a method name: modules calling ``self.<name>(``, modules defining a
+    ``<name>``, modules calling it on another object (test code aside)."""
+
+    callers: list[ModuleModel] = field(default_factory=list)
+    definers: list[ModuleModel] = field(default_factory=list)
+    foreign: list[ModuleModel] = field(default_factory=list)
+
+
+@dataclass
+class Thread:
+    """W threaded into a helper: the edits, the calls that hand W in, and the calls that need not
+    (each passes a forward mode other than TARGET_VERIFY)."""
+
+    edits: list[Edit]
+    where: list[str]
+    exempt: list[str]
+
+
+def is_test_module(relpath: str) -> bool:
+    """Test code (``sglang/test/...``, ``tests/``, ``test_*.py``): its calls are not on a serving path."""
+    parts = relpath.replace("\\", "/").split("/")
+    name = parts[-1]
+    return bool({"test", "tests"} & set(parts[:-1])) or name.startswith("test_") or name.endswith("_test.py")
+
+
+@dataclass
 class Engine:
     vocab: Vocabulary
     load_module: Callable[..., ModuleModel | None]  # (dotted module name, needs_c=False) -> model (lazy)
@@ -70,9 +97,9 @@ class Engine:
     callers: dict[int, dict[int, tuple[FunctionPass, ast.Call]]] = field(default_factory=dict)
     _method_calls: dict[int, dict] = field(default_factory=dict)  # module id -> _self_calls' table
     _caller_passes: dict[int, tuple] = field(default_factory=dict)  # function node id -> _caller_pass
-    # method name -> (the tree's modules that call ``self.<name>(``, those that define a ``<name>``), for
-    # threading W into helpers; None when something calls it on another object
-    method_uses: Callable[[str], tuple[list[ModuleModel], list[ModuleModel]] | None] = lambda name: ([], [])
+    # method name -> where the tree uses it, for threading W into helpers
+    method_uses: Callable[[str], MethodUses | None] = lambda name: MethodUses()
+    _other_calls_memo: dict[int, dict[str, list[ast.Call]]] = field(default_factory=dict)  # module id -> name -> calls
 
     @property
     def modes(self) -> ModeTable:
@@ -295,35 +322,35 @@ class Engine:
             return None
         return per_step_value(spec_info, how[1], self.width_api), how[0]
 
-    def _threaded(self, r: Reported, named: bool = False) -> tuple[str, list[Edit], str] | None:
+    def _threaded(self, r: Reported, named: bool = False) -> tuple[str, Thread] | None:
         """W for a helper with no verify input in scope, threaded in from its callers as ``verify_width``:
         every verify branch that calls it (as a method of its class; every caller in the class when the
         helper tests the forward mode itself) passes its verify input's width, or its own
-        ``verify_width`` when it is such a helper too. Other callers pass nothing and the helper keeps C.
-        None when some caller on the way has neither."""
+        ``verify_width`` when it is such a helper too. Other callers pass nothing and the helper keeps C;
+        so do calls that hand it a forward mode other than TARGET_VERIFY. None when some caller on the
+        way has neither."""
         model, func = r.fp.model, r.fp.func
         if not (r.exact or named) or any(n != "self" for n in _names(r.c_expr)):
             return None
         found = self._thread_edits(model, func, frozenset())
         if found is None:
             return None
-        edits, where = found
         c = r.c_expr if _is_simple(r.c_expr) else f"({r.c_expr})"
-        return f"{THREADED} or {c}", edits, ", ".join(where)
+        return f"{THREADED} or {c}", found
 
-    def _thread_edits(self, model: ModuleModel, func: FunctionInfo, seen: frozenset) -> \
-            tuple[list[Edit], list[str]] | None:
+    def _thread_edits(self, model: ModuleModel, func: FunctionInfo, seen: frozenset) -> Thread | None:
         if id(func.node) in seen or not func.cls or not _free_of(func, model, THREADED):
             return None
         seen = seen | {id(func.node)}
-        calls = self._callers_of(model, func)
-        if calls is None:  # also called on another object (`backends[0].helper(...)`): cannot reach every caller
+        found = self._callers_of(model, func)
+        if found is None:
             return None
+        calls, exempt = found
         # A helper that tests the forward mode itself uses W only on its verify branch, where any
         # caller's verify input is this step's: every caller hands it in. Otherwise only the verify
         # branches that call it do; other callers pass nothing and keep C.
         callers = [(cfp, call) for cfp, call, verify in calls if verify or self._mode_checked(func)]
-        if not callers:
+        if not callers and not exempt:
             return None
         keyword = "async def " if isinstance(func.node, ast.AsyncFunctionDef) else "def "
         name_col = model.column(func.node.lineno, func.node.col_offset) + len(keyword)
@@ -339,30 +366,40 @@ class Engine:
                 up = self._thread_edits(cfp.model, cfp.func, seen)
                 if up is None:
                     return None
-                edits += [e if e.path else e.model_copy(update={"path": _rel(cfp.model, model)}) for e in up[0]]
+                exempt = exempt + up.exempt
+                if not up.where:  # no call reaches that caller's verify path: it has nothing to hand on
+                    continue
+                edits += [e if e.path else e.model_copy(update={"path": _rel(cfp.model, model)}) for e in up.edits]
                 value = THREADED
             l1, c1, l2, c2 = cfp.model.span(call)
             edits.append(Edit(kind="add_keyword", line=l1, column=c1, end_line=l2, end_column=c2, name=THREADED,
                               value=value, path=_rel(cfp.model, model)))
             where.append(f"line {l1}" if cfp.model is model else f"{cfp.model.source.relpath}:{l1}")
-        return list({e.model_dump_json(): e for e in edits}.values()), where
+        return Thread(list({e.model_dump_json(): e for e in edits}.values()), where, list(dict.fromkeys(exempt)))
 
-    def _callers_of(self, model: ModuleModel, func: FunctionInfo) -> list[tuple[FunctionPass, ast.Call, bool]] | None:
+    def _callers_of(self, model: ModuleModel, func: FunctionInfo) -> \
+            tuple[list[tuple[FunctionPass, ast.Call, bool]], list[str]] | None:
         """Every ``self.<func>(...)`` call in the tree that resolves to ``func`` (from its class, its
         subclasses, classes mixing it in), with a pass over the caller and whether the call is on a
-        verify path; None when the tree also calls that name on other objects."""
+        verify path; and the calls that hand ``func`` a forward mode other than TARGET_VERIFY (which
+        need no W), as ``file:line``. None when a subclass overrides ``func``, or the tree calls the
+        name on another object without such a mode (that caller could not be handed W)."""
         recorded = self.callers.get(id(func.node), {})
-        found, seen = [], set()
+        found, exempt, seen = [], [], set()
         uses = self.method_uses(func.name)
         if uses is None:
             return None
-        elsewhere, definers = uses
-        for m in [model, *definers]:  # an override would not take the new parameter
+        for m in [model, *uses.definers]:  # an override would not take the new parameter
             for other in m.functions.values():
                 if other.name == func.name and other.cls and other.node is not func.node \
                         and self._derives(m, other.cls, model, func.cls):
                     return None
-        for m in [model, *elsewhere]:
+        for m in uses.foreign:
+            for call in self._other_calls(m).get(func.name, []):
+                if not _hands_other_mode(func, call):
+                    return None
+                exempt.append(f"{m.source.relpath}:{call.lineno}")
+        for m in [model, *uses.callers]:
             if id(m) in seen:
                 continue
             seen.add(id(m))
@@ -370,9 +407,27 @@ class Engine:
                 hit = self.method_of(m, caller.cls, func.name)
                 if hit is None or hit[1].node is not func.node:
                     continue
-                cfp, on_verify = self._caller_pass(m, caller)
-                found += [(cfp, c, id(c) in on_verify or id(c) in recorded) for c in calls]
-        return sorted(found, key=lambda t: (t[0].model.source.relpath, t[1].lineno, t[1].col_offset))
+                cfp = None
+                for c in calls:
+                    if _hands_other_mode(func, c):
+                        exempt.append(f"{m.source.relpath}:{c.lineno}")
+                        continue
+                    if cfp is None:
+                        cfp, on_verify = self._caller_pass(m, caller)
+                    found.append((cfp, c, id(c) in on_verify or id(c) in recorded))
+        found.sort(key=lambda t: (t[0].model.source.relpath, t[1].lineno, t[1].col_offset))
+        return found, exempt
+
+    def _other_calls(self, model: ModuleModel) -> dict[str, list[ast.Call]]:
+        """Per method name, the module's calls of it on an object other than ``self``; one walk per module."""
+        table = self._other_calls_memo.get(id(model))
+        if table is None:
+            table = self._other_calls_memo[id(model)] = {}
+            for n in ast.walk(model.tree):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                        and not (isinstance(n.func.value, ast.Name) and n.func.value.id == "self"):
+                    table.setdefault(n.func.attr, []).append(n)
+        return table
 
     def _caller_pass(self, model: ModuleModel, caller: FunctionInfo) -> tuple[FunctionPass, set[int]]:
         """A pass over a caller (as its own entry point) and the ids of the calls it makes on a verify path."""
@@ -474,7 +529,7 @@ class Engine:
             if spec_info is not None:
                 value = per_step_value(spec_info, r.c_expr, self.width_api)
             else:
-                value, edits, _ = threaded
+                value, edits = threaded[0], threaded[1].edits
             replacement = f"({value})"
             fix = _plan(model, r, value, FixSafety.unsafe, edits=edits)
             hint = (f"`{symbol}` is derived from C at start-up but named for the verify width: use the verify "
@@ -486,12 +541,21 @@ class Engine:
         elif spec_info is None and (threaded := self._threaded(r)) is None:
             hint = (f"No verify input is in scope in `{func.qualname}`: pass `spec_info` (or the width) in "
                     f"from the verify branch that calls it.")
+        elif spec_info is None and not threaded[1].where:
+            # Every call in the tree hands this path a mode other than TARGET_VERIFY: today no verify
+            # branch reaches it, so the fix only lets one hand W in. Whether that is wanted is for a reviewer.
+            value, thread = threaded
+            fix = _plan(model, r, value, FixSafety.unsafe, edits=thread.edits)
+            replacement = f"({value})"
+            hint = (f"No call in the tree reaches this verify path today (the calls on the way to `{func.qualname}` "
+                    f"hand it a forward mode other than TARGET_VERIFY: {_cited(thread.exempt)}); the fix adds a "
+                    f"`{THREADED}` parameter for a verify caller to hand W in: {replacement} (unsafe fix)")
         elif spec_info is None:
-            value, edits, where = threaded
-            fix = _plan(model, r, value, _safety(r), edits=edits)
+            value, thread = threaded
+            fix = _plan(model, r, value, _safety(r), edits=thread.edits)
             replacement = f"({value})"
             hint = (f"Use the per-step width, threaded in from the verify branch(es) that call "
-                    f"`{func.qualname}` ({where}) as `{THREADED}`: {replacement}"
+                    f"`{func.qualname}` ({', '.join(thread.where)}) as `{THREADED}`: {replacement}"
                     + (" (changes a buffer size: unsafe fix)" if r.kind == CAPACITY else ""))
         elif unbound:
             hint = (f"C is spelled `{r.c_expr}`, and `{unbound[0]}` is not bound where the verify block starts; "
@@ -548,6 +612,32 @@ def _names_the_verify_width(symbol: str) -> bool:
 def _rel(where: ModuleModel, finding: ModuleModel) -> str:
     """An edit's file: "" for the finding's own, else its tree relpath."""
     return "" if where is finding else where.source.relpath
+
+
+def _cited(places: list[str], most: int = 3) -> str:
+    return ", ".join(places[:most]) + (f" and {len(places) - most} more" if len(places) > most else "")
+
+
+def _hands_other_mode(func: FunctionInfo, call: ast.Call) -> bool:
+    """``call`` hands ``func`` (a method) a forward mode other than TARGET_VERIFY
+    (``forward_mode=ForwardMode.DECODE``) for the parameter that ``func`` tests its mode on, and
+    ``func`` tests no other: its verify branch is not taken."""
+    a = func.node.args
+    params = [p.arg for p in [*a.posonlyargs, *a.args]][1:]  # self is the receiver
+    tested = {dotted(n.func.value) for n in walk(func.node) if isinstance(n, ast.Call)
+              and isinstance(n.func, ast.Attribute) and n.func.attr.startswith("is_")
+              and (dotted(n.func.value) or "").lower().endswith("mode")}
+    if len(tested) != 1 or next(iter(tested)) not in params:
+        return False
+    param = next(iter(tested))
+    bound = []
+    for name, value in zip(params, call.args):
+        if isinstance(value, ast.Starred):
+            break
+        bound.append((name, value))
+    bound += [(k.arg, k.value) for k in call.keywords if k.arg]
+    member = next(((dotted(v) or "") for n, v in bound if n == param), "")
+    return member.startswith("ForwardMode.") and member.count(".") == 1 and member != f"ForwardMode.{VERIFY_MEMBER}"
 
 
 def _free_of(func: FunctionInfo, model: ModuleModel, name: str) -> bool:

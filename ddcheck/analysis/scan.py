@@ -16,7 +16,7 @@ from pathlib import Path
 from .. import suppressions
 from ..findings import FileError, ScanResult
 from ..sources import SourceFile, SourceTree
-from .engine import Engine
+from .engine import Engine, MethodUses, is_test_module
 from .module import ModuleModel, SourceError, decode
 from .vocabulary import DEFAULT_VOCABULARY, Vocabulary
 
@@ -236,7 +236,7 @@ def _analyse_chunk(tree: SourceTree, relpaths: list[str], vocab: Vocabulary) -> 
                 out.errors[f.display] = str(exc)
         return models[module]
 
-    calling: dict[str, tuple[list[ModuleModel], list[ModuleModel]] | None] = {}
+    calling: dict[str, MethodUses | None] = {}
     texts: list[tuple[SourceFile, bytes]] = []  # every file's bytes, read once (a wheel's are inflated)
 
     def tree_texts() -> list[tuple[SourceFile, bytes]]:
@@ -248,26 +248,28 @@ def _analyse_chunk(tree: SourceTree, relpaths: list[str], vocab: Vocabulary) -> 
                     continue
         return texts
 
-    def method_uses(name: str) -> tuple[list[ModuleModel], list[ModuleModel]] | None:
-        """(modules whose text calls ``self.<name>(``, modules that define a ``<name>``), parsed; None
-        when the tree also calls the name on another object (``other.<name>(``, ``super().<name>(``):
-        those callers could not be handed the width. Memoized per name."""
+    def method_uses(name: str) -> MethodUses | None:
+        """The tree's modules that call ``self.<name>(``, define a ``<name>``, and call it on another
+        object (``other.<name>(``, ``super().<name>(``; test code aside, which is not on a serving
+        path), parsed; None when one of those cannot be parsed. Memoized per name."""
         if name not in calling:
             own, any_call = f"self.{name}(".encode(), f".{name}(".encode()
             definition = re.compile(rb"\bdef\s+" + re.escape(name.encode()) + rb"\s*\(")
-            callers, definers = [], []
+            uses = MethodUses()
             for f, data in tree_texts():
                 if name.encode() not in data:
                     continue
-                if data.count(any_call) != data.count(own):
-                    calling[name] = None
-                    return None
-                for wanted, hits in ((own in data, callers), (definition.search(data) is not None, definers)):
+                foreign = data.count(any_call) != data.count(own) and not is_test_module(f.relpath)
+                for wanted, hits in ((own in data, uses.callers), (definition.search(data) is not None, uses.definers),
+                                     (foreign, uses.foreign)):
                     if wanted:
                         m = load(f.module)
                         if m is not None and m.source.relpath == f.relpath:
                             hits.append(m)
-            calling[name] = callers, definers
+                        elif hits is uses.foreign:
+                            calling[name] = None
+                            return None
+            calling[name] = uses
         return calling[name]
 
     engine = Engine(vocab=vocab, load_module=load, width_api=width_api(tree), inherited_c_attrs=INHERITED_C_ATTRS,
