@@ -30,41 +30,35 @@ class FixSafety(str, Enum):
 
 
 class Edit(BaseModel):
-    """A change a fix needs away from the finding itself, made where the hazard was understood.
-
-    ``add_parameter``: the function whose name starts at ``line``/``column`` gains the keyword parameter
-    ``name=None``. ``add_keyword``: the call spanning ``line``/``column`` to ``end_line``/``end_column``
-    gains ``name=value``. ``refill``: right after the fix binds W at its anchor, the buffer ``value``
-    (offsets laid out stepping by C from 0) is refilled in place stepping by W. Columns are characters,
-    as in :class:`Finding`."""
+    """One text edit of a fix, made where the analysis understood the hazard: the span from
+    ``line``/``column`` to ``end_line``/``end_column`` of the file at ``path`` ("" for the finding's own;
+    else its tree relpath) becomes ``text``; an empty span inserts. Lines are 1-based, columns are
+    characters from 0, as in :class:`Finding`. ``kind`` says what the edit is for: ``replace`` (the read
+    of C), ``bind`` (W bound at the top of the verify block), ``refill`` (a start-up buffer refilled
+    before it is read), ``add_parameter`` / ``add_keyword`` (W threaded into a helper from its callers)."""
 
     model_config = LAZY
 
-    kind: Literal["add_parameter", "add_keyword", "refill"]
+    kind: Literal["replace", "bind", "refill", "add_parameter", "add_keyword"]
     line: int
     column: int
-    end_line: int = 0
-    end_column: int = 0
-    name: str
-    value: str = ""
-    path: str = ""  # the tree relpath of the file it changes; "" for the finding's own file
+    end_line: int
+    end_column: int
+    text: str
+    path: str = ""
 
 
 class FixPlan(BaseModel):
-    """What the fixer needs from the analysis: where the verify block starts and how W is spelled."""
+    """A finding's fix: its safety and the text edits that make it, applied together."""
 
     model_config = LAZY
 
     safety: FixSafety
-    anchor_line: int  # first statement of the verify block, where the per-step width is bound
-    anchor_column: int
-    expression: str  # W with its fallback to C, e.g. getattr(spec_info, "draft_token_num", None) or C
+    edits: list[Edit] = Field(default_factory=list)
     # Lines of the top-level statement (class or function, decorators included) holding the fix: the
-    # fixer rewrites only that part of the file. 0 when not known (the fixer finds it itself).
+    # fixer checks only that part of the file. 0 when not known (the fixer finds it itself).
     block_first: int = 0
     block_last: int = 0
-    edits: list[Edit] = Field(default_factory=list)  # e.g. W threaded in from the callers of a helper
-    replace_site: bool = True  # False: the finding's own expression stays (a buffer refilled before it)
 
 
 class Finding(BaseModel):

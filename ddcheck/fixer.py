@@ -1,6 +1,6 @@
 """``ddcheck fix``: rewrite the verify-path reads of C that ``scan`` found to the per-step width.
 
-The work is in :mod:`ddcheck.fixing`: ``transform`` (libcst applies one file's planned edits),
+The work is in :mod:`ddcheck.fixing`: ``transform`` (applies one file's planned text edits, checked with libcst),
 ``runner`` (plan over targets, re-scan, atomic writes, the entry points tests, smoke and
 ``ddcheck config`` use) and ``command`` (the CLI body). This module keeps their public names where
 callers have always found them.

@@ -52,7 +52,7 @@ def test_mixin_helpers_in_another_module_are_reached_through_the_class_bases():
     got = Counter((Path(f.path).name, f.line, f.rule) for f in findings(pkg))
     assert got == expected(sorted(pkg.rglob("*.py")))
     edits = {(e.kind, e.path) for f in findings(pkg) for e in f.fix.edits}
-    assert edits == {("add_parameter", ""), ("add_keyword", "pkg/backend.py")}
+    assert edits == {("bind", ""), ("replace", ""), ("add_parameter", ""), ("add_keyword", "pkg/backend.py")}
 
 
 MODES_HANDED = FIXTURES / "modes_handed"
@@ -64,12 +64,12 @@ def test_calls_handing_a_non_verify_mode_or_from_test_code_need_no_w():
     fs = findings(MODES_HANDED)
     assert Counter((Path(f.path).name, f.line, f.rule) for f in fs) == expected(sorted(MODES_HANDED.rglob("*.py")))
     dead = next(f for f in fs if f.function == "PrecomputeMixin._precompute_verify")
-    assert dead.fix_safety == "unsafe" and [e.kind for e in dead.fix.edits] == ["add_parameter"]
+    assert dead.fix_safety == "unsafe" and [e.kind for e in dead.fix.edits] == ["bind", "replace", "add_parameter"]
     assert "No call in the tree reaches this verify path today" in dead.hint and "pkg/backend.py:23" in dead.hint
     applied = next(f for f in fs if f.function == "PrecomputeMixin._apply")
     assert applied.fix_safety == "safe"
-    assert {(e.kind, e.path, e.line) for e in applied.fix.edits} == {("add_parameter", "", 23),
-                                                                     ("add_keyword", "pkg/backend.py", 14)}
+    assert {(e.kind, e.path, e.line) for e in applied.fix.edits if e.kind.startswith("add_")} == {
+        ("add_parameter", "", 23), ("add_keyword", "pkg/backend.py", 14)}
 
 
 @pytest.mark.parametrize("call, function", [
@@ -96,8 +96,9 @@ def test_single_file_resolves_its_helper_module_on_disk():
 def test_helper_without_verify_input_gets_w_threaded_from_its_verify_caller():
     fs = [f for f in findings(FIXTURES / "helpers.py") if f.function == "HelperBackend._fill_verify"]
     assert fs and all(f.replacement == "(verify_width or self.num_draft_tokens)" for f in fs)
-    edits = {(e.kind, e.line, e.name) for f in fs for e in f.fix.edits}
-    assert edits == {("add_parameter", 25, "verify_width"), ("add_keyword", 23, "verify_width")}
+    threaded = {(e.kind, e.line, e.text) for f in fs for e in f.fix.edits if e.kind.startswith("add_")}
+    assert threaded == {("add_parameter", 25, ", verify_width=None"),
+                        ("add_keyword", 23, ', verify_width=getattr(spec_info, "draft_token_num", None)')}
 
 
 @pytest.mark.parametrize("function", ["Backend._orphan", "Overridden._rows"])
@@ -108,8 +109,10 @@ def test_helper_whose_verify_caller_has_no_verify_input_or_that_is_overridden_ha
 
 def test_ternary_guard_is_fixed_inline():
     f = next(f for f in findings(FIXTURES / "guards.py") if f.function == "GuardsBackend.ternary")
-    assert f.fix is not None and f.fix.anchor_line == 0
     assert f.replacement == '(getattr(spec_info, "draft_token_num", None) or self.num_draft_tokens)'
+    # no statement to bind W before: one edit, the read itself replaced by the expression
+    assert [(e.kind, e.line, e.column, e.end_column, e.text) for e in f.fix.edits] == \
+        [("replace", f.line, f.column, f.end_column, f.replacement)]
 
 
 def test_newer_width_api_is_used_when_the_tree_has_it(tmp_path):

@@ -16,7 +16,8 @@ from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLE
 from .modes import FORWARD_MODE_MODULE, VERIFY_MEMBER, ModeTable
 from .module import ClassFacts, FunctionInfo, ModuleModel, statement_lines
 from .verify_path import FunctionPass, Site
-from .vocabulary import FIX_PARAMETER as THREADED, WIDTH_WORDS, Vocabulary
+from . import edits as E
+from .vocabulary import FIX_LOCAL as LOCAL, FIX_PARAMETER as THREADED, WIDTH_WORDS, Vocabulary
 
 VERIFY_TEXT = ("target_verify", "TARGET_VERIFY")
 RESOLVER_WHAT = "returned by a width resolver for the verify inputs it does not read W from"
@@ -99,6 +100,7 @@ class Engine:
     _caller_passes: dict[int, tuple] = field(default_factory=dict)  # function node id -> _caller_pass
     # method name -> where the tree uses it, for threading W into helpers
     method_uses: Callable[[str], MethodUses | None] = lambda name: MethodUses()
+    _locals: dict[int, dict[tuple[int, str], str]] = field(default_factory=dict)  # function -> (anchor, W) -> name
     _other_calls_memo: dict[int, dict[str, list[ast.Call]]] = field(default_factory=dict)  # module id -> name -> calls
 
     @property
@@ -322,6 +324,39 @@ class Engine:
             return None
         return per_step_value(spec_info, how[1], self.width_api), how[0]
 
+    def _plan(self, r: Reported, value: str, safety: FixSafety, edits: list[Edit] = (), replace_site: bool = True,
+              refill: tuple[ast.stmt, str, str] | None = None) -> FixPlan | None:
+        """The fix of a finding as text edits: W bound as ``value`` on new lines at the top of its verify
+        block, read there instead of C (inline, ``(value)``, where there is no statement anchor: a
+        verify-guarded conditional expression), a buffer refilled before the statement ``refill``
+        names, and the ``edits`` that thread W in. None when the code around has a shape the edits do
+        not handle."""
+        model, func = r.fp.model, r.fp.func
+        model.link(func.node)
+        try:
+            if r.anchor is None:
+                out = [E.replace(model, r.node, f"({value})")]
+            else:
+                local = self._local(model, func, r.anchor, value)
+                out = [E.bind(model, r.anchor, local, value)]
+                if replace_site:
+                    out.append(E.replace(model, r.node, local))
+                if refill is not None:
+                    reader, how, buffer = refill
+                    out.append(E.refill(model, reader, buffer, local, how))
+        except E.EditError:
+            return None
+        first, last = _top_level_span(model, r.node.lineno)
+        return FixPlan(safety=safety, edits=[*out, *edits], block_first=first, block_last=last)
+
+    def _local(self, model: ModuleModel, func: FunctionInfo, anchor: ast.stmt, value: str) -> str:
+        """The name W is bound to at ``anchor``: one per verify block and width, free in the function."""
+        names = self._locals.setdefault(id(func.node), {})
+        key = (id(anchor), value)
+        if key not in names:
+            names[key] = E.free_name(model.text_of(func.node), set(names.values()), LOCAL)
+        return names[key]
+
     def _threaded(self, r: Reported, named: bool = False) -> tuple[str, Thread] | None:
         """W for a helper with no verify input in scope, threaded in from its callers as ``verify_width``:
         every verify branch that calls it (as a method of its class; every caller in the class when the
@@ -352,9 +387,11 @@ class Engine:
         callers = [(cfp, call) for cfp, call, verify in calls if verify or self._mode_checked(func)]
         if not callers and not exempt:
             return None
-        keyword = "async def " if isinstance(func.node, ast.AsyncFunctionDef) else "def "
-        name_col = model.column(func.node.lineno, func.node.col_offset) + len(keyword)
-        edits = [Edit(kind="add_parameter", line=func.node.lineno, column=name_col, name=THREADED)]
+        model.link(func.node)
+        try:
+            edits = [E.add_parameter(model, func.node, THREADED)]
+        except E.EditError:
+            return None
         where = []
         for cfp, call in callers:
             if any(k.arg == THREADED or k.arg is None for k in call.keywords):
@@ -371,9 +408,12 @@ class Engine:
                     continue
                 edits += [e if e.path else e.model_copy(update={"path": _rel(cfp.model, model)}) for e in up.edits]
                 value = THREADED
-            l1, c1, l2, c2 = cfp.model.span(call)
-            edits.append(Edit(kind="add_keyword", line=l1, column=c1, end_line=l2, end_column=c2, name=THREADED,
-                              value=value, path=_rel(cfp.model, model)))
+            try:
+                keyword = E.add_keyword(cfp.model, call, THREADED, value)
+            except E.EditError:
+                return None
+            edits.append(keyword.model_copy(update={"path": _rel(cfp.model, model)}))
+            l1 = call.lineno
             where.append(f"line {l1}" if cfp.model is model else f"{cfp.model.source.relpath}:{l1}")
         return Thread(list({e.model_dump_json(): e for e in edits}.values()), where, list(dict.fromkeys(exempt)))
 
@@ -511,9 +551,7 @@ class Engine:
                 (refill := self._refill(r, spec_info)) is not None:
             value, how = refill
             read = _statement_of(model, r.node)  # refilled right before the statement that reads it
-            fix = _plan(model, r, value, FixSafety.safe, replace_site=False,
-                        edits=[Edit(kind="refill", line=read.lineno, column=model.column(read.lineno, read.col_offset),
-                                    name=how, value=symbol)])
+            fix = self._plan(r, value, FixSafety.safe, replace_site=False, refill=(read, how, symbol))
             what = "offsets stepping by" if how == "arange" else "every entry set to"
             hint = (f"Refill `{symbol}` in place, {what} the per-step width ({value}), before it is read (it was "
                     f"laid out with C at line {r.buffer_line}); with CUDA graphs, capture at that width too.")
@@ -531,7 +569,7 @@ class Engine:
             else:
                 value, edits = threaded[0], threaded[1].edits
             replacement = f"({value})"
-            fix = _plan(model, r, value, FixSafety.unsafe, edits=edits)
+            fix = self._plan(r, value, FixSafety.unsafe, edits=edits)
             hint = (f"`{symbol}` is derived from C at start-up but named for the verify width: use the verify "
                     f"input's own, {replacement} (unsafe fix: check that every worker's verify input carries "
                     f"the width this attribute stands for)")
@@ -545,14 +583,14 @@ class Engine:
             # Every call in the tree hands this path a mode other than TARGET_VERIFY: today no verify
             # branch reaches it, so the fix only lets one hand W in. Whether that is wanted is for a reviewer.
             value, thread = threaded
-            fix = _plan(model, r, value, FixSafety.unsafe, edits=thread.edits)
+            fix = self._plan(r, value, FixSafety.unsafe, edits=thread.edits)
             replacement = f"({value})"
             hint = (f"No call in the tree reaches this verify path today (the calls on the way to `{func.qualname}` "
                     f"hand it a forward mode other than TARGET_VERIFY: {_cited(thread.exempt)}); the fix adds a "
                     f"`{THREADED}` parameter for a verify caller to hand W in: {replacement} (unsafe fix)")
         elif spec_info is None:
             value, thread = threaded
-            fix = _plan(model, r, value, _safety(r), edits=thread.edits)
+            fix = self._plan(r, value, _safety(r), edits=thread.edits)
             replacement = f"({value})"
             hint = (f"Use the per-step width, threaded in from the verify branch(es) that call "
                     f"`{func.qualname}` ({', '.join(thread.where)}) as `{THREADED}`: {replacement}"
@@ -563,7 +601,7 @@ class Engine:
         else:
             value = per_step_value(spec_info, r.c_expr, self.width_api)
             replacement = f"({value})"
-            fix = _plan(model, r, value, _safety(r))
+            fix = self._plan(r, value, _safety(r))
             why = " (changes a buffer size: unsafe fix)" if r.kind == CAPACITY else \
                 " for every verify input that carries one (changes the resolver's choice: unsafe fix)" \
                 if r.kind == FALLBACK else ""
@@ -591,16 +629,6 @@ def _safety(r: Reported) -> FixSafety:
     """A bound or size changed (DD002), or a resolver's `return C` (a choice its author made for some
     inputs) changed: unsafe; a layout: safe."""
     return FixSafety.unsafe if r.kind in (CAPACITY, FALLBACK) else FixSafety.safe
-
-
-def _plan(model: ModuleModel, r: Reported, value: str, safety: FixSafety, **extra) -> FixPlan:
-    """The fix of a finding: W bound as ``value`` at the top of its verify block (inline where there is
-    no statement anchor, a verify-guarded conditional expression), within its top-level statement."""
-    line = r.anchor.lineno if r.anchor is not None else 0
-    col = model.column(r.anchor.lineno, r.anchor.col_offset) if r.anchor is not None else 0
-    first, last = _top_level_span(model, r.node.lineno)
-    return FixPlan(safety=safety, anchor_line=line, anchor_column=col, expression=value, block_first=first,
-                   block_last=last, **extra)
 
 
 def _names_the_verify_width(symbol: str) -> bool:
