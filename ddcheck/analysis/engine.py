@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..findings import Edit, Finding, FixPlan, FixSafety
 from ..rules import severity_of
-from .exprs import buffer_key, dotted, is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk
+from .exprs import buffer_key, dotted, every_node, is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk
 from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C, Verdict,
                       classify, layout_what)
 from .modes import FORWARD_MODE_MODULE, VERIFY_MEMBER, ModeTable
@@ -463,7 +463,7 @@ class Engine:
         table = self._other_calls_memo.get(id(model))
         if table is None:
             table = self._other_calls_memo[id(model)] = {}
-            for n in ast.walk(model.tree):
+            for n in every_node(model.tree):
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                         and not (isinstance(n.func.value, ast.Name) and n.func.value.id == "self"):
                     table.setdefault(n.func.attr, []).append(n)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 import tokenize
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..sources import SourceFile
-from .exprs import dotted, is_c_valued, is_exact_c, self_attr
+from .exprs import dotted, every_node, is_c_valued, is_exact_c, self_attr
 from .vocabulary import Vocabulary
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -31,7 +32,7 @@ def encoding_of(data: bytes) -> str:
     """The encoding Python reads these source bytes with (PEP 263 coding line or BOM, else UTF-8).
     The coding line is looked for in the first two lines as Python counts them (``\\r`` ends a line
     too, which ``tokenize.detect_encoding`` on a byte stream does not know)."""
-    first_two = iter(BYTE_LINE_RE.findall(data[:4096])[:2])
+    first_two = (m.group() for m in itertools.islice(BYTE_LINE_RE.finditer(data, 0, 4096), 2))
     try:
         return tokenize.detect_encoding(lambda: next(first_two, b""))[0]
     except SyntaxError as exc:
@@ -116,14 +117,19 @@ class ModuleModel:
         if id(root) in self._linked:
             return
         self._linked.add(id(root))
-        for node in ast.walk(root):
-            for name, value in ast.iter_fields(node):
+        stack, AST = [root], ast.AST
+        while stack:
+            node = stack.pop()
+            for name in node._fields:
+                value = getattr(node, name, None)
                 if isinstance(value, list):
                     for item in value:
-                        if isinstance(item, ast.AST):
+                        if isinstance(item, AST):
                             out[id(item)] = (node, name)
-                elif isinstance(value, ast.AST):
+                            stack.append(item)
+                elif isinstance(value, AST):
                     out[id(value)] = (node, name)
+                    stack.append(value)
 
     @cached_property
     def _linked(self) -> set[int]:
@@ -198,7 +204,7 @@ class ModuleModel:
         if defs is None:
             defs = self._nested[id(outer.node)] = {
                 n.name: FunctionInfo(f"{outer.qualname}.<locals>.{n.name}", n, outer.cls)
-                for n in ast.walk(outer.node) if isinstance(n, FUNCS) and n is not outer.node}
+                for n in every_node(outer.node) if isinstance(n, FUNCS) and n is not outer.node}
         return defs.get(name)
 
     @cached_property

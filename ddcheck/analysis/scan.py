@@ -129,8 +129,7 @@ def scan_trees(trees: list[SourceTree], vocab: Vocabulary = DEFAULT_VOCABULARY,
     finally:
         if gc_was_enabled:
             gc.enable()
-    result.findings = _dedup(result.findings)
-    result.findings.sort(key=lambda f: (f.path, f.line, f.column, f.rule))
+    result.findings = _dedup(result.findings)  # sorted once, by the caller, after suppressions
     return result
 
 

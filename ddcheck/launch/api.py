@@ -14,7 +14,7 @@ from ddcheck.launch.checks import ALL_CHECKS, Consequence, ConfigFinding, check_
 from ddcheck.launch.evidence import scan_errors
 from ddcheck.launch.flags import ParseError, flag_table, merge_config_file, parse
 from ddcheck.launch.report import Report, render_json, render_text
-from ddcheck.launch.settings import SpecSettings, resolve
+from ddcheck.launch.speculative import SpecSettings, resolve
 from ddcheck.launch.treerun import GPUS, TreeRun, load_config, run_handler, server_args_values
 from ddcheck.launch.worker import graph_capture, verify_inputs
 from ddcheck.sources import SourceTree, TargetError, installed_sglang, open_target

@@ -20,7 +20,7 @@ from ddcheck.launch.evidence import scan_errors, scan_findings, verify_findings_
 from ddcheck.launch.evaluate import TreeModules, World
 from ddcheck.launch.inputs import mask_reads, resolver_gives_w
 from ddcheck.launch.paths import Launch, batch_fields, finding_reach, launch_value
-from ddcheck.launch.settings import EAGLE_FAMILY, SpecSettings
+from ddcheck.launch.speculative import EAGLE_FAMILY, SpecSettings
 from ddcheck.launch.target import Evidence
 from ddcheck.sources import SourceTree
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from ddcheck.launch.checks import ConfigFinding
-from ddcheck.launch.settings import SpecSettings
+from ddcheck.launch.speculative import SpecSettings
 
 
 class Report(BaseModel):
