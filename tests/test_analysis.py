@@ -65,11 +65,11 @@ def test_calls_handing_a_non_verify_mode_or_from_test_code_need_no_w():
     assert Counter((Path(f.path).name, f.line, f.rule) for f in fs) == expected(sorted(MODES_HANDED.rglob("*.py")))
     dead = next(f for f in fs if f.function == "PrecomputeMixin._precompute_verify")
     assert dead.fix_safety == "unsafe" and [e.kind for e in dead.fix.edits] == ["bind", "replace", "add_parameter"]
-    assert "No call in the tree reaches this verify path today" in dead.hint and "pkg/backend.py:23" in dead.hint
+    assert "No call in the tree reaches this verify path today" in dead.hint and "pkg/backend.py:26" in dead.hint
     applied = next(f for f in fs if f.function == "PrecomputeMixin._apply")
     assert applied.fix_safety == "safe"
     assert {(e.kind, e.path, e.line) for e in applied.fix.edits if e.kind.startswith("add_")} == {
-        ("add_parameter", "", 23), ("add_keyword", "pkg/backend.py", 14)}
+        ("add_parameter", "", 24), ("add_keyword", "pkg/backend.py", 14)}
 
 
 @pytest.mark.parametrize("call, function", [

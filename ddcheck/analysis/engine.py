@@ -415,7 +415,8 @@ class Engine:
             edits.append(keyword.model_copy(update={"path": _rel(cfp.model, model)}))
             l1 = call.lineno
             where.append(f"line {l1}" if cfp.model is model else f"{cfp.model.source.relpath}:{l1}")
-        return Thread(list({e.model_dump_json(): e for e in edits}.values()), where, list(dict.fromkeys(exempt)))
+        exempt = sorted(set(exempt), key=lambda at: (at.rsplit(":", 1)[0], int(at.rsplit(":", 1)[1])))
+        return Thread(list({e.model_dump_json(): e for e in edits}.values()), where, exempt)
 
     def _callers_of(self, model: ModuleModel, func: FunctionInfo) -> \
             tuple[list[tuple[FunctionPass, ast.Call, bool]], list[str]] | None:
