@@ -79,15 +79,19 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
                              "trtllm_mha_backend.py:871), never max_seq_len_k, which only slices the page table"},
             real_modules=(f"{ATTENTION}.flashinfer_backend",), flashinfer=True),
     Backend("flashinfer", f"{ATTENTION}.flashinfer_backend", "FlashInferAttnBackend",
-            why_not="its verify metadata is handed to flashinfer's wrappers (wrapper_paged.begin_forward(qo_indptr, "
-                    "kv_indptr, ..., custom_mask) in FlashInferIndicesUpdaterPrefill.call_begin_forward, 0.5.10 "
-                    "flashinfer_backend.py:1493) and kept there: the backend holds no field to judge"),
+            why_not="not wired yet: the verify layout is computed by the verify input's own method "
+                    "(spec_info.generate_attn_arg_prefill, 0.5.10 flashinfer_backend.py:1448; EagleVerifyInput in "
+                    "speculative/eagle_info.py:160) and handed to flashinfer's wrapper (wrapper_paged.begin_forward, "
+                    "flashinfer_backend.py:1493), which keeps it: judging it needs the wrapper's plan inputs recorded "
+                    "and, for releases (no DDTree input), the tree's EAGLE verify-input class run for real"),
     Backend("flashmla", f"{ATTENTION}.flashmla_backend", "FlashMLABackend",
             why_not="MLA: built on FlashInferMLAAttnBackend (flashinfer wrappers, 0.5.23 flashinfer_mla_backend.py"
                     ":289) and calls get_mla_metadata, a CUDA kernel, for its verify metadata (flashmla_backend.py:188)"),
     Backend("trtllm_mla", f"{ATTENTION}.trtllm_mla_backend", "TRTLLMMLABackend",
-            why_not="MLA: built on FlashInferMLAAttnBackend, whose construction builds flashinfer wrappers "
-                    "(0.5.23 flashinfer_mla_backend.py:289, reached from trtllm_mla_backend.py:221)"),
+            why_not="not wired yet: its verify metadata is a block table of 32/64-token pages (block_kv_indices, "
+                    "_create_block_kv_indices, 0.5.10 trtllm_mla_backend.py:342) that the contract's page-table term "
+                    "(page size 1) does not describe, and the harness has no MLA model config or KV pool for its base "
+                    "FlashInferMLAAttnBackend (flashinfer_mla_backend.py, imported at trtllm_mla_backend.py:18)"),
     Backend("aiter", f"{ATTENTION}.aiter_backend", "AiterAttnBackend",
             why_not="ROCm only: its kernels and metadata helpers come from the aiter package (0.5.23 "
                     "aiter_backend.py:48), which does not install on this machine"),
