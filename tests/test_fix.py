@@ -307,29 +307,14 @@ def test_threaded_and_refilled_fixes_compute_the_w_layout(tmp_path):
 def test_a_mixin_in_another_module_gets_w_from_the_backend_that_mixes_it_in(tmp_path):
     """fixtures/analysis/mixins: the helpers live in a mixin module; the keyword goes into the
     backend's module. Both files change together, and the fixed pair runs right with real torch."""
-    import importlib
-    import sys
     from types import SimpleNamespace
 
     torch = pytest.importorskip("torch")
     out = tmp_path / "out"
-    from rich.console import Console
-
-    quiet = Console(file=open(os.devnull, "w"))
-    code = fixer.fix_main([str(FIXTURES / "analysis" / "mixins")], settings=Settings(), diff=False, check=False,
-                          unsafe=False, out_dir=out, installed=False, exit_non_zero_on_fix=False, verify=False,
-                          console=quiet, err=quiet)
-    assert code == 0
+    backend_mod = _fixed_package(FIXTURES / "analysis" / "mixins", out, unsafe=False)
     backend_py = (out / "pkg" / "backend.py").read_text()
     assert 'verify_width=getattr(spec_info, "draft_token_num", None)' in backend_py
     assert "def _verify_lens(self, seq_lens, verify_width=None):" in (out / "pkg" / "layout_mixin.py").read_text()
-    sys.path.insert(0, str(out))
-    try:
-        backend_mod = importlib.import_module("pkg.backend")
-    finally:
-        sys.path.remove(str(out))
-        for name in [n for n in sys.modules if n == "pkg" or n.startswith("pkg.")]:
-            del sys.modules[name]
 
     class Mode:
         def is_target_verify(self):
@@ -357,28 +342,13 @@ def test_modes_handed_in_fixed_tree_runs_with_w(tmp_path):
     """fixtures/analysis/modes_handed after `ddcheck fix --unsafe-fixes`: `_apply` gets W from the
     backend's own call (test code's call on another object is left as it is); `_precompute_verify`,
     which no call reaches in verify mode, takes W when a verify caller hands it in, else C."""
-    import importlib
-    import sys
     from types import SimpleNamespace
 
     torch = pytest.importorskip("torch")
     out = tmp_path / "out"
-    from rich.console import Console
-
-    quiet = Console(file=open(os.devnull, "w"))
-    code = fixer.fix_main([str(FIXTURES / "analysis" / "modes_handed")], settings=Settings(), diff=False,
-                          check=False, unsafe=True, out_dir=out, installed=False, exit_non_zero_on_fix=False,
-                          verify=False, console=quiet, err=quiet)
-    assert code == 0
+    backend_mod = _fixed_package(FIXTURES / "analysis" / "modes_handed", out, unsafe=True)
     assert (out / "tests" / "test_kit.py").read_text() == \
         (FIXTURES / "analysis" / "modes_handed" / "tests" / "test_kit.py").read_text()
-    sys.path.insert(0, str(out))
-    try:
-        backend_mod = importlib.import_module("pkg.backend")
-    finally:
-        sys.path.remove(str(out))
-        for name in [n for n in sys.modules if n == "pkg" or n.startswith("pkg.")]:
-            del sys.modules[name]
 
     class Mode:
         def __init__(self, verify):
@@ -399,3 +369,23 @@ def test_modes_handed_in_fixed_tree_runs_with_w(tmp_path):
     assert b.kv_lens.tolist() == [6, 8]
     assert b._precompute_verify(2, lens, verify_width=6).tolist() == [11, 13]
     assert b._precompute_verify(2, lens).tolist() == [8, 10]
+
+
+def _fixed_package(fixture, out, unsafe: bool):
+    """``ddcheck fix`` of a fixture tree (its package ``pkg``) into ``out``; the fixed ``pkg.backend``, imported."""
+    import importlib
+    import sys
+
+    from rich.console import Console
+
+    quiet = Console(file=open(os.devnull, "w"))
+    code = fixer.fix_main([str(fixture)], settings=Settings(), diff=False, check=False, unsafe=unsafe, out_dir=out,
+                          installed=False, exit_non_zero_on_fix=False, verify=False, console=quiet, err=quiet)
+    assert code == 0
+    sys.path.insert(0, str(out))
+    try:
+        return importlib.import_module("pkg.backend")
+    finally:
+        sys.path.remove(str(out))
+        for name in [n for n in sys.modules if n == "pkg" or n.startswith("pkg.")]:
+            del sys.modules[name]
