@@ -42,8 +42,17 @@ class Backend:
     # tree modules run for real besides the backend's own (a base class it derives from)
     real_modules: tuple[str, ...] = ()
     # derives from FlashInferAttnBackend, whose constructor builds flashinfer's wrappers: they are
-    # inert (built, never run: calling any of their methods is a stand-in call, a harness failure)
+    # inert (built and planned, never run: ``plan`` records its inputs as ``planned``; calling any other
+    # method is a stand-in call, a harness failure)
     flashinfer: bool = False
+    # the backend calls methods of the verify input (flashinfer: generate_attn_arg_prefill): where the tree
+    # has no DDTree input, this verify-input class of the tree (``module.Class``) is built at W
+    input_class: str | None = None
+    # why its CUDA-graph path cannot run on a CPU (state allocated on "cuda" by the tree), with the line
+    graph_needs_cuda: str | None = None
+    # False when its fields are the harness's record (flashinfer's plan inputs, which the real wrapper
+    # keeps to itself): ``ddcheck guard`` has nothing to read in a running server
+    live: bool = True
 
     @property
     def runs(self) -> bool:
@@ -78,12 +87,16 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
                              "the kernel is handed max_kv_len=self.max_context_len (0.5.10 "
                              "trtllm_mha_backend.py:871), never max_seq_len_k, which only slices the page table"},
             real_modules=(f"{ATTENTION}.flashinfer_backend",), flashinfer=True),
-    Backend("flashinfer", f"{ATTENTION}.flashinfer_backend", "FlashInferAttnBackend",
-            why_not="not wired yet: the verify layout is computed by the verify input's own method "
-                    "(spec_info.generate_attn_arg_prefill, 0.5.10 flashinfer_backend.py:1448; EagleVerifyInput in "
-                    "speculative/eagle_info.py:160) and handed to flashinfer's wrapper (wrapper_paged.begin_forward, "
-                    "flashinfer_backend.py:1493), which keeps it: judging it needs the wrapper's plan inputs recorded "
-                    "and, for releases (no DDTree input), the tree's EAGLE verify-input class run for real"),
+    # The verify layout is computed by the verify input's own method (spec_info.generate_attn_arg_prefill,
+    # 0.5.10 flashinfer_backend.py:1448) and handed to flashinfer's wrapper, which keeps it
+    # (wrapper_paged.begin_forward, :1493): what the wrapper was planned with is judged.
+    Backend("flashinfer", f"{ATTENTION}.flashinfer_backend", "FlashInferAttnBackend", {
+        "forward_metadata.prefill_wrappers.0.planned.qo_indptr": Term.QUERY_OFFSETS,
+        "forward_metadata.prefill_wrappers.0.planned.paged_kv_indptr": Term.KV_OFFSETS,
+        "forward_metadata.prefill_wrappers.0.planned.paged_kv_indices": Term.KV_INDICES,
+    }, flashinfer=True, input_class="sglang.srt.speculative.eagle_info.EagleVerifyInput",
+            graph_needs_cuda="init_cuda_graph_state allocates its KV-index buffer with device=\"cuda\" (0.5.10 "
+                             "flashinfer_backend.py:526)", live=False),
     Backend("flashmla", f"{ATTENTION}.flashmla_backend", "FlashMLABackend",
             why_not="MLA: built on FlashInferMLAAttnBackend (flashinfer wrappers, 0.5.23 flashinfer_mla_backend.py"
                     ":289) and calls get_mla_metadata, a CUDA kernel, for its verify metadata (flashmla_backend.py:188)"),

@@ -26,6 +26,7 @@ class Term(str, Enum):
     MAX_QUERY_LEN = "max_query_len"  # >= W: max_seq_len_q, max_extend_len
     MAX_KV_LEN = "max_kv_len"  # >= max(seq_lens) + W: max_seq_len_k
     PAGE_TABLE = "page_table"  # row r starts with req_to_token[req_r, :seq_lens[r] + W] (page size 1)
+    KV_INDICES = "kv_indices"  # req_to_token[req_r, :seq_lens[r] + W] for each r, end to end: flashinfer's
 
     def describe(self) -> str:
         return _DESCRIPTIONS[self]
@@ -40,6 +41,7 @@ _DESCRIPTIONS = {
     Term.MAX_QUERY_LEN: "the longest query is at least W",
     Term.MAX_KV_LEN: "the longest KV is at least max(seq_lens) + W",
     Term.PAGE_TABLE: "page-table rows cover seq_lens + W tokens",
+    Term.KV_INDICES: "KV indices list each request's seq_lens + W tokens, end to end",
 }
 
 
@@ -74,6 +76,11 @@ class VerifyLayout:
             return max(lens, default=0) + w
         if term is Term.PAGE_TABLE:
             return max(lens, default=0) + w  # the columns a row needs
+        if term is Term.KV_INDICES:
+            if self.req_to_token is None or not self.req_pool_indices:
+                return sum(p + w for p in lens)  # the length only
+            return [int(x) for r, p in zip(self.req_pool_indices, lens)
+                    for x in _as_list(self.req_to_token[r])[: p + w]]
         raise ValueError(term)
 
 
@@ -131,6 +138,9 @@ def judge(term: Term, value: Any, layout: VerifyLayout) -> tuple[Any, Any] | Non
         return None if got >= want else (f">= {want}", got)
     if term is Term.PAGE_TABLE:
         return _page_table(value, layout)
+    if term is Term.KV_INDICES and isinstance(want, int):
+        got = len(_as_list(value))
+        return None if got >= want else (f">= {want} indices", f"{got} indices")
     got = _vector(value, len(want))
     return None if got == want else (want, got)
 
@@ -177,10 +187,14 @@ def _offsets(values: Iterable[int]) -> list[int]:
 
 
 def read_field(owner: Any, path: str) -> Any:
-    """The value at a dotted ``path`` below ``owner`` (None where a step of it is missing)."""
+    """The value at a dotted ``path`` below ``owner`` (None where a step of it is missing); a step
+    that is a number indexes a list (``prefill_wrappers.0``)."""
     value = owner
     for part in path.split("."):
-        value = getattr(value, part, None)
+        if part.isdigit() and isinstance(value, (list, tuple)):
+            value = value[int(part)] if int(part) < len(value) else None
+        else:
+            value = getattr(value, part, None)
         if value is None:
             return None
     return value

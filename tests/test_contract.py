@@ -32,10 +32,15 @@ def right() -> SimpleNamespace:
         qo_indptr=torch.tensor([0, 5, 10, 99]),  # a graph buffer: only the first bs + 1 count
         kv_indptr=torch.tensor([0, 3, 10]),
         mask_indptr=torch.tensor([0, W * (3 + W), W * (3 + W) + W * (7 + W)]),
-        max_extend_len=W))
+        max_extend_len=W,
+        # flashinfer: what its wrapper was planned with (the request rows' tokens, end to end)
+        prefill_wrappers=[SimpleNamespace(planned=SimpleNamespace(
+            qo_indptr=torch.arange(0, 2 * W + 1, W), paged_kv_indptr=torch.tensor([0, 8, 20]),
+            paged_kv_indices=torch.cat([REQ_TO_TOKEN[1, :8], REQ_TO_TOKEN[0, :12]])))]))
 
 
-ALL = {**backends.get("fa3").fields, **backends.get("triton").fields}  # every term, FA3's and Triton's names
+# every term, with FA3's, Triton's and FlashInfer's names
+ALL = {**backends.get("fa3").fields, **backends.get("triton").fields, **backends.get("flashinfer").fields}
 
 
 def test_the_tables_cover_every_term():
@@ -78,6 +83,17 @@ def test_page_table_rows_must_be_the_requests_rows():
     assert v.term is Term.PAGE_TABLE and "row 0" in v.expected
     # without req_to_token only the width is judged
     assert check(md, ALL, layout(req_to_token=None)).ok
+
+
+def test_flat_kv_indices_must_list_each_requests_tokens():
+    md = right()
+    planned = md.forward_metadata.prefill_wrappers[0].planned
+    planned.paged_kv_indices = torch.cat([REQ_TO_TOKEN[1, :6], REQ_TO_TOKEN[0, :10]])  # laid out with C = 3
+    (v,) = check(md, ALL, layout()).violations
+    assert v.field == "forward_metadata.prefill_wrappers.0.planned.paged_kv_indices" and v.term is Term.KV_INDICES
+    # without req_to_token only the count is judged
+    (v,) = check(md, ALL, layout(req_to_token=None)).violations
+    assert (v.expected, v.got) == (">= 20 indices", "16 indices")
 
 
 def test_absent_fields_are_listed_not_judged():

@@ -114,7 +114,41 @@ def test_smoke_without_a_target_is_a_usage_error():
 
 
 def test_a_backend_that_cannot_run_is_exit_2_with_its_reason(tmp_path):
-    r = run_smoke(str(tmp_path), backend="flashinfer")
-    assert r.exit_code == 2 and "flashinfer" in r.verdict and "cannot run" in r.verdict
+    r = run_smoke(str(tmp_path), backend="flashmla")
+    assert r.exit_code == 2 and "flashmla" in r.verdict and "cannot run" in r.verdict
     r = run_smoke(str(tmp_path), backend="nope")
     assert r.exit_code == 2 and "unknown backend" in r.verdict
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("version", FA3_RELEASES)
+def test_flashinfer_plans_the_verify_layout_at_w(version):
+    """FlashInfer's verify layout is computed by the verify input's own method (the tree's real
+    EagleVerifyInput here: spec_info.generate_attn_arg_prefill, 0.5.10 flashinfer_backend.py:1448, which
+    reads self.draft_token_num) and handed to the wrapper's plan (begin_forward, :1493): right at W in
+    every release. Its graph state is allocated on "cuda" (:526): on a CPU only the eager path runs."""
+    r = run_smoke(f"sglang=={version}", backend="flashinfer", seed_case=False)
+    assert r.exit_code == 0, r.verdict
+    assert {(p.case, p.path) for p in r.paths} == {("ddtree", "eager"), ("control", "eager")}
+    assert all(p.status == "ok" and len(p.contract_fields) == 3 for p in r.paths)
+    assert r.verify_input_instances == ["EagleVerifyInput"] and r.harness.stand_ins_called == []
+    assert any("graph path does not run on a CPU" in note for note in r.limitations)
+
+
+@pytest.mark.network
+def test_flashinfer_planned_with_c_breaks_the_contract():
+    """The same backend handing the wrapper query offsets laid out with C = 8 (what a backend built for
+    C would do): exit 1 at W = 17, the W == C control still right."""
+    from ddcheck.sources import open_target
+
+    relpath = backends.get("flashinfer").relpath
+    source = open_target("sglang==0.5.10").find(relpath).read_bytes().decode()
+    call = "wrapper_paged.begin_forward(\n            qo_indptr,\n"
+    assert call in source
+    source = source.replace(call, "wrapper_paged.begin_forward(\n"
+                                  "            torch.arange(0, 8 * len(qo_indptr), 8, dtype=qo_indptr.dtype),\n")
+    r = run_smoke("sglang==0.5.10", backend="flashinfer", backend_source=source, seed_case=False)
+    assert r.exit_code == 1, r.verdict
+    assert path(r, "control", "eager").status == "ok"
+    (v,) = path(r, "ddtree", "eager").violations
+    assert v["field"] == "forward_metadata.prefill_wrappers.0.planned.qo_indptr" and v["got"] == [0, 8, 16, 24]

@@ -216,7 +216,8 @@ def instrument(module: Any, guard: Guard) -> int:
     """Wrap every backend class ``module`` defines that ddcheck has a table for; returns how many."""
     n = 0
     for value in list(vars(module).values()):
-        if isinstance(value, type) and value.__module__ == module.__name__ and backends.of_class(value):
+        spec = backends.of_class(value) if isinstance(value, type) and value.__module__ == module.__name__ else None
+        if spec is not None and spec.live:
             guard.wrap(value)
             n += 1
     return n

@@ -206,8 +206,13 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     if seed_case and (c, c) != (SEED_C, SEED_BUDGET + 1):
         cases.append(("seed", SEED_BUDGET + 1, SEED_C))
 
+    paths = PATHS
+    if device == "cpu" and spec.graph_needs_cuda:
+        paths = ("eager",)
+        report.limitations.append(f"the graph path does not run on a CPU: {spec.graph_needs_cuda}; "
+                                  f"run with --device cuda for it")
     trace = HarnessTrace()
-    inputs = _tree_inputs(tree, report, launch)
+    inputs = _tree_inputs(tree, report, launch, spec.input_class)
     # The tree's own verify-input classes are run from the tree, with the SpecInput base they need.
     found = [f for _, w_, c_ in cases if (f := inputs(w_, c_)) is not None]
     modules = {f[2] for f in found if f[2]} | {f[3].module for f in found if f[3]}
@@ -223,14 +228,15 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                 for case, cw_, _ in [x for x in cases if x[2] == cfg_c]:
                     batch, pad = build_batch(cw_, prefix_lens, shape, device, report.seed, cfg_c, allow_oob)
                     capture = cw_ if capture_mode == "W" else cfg_c
-                    for path in PATHS:
-                        report.paths.append(session.run(case, path, batch, tol, capture, pad))
-                    eager, graph = report.paths[-2:]
-                    if case == "ddtree" and capture != cw_ and eager.status == "ok" and graph.status == "wrong":
+                    ran = [session.run(case, path, batch, tol, capture, pad) for path in paths]
+                    report.paths += ran
+                    eager, graph = ran[0], ran[-1]
+                    if case == "ddtree" and len(ran) > 1 and capture != cw_ and eager.status == "ok" \
+                            and graph.status == "wrong":
                         # Is it the backend or the capture width? Re-capture at W to tell them apart.
                         diag = session.run("ddtree-capture-at-W", "graph", batch, tol, cw_, pad)
                         report.paths.append(diag)
-                    failing = [p for p in (eager, graph) if p.status in ("wrong", "crash")]
+                    failing = [p for p in ran if p.status in ("wrong", "crash")]
                     if case == "ddtree" and cw_ in session.tree_masks and failing:
                         # The width or the mask the tree built? Re-run those paths with ddcheck's reference layout.
                         session.use_tree_mask = False
@@ -252,12 +258,15 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     report.harness = trace
 
 
-def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None):
+def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback: str | None = None):
     """``(width, C) -> (class, fields, module, mask source)`` of the verify input the tree's own worker builds at that C
     (for DDTREE, budget = width - 1) (``ddcheck.launch.worker``), or None when the tree has no such
     worker; the classes used are recorded in the report. The worker is the launch's algorithm's
-    (``launch``: resolved server_args values), else the tree's DDTREE worker."""
-    from ddcheck.launch.worker import verify_inputs
+    (``launch``: resolved server_args values), else the tree's DDTREE worker. ``fallback``
+    (``module.Class``): where the tree has no DDTREE input, that class of the tree, built at the width,
+    for a backend that calls the input's methods."""
+    from ddcheck.launch.evaluate import TreeModules
+    from ddcheck.launch.worker import class_fields, verify_inputs
 
     memo: dict[tuple[int, int], object] = {}
     base = dict(launch or {"speculative_algorithm": "DDTREE", "speculative_eagle_topk": 1, "speculative_num_steps": 1})
@@ -272,6 +281,13 @@ def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None):
             # the input built at this width; else one whose width the worker computes each step
             hit = (next((ch for ch in facts.choices if ch.width == width), None)
                    or next((ch for ch in facts.choices if ch.width is None), None)) if facts.worker else None
+            if hit is None and fallback and algorithm == "DDTREE" and not launch:
+                module, cls = fallback.rsplit(".", 1)
+                attrs, rel, line = class_fields(TreeModules(tree), cls, module)
+                memo[(width, c)] = (cls, attrs, module, None) if rel else None
+                if rel:
+                    report.verify_inputs[f"W={width} C={c}"] = f"{cls} ({rel}:{line}; the tree has no DDTree input)"
+                return memo[(width, c)]
             module = _module_of(tree, hit.cls_path) if hit else ""
             memo[(width, c)] = (hit.cls, hit.attrs, module, hit.mask_from) if hit else None
             if hit is not None:

@@ -17,6 +17,7 @@ namespace itself, deciding per module:
 
 from __future__ import annotations
 
+import abc
 import ast
 import functools
 import importlib.abc
@@ -87,11 +88,16 @@ class Trace:
 # --------------------------------------------------------------------------- stand-ins
 
 
-class _StandInMeta(type):
+class _StandInMeta(abc.ABCMeta):
     """Metaclass of stand-ins: a class so ``isinstance``/``issubclass``/annotations work, but
-    calling it (instantiating, or calling it as a function/decorator) fails loudly."""
+    calling it (instantiating, or calling it as a function/decorator) fails loudly. A real class of
+    the tree may mix one in (``class EagleVerifyInput(SpecInput, EagleVerifyInputV2Mixin)``): it is
+    built as usual (an ``ABCMeta`` too, so it goes with abstract bases), and only what it takes
+    from the stand-in fails when used."""
 
     def __call__(cls, *args, **kwargs):
+        if "_ddcheck_name" not in cls.__dict__:  # a real class deriving from a stand-in
+            return super().__call__(*args, **kwargs)
         name = cls.__dict__.get("_ddcheck_name", cls.__name__)
         trace: Trace | None = cls.__dict__.get("_ddcheck_trace")
         if trace is not None:
@@ -102,7 +108,7 @@ class _StandInMeta(type):
         )
 
     def __getattr__(cls, attr: str):
-        if attr.startswith("__"):
+        if attr.startswith("__") or "_ddcheck_name" not in type.__getattribute__(cls, "__dict__"):
             raise AttributeError(attr)
         base = type.__getattribute__(cls, "_ddcheck_name")
         child = _stand_in(f"{base}.{attr}", type.__getattribute__(cls, "_ddcheck_trace"))
@@ -118,15 +124,37 @@ class _StandInMeta(type):
 
 FLASHINFER_WRAPPERS = ("BatchPrefillWithPagedKVCacheWrapper", "BatchPrefillWithRaggedKVCacheWrapper",
                        "BatchDecodeWithPagedKVCacheWrapper", "BatchMLAPagedAttentionWrapper")
+# The leading parameters of each wrapper's ``plan`` (``begin_forward`` is its old name), as flashinfer
+# documents them; sglang passes them by position (0.5.10 flashinfer_backend.py:1493).
+PLAN_PARAMETERS = {
+    "BatchPrefillWithPagedKVCacheWrapper": ("qo_indptr", "paged_kv_indptr", "paged_kv_indices",
+                                            "paged_kv_last_page_len", "num_qo_heads", "num_kv_heads",
+                                            "head_dim_qk", "page_size", "head_dim_vo", "custom_mask"),
+    "BatchPrefillWithRaggedKVCacheWrapper": ("qo_indptr", "kv_indptr", "num_qo_heads", "num_kv_heads",
+                                             "head_dim_qk", "head_dim_vo", "custom_mask"),
+    "BatchDecodeWithPagedKVCacheWrapper": ("indptr", "indices", "last_page_len", "num_qo_heads", "num_kv_heads",
+                                           "head_dim", "page_size"),
+    "BatchMLAPagedAttentionWrapper": ("qo_indptr", "kv_indptr", "kv_indices", "kv_len_arr", "num_heads",
+                                      "head_dim_ckv", "head_dim_kpe", "page_size"),
+}
 
 
 def _inert(name: str, trace: Trace) -> type:
-    """A flashinfer wrapper class that can be built (a base backend's constructor makes them) but
-    whose every method is a stand-in: running one fails loudly, naming it."""
+    """A flashinfer wrapper class that can be built (a base backend's constructor makes them) and
+    planned: ``plan``/``begin_forward`` keep what they were handed, by flashinfer's parameter names, as
+    ``planned`` (what its kernels would run on, judged by the contract). Every other method is a
+    stand-in: running one fails loudly, naming it."""
+    params = PLAN_PARAMETERS.get(name.rsplit(".", 1)[-1], ())
 
     class Inert:
         def __init__(self, *args, **kwargs):
             trace.call(name)
+
+        def plan(self, *args, **kwargs):
+            trace.call(f"{name}.plan")
+            self.planned = types.SimpleNamespace(**dict(zip(params, args)), **kwargs)
+
+        begin_forward = plan
 
         def __getattr__(self, attr):
             if attr.startswith("__"):
@@ -403,7 +431,7 @@ class LoadContext:
     num_steps: int
     topk: int = 1
     # the backend derives from FlashInferAttnBackend: flashinfer "is available", its wrapper classes
-    # are inert (built, never run: a call of any of their methods is a stand-in call)
+    # are inert (built and planned, never run: plan records its inputs, any other method is a stand-in call)
     flashinfer: bool = False
 
 
