@@ -100,11 +100,15 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
     Backend("flashmla", f"{ATTENTION}.flashmla_backend", "FlashMLABackend",
             why_not="MLA: built on FlashInferMLAAttnBackend (flashinfer wrappers, 0.5.23 flashinfer_mla_backend.py"
                     ":289) and calls get_mla_metadata, a CUDA kernel, for its verify metadata (flashmla_backend.py:188)"),
-    Backend("trtllm_mla", f"{ATTENTION}.trtllm_mla_backend", "TRTLLMMLABackend",
-            why_not="not wired yet: its verify metadata is a block table of 32/64-token pages (block_kv_indices, "
-                    "_create_block_kv_indices, 0.5.10 trtllm_mla_backend.py:342) that the contract's page-table term "
-                    "(page size 1) does not describe, and the harness has no MLA model config or KV pool for its base "
-                    "FlashInferMLAAttnBackend (flashinfer_mla_backend.py, imported at trtllm_mla_backend.py:18)"),
+    # TRT-LLM MLA, built on the tree's real FlashInferMLAAttnBackend (inert wrappers). Judged at page size 1:
+    # its block table (block_kv_indices: req_to_token[req, j * page] // page) is computed the same way at
+    # every page size, and at 1 it is the requests' token rows.
+    Backend("trtllm_mla", f"{ATTENTION}.trtllm_mla_backend", "TRTLLMMLABackend", {
+        "forward_decode_metadata.seq_lens_k": Term.KV_LENS,
+        "forward_decode_metadata.block_kv_indices": Term.PAGE_TABLE,
+    }, real_modules=(f"{ATTENTION}.flashinfer_mla_backend",), flashinfer=True,
+            graph_needs_cuda="its base's init_cuda_graph_state allocates on device=\"cuda\" (0.5.10 "
+                             "flashinfer_mla_backend.py:349)"),
     Backend("aiter", f"{ATTENTION}.aiter_backend", "AiterAttnBackend",
             why_not="ROCm only: its kernels and metadata helpers come from the aiter package (0.5.23 "
                     "aiter_backend.py:48), which does not install on this machine"),

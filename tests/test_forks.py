@@ -234,6 +234,20 @@ def test_smoke_uses_the_forks_own_ddtree_verify_input(fork_dir):
     assert ref == {"eager": "ok", "graph": "ok"}
 
 
+def test_flashinfer_smoke_runs_the_forks_own_verify_input_layout(fork_dir):
+    """FlashInfer takes the verify layout from the input itself: HaiyuZhou's DDTreeVerifyInput lays out
+    qo_indptr stepping by its draft_token_num and KV as seq_lens + draft_token_num
+    (ddtree_info.py:87-124): right at W = 17 with C = 8 (CPU: eager; its graph state is CUDA-only)."""
+    from ddcheck.smoke import run_smoke
+
+    r = run_smoke(str(fork_dir("hz")), backend="flashinfer", budget=16, num_draft_tokens=8, seed_case=False)
+    assert r.exit_code == 0, r.verdict
+    assert "DDTreeVerifyInput" in r.verify_input_instances  # (the W == C control is the fork's chain-mode input)
+    reads = set().union(*(set(v) for k, v in r.harness.reads.items() if "DDTreeVerifyInput" in k))
+    assert "generate_attn_arg_prefill" in reads
+    assert all(p.status == "ok" and len(p.contract_fields) == 3 for p in r.paths)
+
+
 def test_smoke_chain_mode_agrees_with_config(fork_dir):
     from ddcheck.smoke import run_smoke
 

@@ -152,3 +152,25 @@ def test_flashinfer_planned_with_c_breaks_the_contract():
     assert path(r, "control", "eager").status == "ok"
     (v,) = path(r, "ddtree", "eager").violations
     assert v["field"] == "forward_metadata.prefill_wrappers.0.planned.qo_indptr" and v["got"] == [0, 8, 16, 24]
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("version", FA3_RELEASES)
+def test_trtllm_mla_unfixed_and_fixed(version):
+    """TRT-LLM MLA on its real FlashInferMLAAttnBackend base (inert wrappers), judged at page size 1. Its
+    eager verify metadata adds C: ``seq_lens = seq_lens + self.num_draft_tokens`` (0.5.10
+    trtllm_mla_backend.py:636-638), so the KV lengths and the block table's rows are short by W - C:
+    exit 1; after `ddcheck fix`: 0. The graph path allocates on "cuda" (flashinfer_mla_backend.py:349):
+    GPU only (docs/smoke-matrix-h200.json). 0.5.23's base pins host buffers when built
+    (flashinfer_mla_backend.py:328): on a CPU the pinning is dropped."""
+    from ddcheck.fixer import fixed_file_text
+
+    r = run_smoke(f"sglang=={version}", backend="trtllm_mla", seed_case=False)
+    assert r.exit_code == 1, r.verdict
+    assert path(r, "control", "eager").status == "ok"
+    got = {v["field"]: v["got"] for v in path(r, "ddtree", "eager").violations}
+    assert got["forward_decode_metadata.seq_lens_k"] == [11 + 8, 37 + 8, 70 + 8]
+    assert "forward_decode_metadata.block_kv_indices" in got and r.harness.stand_ins_called == []
+    fixed = fixed_file_text(f"sglang=={version}", backends.get("trtllm_mla").relpath, unsafe=True)
+    r = run_smoke(f"sglang=={version}", backend="trtllm_mla", backend_source=fixed, seed_case=False)
+    assert r.exit_code == 0, r.verdict

@@ -171,7 +171,7 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     except ImportError as exc:
         raise HarnessError(f"{exc.name} is not installed (ddcheck smoke needs torch and triton)") from exc
     from ddcheck.sources import TargetError, installed_sglang, open_target
-    from ddcheck.smoke.harness import Session, build_batch, triton_interpreter
+    from ddcheck.smoke.harness import Session, build_batch, pinned_memory_ignored, triton_interpreter
 
     w, c, device = report.width, report.num_draft_tokens, report.device
     if device == "cpu" and not _interpreted():
@@ -217,7 +217,7 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     found = [f for _, w_, c_ in cases if (f := inputs(w_, c_)) is not None]
     modules = {f[2] for f in found if f[2]} | {f[3].module for f in found if f[3]}
     extra = modules | {SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE} if modules else set()
-    with triton_interpreter(device == "cpu"):
+    with triton_interpreter(device == "cpu"), pinned_memory_ignored(device == "cpu"):
         for cfg_c in dict.fromkeys(cc for _, _, cc in cases):
             ctx = LoadContext(device=device, num_draft_tokens=cfg_c, num_steps=max(1, cfg_c - 1),
                               flashinfer=spec.flashinfer)

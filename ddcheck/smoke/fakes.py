@@ -63,6 +63,9 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         v_head_dim=shape.head_dim, swa_v_head_dim=shape.head_dim,
         num_key_value_heads=shape.num_kv_heads, is_hybrid_swa=False, is_local_attention_model=False,
         hidden_size=shape.num_q_heads * shape.head_dim, is_multimodal=False,
+        # MLA backends' dimensions (their metadata does not depend on them)
+        kv_lora_rank=shape.head_dim * 2, qk_nope_head_dim=shape.head_dim, qk_rope_head_dim=shape.head_dim // 2,
+        scaling=shape.head_dim ** -0.5,
         hf_config=Recording("model_runner.model_config.hf_config", trace, architectures=["LlamaForCausalLM"]),
         hf_text_config=Recording("model_runner.model_config.hf_text_config", trace,
                                  num_attention_heads=shape.num_q_heads),

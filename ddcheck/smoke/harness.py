@@ -22,6 +22,7 @@ as unwritten rather than read back from a previous run's memory.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import os
 import time
@@ -78,6 +79,39 @@ def triton_interpreter(on: bool) -> Iterator[None]:
                 os.environ.pop("TRITON_INTERPRET", None)
             else:
                 os.environ["TRITON_INTERPRET"] = old
+
+
+# torch factories that take ``pin_memory``: a page-locked host buffer is a transfer-speed hint for a GPU;
+# without one torch refuses it, while the values the tree puts there are the same.
+PINNED_FACTORIES = ("empty", "zeros", "ones", "full", "tensor", "arange", "empty_strided")
+
+
+@contextmanager
+def pinned_memory_ignored(on: bool) -> Iterator[None]:
+    """On a machine without CUDA, ``pin_memory=True`` is dropped while the tree runs (0.5.23's MLA
+    base pins its plan buffers when built: flashinfer_mla_backend.py:328), and ``Tensor.pin_memory()``
+    returns the tensor itself."""
+    if not on or torch.cuda.is_available():
+        yield
+        return
+    saved = {name: getattr(torch, name) for name in PINNED_FACTORIES}
+    saved_method = torch.Tensor.pin_memory
+
+    def unpinned(factory):
+        @functools.wraps(factory)
+        def call(*args, pin_memory=False, **kwargs):
+            return factory(*args, **kwargs)
+        return call
+
+    try:
+        for name, factory in saved.items():
+            setattr(torch, name, unpinned(factory))
+        torch.Tensor.pin_memory = lambda self, *a, **k: self
+        yield
+    finally:
+        for name, factory in saved.items():
+            setattr(torch, name, factory)
+        torch.Tensor.pin_memory = saved_method
 
 
 def _call(fn, **kwargs) -> Any:

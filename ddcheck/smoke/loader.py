@@ -186,7 +186,7 @@ class _StandInModule(types.ModuleType):
             raise AttributeError(attr)
         importer: SglangImporter = self.__dict__["_ddcheck_importer"]
         sub = f"{self.__name__}.{attr}"
-        if importer.tree_has_module(sub):
+        if importer.tree_has_module(sub) or importer.provides(sub):
             return importlib.import_module(sub)
         value = _stand_in(sub, importer.trace)
         setattr(self, attr, value)
@@ -312,6 +312,8 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
         "get_cuda_graph_max_batch_size": rec("utils.get_cuda_graph_max_batch_size", lambda n: n),
         # torch.compile(backend=...) at import: "eager" traces nothing, so the helpers run as written
         "get_compiler_backend": const("utils.get_compiler_backend", "eager"),
+        # fp4 KV caches only (TRT-LLM MLA); the smoke batch's cache is unquantized
+        "is_float4_e2m1fn_x2": rec("utils.is_float4_e2m1fn_x2", lambda dtype: False),
         "get_device_capability": rec("utils.get_device_capability", lambda *a, **k: (
             torch.cuda.get_device_capability() if on_cuda else (9, 0))),
     }
@@ -327,12 +329,12 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
                      speculative_algorithm=None)
     parallel = Recording("get_parallel()", trace, attn_tp_size=1, attn_dcp_size=1, attn_dcp_rank=0,
                          attn_tp_rank=0, tp_size=1, dcp_group=None, attn_cp_size=1, enable_prefill_cp=False,
-                         attn_dp_enabled=False)
+                         attn_dp_enabled=False, dcp_enabled=False)
     # 0.5.23 moved server args behind get_exec()/get_schedule().
     execution = Recording(
         "get_exec()", trace,
         kernel=Recording("get_exec().kernel", trace, enable_lean_attention=False, triton_attention_num_kv_splits=8,
-                         triton_attention_split_tile_size=None),
+                         triton_attention_split_tile_size=None, flashinfer_mla_disable_ragged=False),
         dllm=Recording("get_exec().dllm", trace, dllm_algorithm=None),
         deterministic=Recording("get_exec().deterministic", trace, enable_deterministic_inference=False),
         features=Recording("get_exec().features", trace, enable_mis=False),
@@ -352,6 +354,14 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
             buffers[name] = factory()
         return buffers[name]
     memory = Recording("get_memory()", trace, disable_radix_cache=False)
+    disagg = Recording("get_disagg()", trace, disaggregation_mode="null")
+    # the MLA backends' base reads server args through get_global_server_args() (0.5.10) or
+    # runtime_context.get_server_args() (0.5.16)
+    global_args = Recording("get_global_server_args()", trace, disaggregation_mode="null",
+                            disable_chunked_prefix_cache=True, flashinfer_mla_disable_ragged=False,
+                            speculative_num_draft_tokens=ctx.num_draft_tokens, speculative_eagle_topk=ctx.topk,
+                            speculative_num_steps=ctx.num_steps, enable_deterministic_inference=False,
+                            page_size=1, kv_cache_dtype="auto")
 
     (fb_path, fb_names), (eu_path, eu_names) = EXTRACTED
     forward_mode = _extract(tree, fb_path, fb_names, EXTRACT_ENV, trace.files)
@@ -393,8 +403,13 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
                                        "get_model": rec("runtime_context.get_model", lambda: model),
                                        "get_memory": rec("runtime_context.get_memory", lambda: memory),
                                        "get_buffer": rec("runtime_context.get_buffer", get_buffer),
-                                       "get_platform": rec("runtime_context.get_platform", lambda: platform)},
+                                       "get_platform": rec("runtime_context.get_platform", lambda: platform),
+                                       "get_server_args": rec("runtime_context.get_server_args",
+                                                              lambda: global_args),
+                                       "get_disagg": rec("runtime_context.get_disagg", lambda: disagg)},
         "sglang.srt.layers.dp_attention": {"get_attention_tp_size": const("dp_attention.get_attention_tp_size", 1)},
+        "sglang.srt.server_args": {"get_global_server_args": rec("server_args.get_global_server_args",
+                                                                 lambda: global_args)},
         "sglang.srt.configs.hybrid_arch": {n: const(f"hybrid_arch.{n}", None) for n in
                                            ("mambaish_config", "hybrid_gdn_config", "kimi_linear_config",
                                             "linear_attn_model_spec")},
@@ -405,8 +420,20 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
         "sglang.srt.mem_cache.memory_pool": {"KVWriteLoc": KVWriteLoc},
         # a decorator on JIT-kernel loaders at import (0.5.23); calling a decorated loader still
         # reaches load_jit, a stand-in
-        "sglang.kernels.jit.utils": {"cache_once": functools.cache},
+        # JIT kernels may be built (TRT-LLM MLA prebuilds one for its forward's zero-KV rows when constructed,
+        # 0.5.23 trtllm_mla_backend.py:251) but never run: the built module is a stand-in
+        "sglang.kernels.jit.utils": {"cache_once": functools.cache,
+                                     "is_arch_support_pdl": rec("kernels.jit.utils.is_arch_support_pdl", pdl),
+                                     "make_cpp_args": rec("kernels.jit.utils.make_cpp_args", lambda *a: ()),
+                                     "load_jit": rec("kernels.jit.utils.load_jit", lambda name, *a, **k: _stand_in(
+                                         f"sglang.kernels.jit.{name}", trace))},
         "flashinfer": {name: _inert(f"flashinfer.{name}", trace) for name in FLASHINFER_WRAPPERS},
+        # the size of a kernel's scratch counters, asked when TRT-LLM MLA is built (0.5.23
+        # trtllm_mla_backend.py:104-110); never metadata
+        "flashinfer.utils": {"get_device_sm_count": rec("flashinfer.utils.get_device_sm_count", lambda device: 1),
+                             "get_trtllm_gen_multi_ctas_kv_counter_bytes": rec(
+                                 "flashinfer.utils.get_trtllm_gen_multi_ctas_kv_counter_bytes",
+                                 lambda *a, **k: 1)},
         "sglang.srt.dllm.config": {"DllmConfig": DllmConfig},
         "sglang.srt.layers.cp.utils": {"is_cp_active": const("cp.utils.is_cp_active", False)},  # no context parallel
         # a kernel's scratch counters, allocated when TRT-LLM MHA is built (0.5.23); never metadata
@@ -515,9 +542,14 @@ class SglangImporter(SwappedImports, importlib.abc.MetaPathFinder, importlib.abc
             return importlib.util.spec_from_file_location(fullname, disk)
         return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
 
-    def create_module(self, spec):
+    def provides(self, module: str) -> bool:
+        """Whether ``module`` is a stand-in with provided helpers (``flashinfer.utils``)."""
         if self._provided is None:
             self._provided = _provided(self)
+        return module in self._provided
+
+    def create_module(self, spec):
+        self.provides(spec.name)
         return _StandInModule(spec.name, self, self._provided.get(spec.name))
 
     def exec_module(self, module):
