@@ -53,6 +53,9 @@ class VerifyLayout:
     seq_lens: tuple[int, ...]
     req_pool_indices: tuple[int, ...] = ()
     req_to_token: Any = None  # [rows, context] tensor/array, for PAGE_TABLE rows; None: width only
+    # tokens per KV page: page tables hold page ids (req_to_token[req, j * page_size] // page_size), as
+    # FA3 and TRT-LLM MLA lay them out when the server runs with --page-size > 1
+    page_size: int = 1
 
     @property
     def bs(self) -> int:
@@ -75,13 +78,20 @@ class VerifyLayout:
         if term is Term.MAX_KV_LEN:
             return max(lens, default=0) + w
         if term is Term.PAGE_TABLE:
-            return max(lens, default=0) + w  # the columns a row needs
+            return self.pages(max(lens, default=0) + w)  # the columns a row needs
         if term is Term.KV_INDICES:
             if self.req_to_token is None or not self.req_pool_indices:
-                return sum(p + w for p in lens)  # the length only
-            return [int(x) for r, p in zip(self.req_pool_indices, lens)
-                    for x in _as_list(self.req_to_token[r])[: p + w]]
+                return sum(self.pages(p + w) for p in lens)  # the length only
+            return [x for r, p in zip(self.req_pool_indices, lens) for x in self.row(r, p + w)]
         raise ValueError(term)
+
+    def pages(self, tokens: int) -> int:
+        return -(-tokens // self.page_size)
+
+    def row(self, req: int, tokens: int) -> list[int]:
+        """The page ids (token slots at page size 1) that hold a request's first ``tokens`` tokens."""
+        slots = _as_list(self.req_to_token[req])[: tokens: self.page_size]
+        return [int(x) // self.page_size for x in slots]
 
 
 @dataclass(frozen=True)
@@ -154,24 +164,28 @@ def _page_table(value: Any, layout: VerifyLayout) -> tuple[Any, Any] | None:
         return (f">= {need} columns", f"{cols} columns")
     if layout.req_to_token is None or not layout.req_pool_indices:
         return None
+    size = layout.page_size
     if tensors:  # on the tensors' device, one host sync: the guard checks buffers of a running server
         import torch
 
         table, got = layout.req_to_token, value[: layout.bs, :need]
-        ref = table[torch.tensor(layout.req_pool_indices, device=table.device)][:, :need].to(got.device, got.dtype)
-        lens = torch.tensor([p + layout.width for p in layout.seq_lens], device=got.device)
+        ref = table[torch.tensor(layout.req_pool_indices, device=table.device)][:, : need * size: size]
+        ref = (ref // size if size > 1 else ref).to(got.device, got.dtype)
+        lens = torch.tensor([layout.pages(p + layout.width) for p in layout.seq_lens], device=got.device)
         inside = torch.arange(need, device=got.device)[None, :] < lens[:, None]
         bad = ((got != ref) & inside).any(dim=1).nonzero().flatten().tolist()
         r = bad[0] if bad else None
     else:
-        table = layout.req_to_token
         r = next((r for r, (row, p) in enumerate(zip(rows, layout.seq_lens))
-                  if row[: p + layout.width] != [int(x) for x in _as_list(table[layout.req_pool_indices[r]])
-                                                  [: p + layout.width]]), None)
+                  if row[: layout.pages(p + layout.width)]
+                  != layout.row(layout.req_pool_indices[r], p + layout.width)), None)
     if r is None:
         return None
     n = layout.seq_lens[r] + layout.width
-    return (f"row {r}: req_to_token[{layout.req_pool_indices[r]}, :{n}]", f"row {r} differs")
+    what = f"req_to_token[{layout.req_pool_indices[r]}, :{n}]"
+    if size > 1:
+        what = f"the page ids of {what} (page size {size})"
+    return (f"row {r}: {what}", f"row {r} differs")
 
 
 def _is_tensor(value: Any) -> bool:

@@ -85,6 +85,23 @@ def test_page_table_rows_must_be_the_requests_rows():
     assert check(md, ALL, layout(req_to_token=None)).ok
 
 
+def test_page_tables_of_bigger_pages_hold_page_ids():
+    """With --page-size 4, FA3 keeps page_table[:, ::4] // 4 (0.5.10 flashattention_backend.py:472-483) and
+    TRT-LLM MLA the same block ids: rows of page ids over ceil((seq_lens + W) / 4) pages."""
+    table = torch.arange(2 * 32).view(2, 32)
+    paged = VerifyLayout(W, LENS, REQ, table, page_size=4)
+    ids = table[list(REQ)][:, ::4] // 4
+    md = SimpleNamespace(forward_metadata=SimpleNamespace(page_table=ids[:, :3]))
+    field = {"forward_metadata.page_table": Term.PAGE_TABLE}
+    assert check(md, field, paged).ok  # 3 pages cover the longest request: 7 + 5 tokens
+    md.forward_metadata.page_table = ids[:, :2]
+    (v,) = check(md, field, paged).violations
+    assert (v.expected, v.got) == (">= 3 columns", "2 columns")
+    md.forward_metadata.page_table = table[list(REQ), :12]  # token slots, not page ids
+    (v,) = check(md, field, paged).violations
+    assert "page size 4" in v.expected
+
+
 def test_flat_kv_indices_must_list_each_requests_tokens():
     md = right()
     planned = md.forward_metadata.prefill_wrappers[0].planned

@@ -66,6 +66,32 @@ def test_public_check_names_field_expected_and_got():
         check_verify_metadata(object(), batch(8))
 
 
+def test_a_server_with_bigger_pages_is_judged_in_page_ids():
+    """FA3 at --page-size 4 keeps page ids in its page table (0.5.10 flashattention_backend.py:472-483):
+    the guard reads the backend's page_size, so a right table is not a violation."""
+    req_to_token = torch.arange(2 * 32).view(2, 32)
+
+    class FlashAttentionBackend:
+        page_size = 4
+
+        def __init__(self):
+            self.req_to_token = req_to_token
+
+        def init_forward_metadata(self, fb):
+            w = fb.spec_info.draft_token_num
+            pages = (int(fb.seq_lens.max()) + w + 3) // 4
+            self.forward_metadata = SimpleNamespace(
+                cu_seqlens_q=torch.arange(0, len(fb.seq_lens) * w + 1, w), cache_seqlens_int32=fb.seq_lens + w,
+                page_table=req_to_token[fb.req_pool_indices][:, ::4][:, :pages] // 4)
+
+    backend = FlashAttentionBackend()
+    backend.init_forward_metadata(batch(17))
+    assert check_verify_metadata(backend, batch(17)) == []
+    backend.forward_metadata.page_table = req_to_token[:, :30]  # token slots: what page size 1 would keep
+    (v,) = check_verify_metadata(backend, batch(17))
+    assert v.field == "forward_metadata.page_table" and "page size 4" in v.expected
+
+
 def test_raise_mode_stops_the_step_with_what_to_do():
     cls = fake_backend_class()
     guard = Guard("raise")

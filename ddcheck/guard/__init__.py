@@ -50,7 +50,8 @@ def layout_of(backend: Any, forward_batch: Any = None, *, seq_lens=None, req_poo
     if table is None:
         pool = getattr(backend, "req_to_token_pool", None) or getattr(forward_batch, "req_to_token_pool", None)
         table = getattr(pool, "req_to_token", None)
-    return VerifyLayout(width, lens, rows, table)
+    page_size = getattr(backend, "page_size", 1)
+    return VerifyLayout(width, lens, rows, table, page_size if isinstance(page_size, int) and page_size > 0 else 1)
 
 
 def check_verify_metadata(backend: Any, forward_batch: Any, *, graph: bool = False) -> list[Violation]:
