@@ -180,6 +180,44 @@ def test_cli_installed_writes_backups_and_says_how_to_restore(tmp_path):
     assert f"mv {backup} {backend}" in r.stdout.replace("\n", "")
 
 
+def test_installed_keeps_the_original_the_package_manager_recorded(tmp_path):
+    """The backup is the file as pip installed it (its RECORD hash): a hand-edited fixed file keeps the
+    backup there is; after an upgrade (a new file matching the new RECORD) the backup is renewed."""
+    import base64
+    import hashlib
+
+    site = tmp_path / "site"
+    pkg = site / "sglang" / "srt" / "layers" / "attention"
+    pkg.mkdir(parents=True)
+    for d in (site / "sglang", site / "sglang" / "srt", site / "sglang" / "srt" / "layers", pkg):
+        (d / "__init__.py").write_text("")
+    backend = pkg / "triton_backend.py"
+    backup = backend.with_name("triton_backend.py.ddcheck-orig")
+
+    def install(text: str) -> None:  # what pip leaves: the file and its RECORD line
+        backend.write_text(text)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        dist = site / "sglang-9.9.dist-info"
+        dist.mkdir(exist_ok=True)
+        (dist / "RECORD").write_text("sglang/__init__.py,sha256=x,0\n"
+                                     f"sglang/srt/layers/attention/triton_backend.py,sha256={digest},{len(text)}\n")
+
+    original = (FIXTURES / "demo" / "toy_triton_backend.py").read_text()
+    install(original)
+    assert run("fix", "--installed", env={"PYTHONPATH": str(site)}).returncode == 0
+    assert backup.read_text() == original
+    # changed by hand since (the unfixed code back, with a note): fixed again, the original stays the backup
+    backend.write_text(original + "# a local note\n")
+    r = run("fix", "--installed", env={"PYTHONPATH": str(site)})
+    assert r.returncode == 0 and "fixed" in r.stdout
+    assert backup.read_text() == original
+    # an upgrade: a new original, recorded by pip, replaces the old backup
+    upgraded = original.replace("class ", "# upgraded\nclass ", 1)
+    install(upgraded)
+    assert run("fix", "--installed", env={"PYTHONPATH": str(site)}).returncode == 0
+    assert backup.read_text() == upgraded
+
+
 def fix_text(tmp_path, source: str, name="b.py") -> tuple[str, list]:
     p = tmp_path / name
     p.write_text(source)

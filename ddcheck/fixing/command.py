@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import csv
+import hashlib
 import shutil
 import zipfile
 from pathlib import Path
@@ -13,6 +16,24 @@ from .runner import _disk, plan, verify_fixes, write_atomic
 from .transform import FixError
 
 BACKUP_SUFFIX = ".ddcheck-orig"
+
+
+def _installed_record(pkg: Path) -> dict[str, str]:
+    """relpath -> the ``sha256=`` hash pip recorded for each file of the installed sglang at ``pkg``
+    (its ``*.dist-info/RECORD`` next to it; read, never imported); {} when there is none."""
+    for dist in sorted(pkg.parent.glob("sglang-*.dist-info")):
+        try:
+            lines = (dist / "RECORD").read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+        rows = {row[0]: row[1] for row in csv.reader(lines) if len(row) >= 2 and row[1].startswith("sha256=")}
+        if f"{pkg.name}/__init__.py" in rows:
+            return rows
+    return {}
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
 # -- the command ----------------------------------------------------------------------------------------
@@ -76,14 +97,16 @@ def fix_main(targets, *, settings: Settings, diff: bool, check: bool, unsafe: bo
         # --check fails on pending fixes; both fail when a fix could not be made or was rolled back.
         return 1 if (check and pending) or result.errors or rejected or not_copied else 0
     written, failed = [], []
+    shipped = _installed_record(Path(targets[0])) if installed else {}
     for fx in pending:
         path = _disk(trees, fx)
         try:
             if installed:
                 backup = path.with_name(path.name + BACKUP_SUFFIX)
-                # Keep the backup of an earlier run only while the file still carries that run's fix;
-                # after an sglang upgrade the current file is the original to keep.
-                if not backup.exists() or b"(ddcheck fix)" not in fx.before:
+                # The original is the file as pip installed it (its RECORD hash): it replaces an older
+                # backup (after an sglang upgrade); a file changed since (an earlier fix, a hand edit)
+                # keeps the backup there is, and is backed up only when there is none.
+                if not backup.exists() or shipped.get(fx.relpath) == _record_hash(fx.before):
                     shutil.copy2(path, backup)
             write_atomic(path, fx.after, fx.before)
             written.append((fx, path))
