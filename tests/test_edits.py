@@ -112,3 +112,13 @@ def test_width_is_bound_before_the_statement_that_holds_the_verify_block(tmp_pat
     assert (f"is_target_verify():{nl}            {COMMENT}{nl}            {BIND}{nl}            # the verify layout{nl}"
             f"{nl}            x = \"\u00e9\"; self.n = (\"\u00e9\", num_tokens_per_req){nl}") in text
     assert text.count(nl) == VERIFY.count("\n") + 4
+
+
+def test_a_one_line_body_gets_the_width_inline(tmp_path):
+    """`def f(self): return C` has no line of its own inside the function to bind W on (before the
+    `def` would be outside it): the read itself becomes the expression."""
+    text = _fixed(tmp_path, HELPER.format(call="            self._lens(forward_batch.seq_lens)",
+                                          define="    def _lens(self, seq_lens): return seq_lens + self.num_draft_tokens"
+                                          ).replace("\n        return seq_lens + self.num_draft_tokens\n", "\n"))
+    assert "    def _lens(self, seq_lens, verify_width=None): return seq_lens + (verify_width or self.num_draft_tokens)" \
+        in text and "num_tokens_per_req" not in text

@@ -69,6 +69,9 @@ def _statement_line(model: ModuleModel, stmt: ast.stmt) -> tuple[int, int]:
             decorators = getattr(stmt, "decorator_list", None)
             first = min([stmt.lineno, *(d.lineno for d in decorators or ())])
             return _above_own_comments(model, stmt, first), first
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            # `def f(self): return C`: before the def would be outside the function
+            raise EditError(f"line {stmt.lineno}: a one-line body; no line of its own to bind the width on")
         stmt = parent
     raise EditError(f"line {stmt.lineno}: no line to insert the per-step width before")
 

@@ -327,18 +327,24 @@ class Engine:
     def _plan(self, r: Reported, value: str, safety: FixSafety, edits: list[Edit] = (), replace_site: bool = True,
               refill: tuple[ast.stmt, str, str] | None = None) -> FixPlan | None:
         """The fix of a finding as text edits: W bound as ``value`` on new lines at the top of its verify
-        block, read there instead of C (inline, ``(value)``, where there is no statement anchor: a
-        verify-guarded conditional expression), a buffer refilled before the statement ``refill``
-        names, and the ``edits`` that thread W in. None when the code around has a shape the edits do
+        block, read there instead of C (inline, ``(value)``, where there is no statement anchor -- a
+        verify-guarded conditional expression -- or no line to bind on), a buffer refilled before the
+        statement ``refill`` names, and the ``edits`` that thread W in. None when the code around has a shape the edits do
         not handle."""
         model, func = r.fp.model, r.fp.func
         model.link(func.node)
         try:
-            if r.anchor is None:
+            out = None
+            if r.anchor is not None:
+                try:
+                    local = self._local(model, func, r.anchor, value)
+                    out = [E.bind(model, r.anchor, local, value)]
+                except E.EditError:  # no line of its own to bind on (`def f(self): return C`): inline
+                    if refill is not None or not replace_site:
+                        return None
+            if out is None:
                 out = [E.replace(model, r.node, f"({value})")]
             else:
-                local = self._local(model, func, r.anchor, value)
-                out = [E.bind(model, r.anchor, local, value)]
                 if replace_site:
                     out.append(E.replace(model, r.node, local))
                 if refill is not None:
