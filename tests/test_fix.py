@@ -164,13 +164,18 @@ def test_cli_refuses_to_modify_a_wheel_in_place(tmp_path):
     assert r.returncode == 2 and "--out" in r.stderr
 
 
-def test_cli_installed_writes_backups_and_says_how_to_restore(tmp_path):
+def _site_packages(tmp_path) -> tuple[Path, Path]:
+    """A site-packages directory holding an sglang package; (site, its triton_backend.py path)."""
     site = tmp_path / "site"
     pkg = site / "sglang" / "srt" / "layers" / "attention"
     pkg.mkdir(parents=True)
     for d in (site / "sglang", site / "sglang" / "srt", site / "sglang" / "srt" / "layers", pkg):
         (d / "__init__.py").write_text("")
-    backend = pkg / "triton_backend.py"
+    return site, pkg / "triton_backend.py"
+
+
+def test_cli_installed_writes_backups_and_says_how_to_restore(tmp_path):
+    site, backend = _site_packages(tmp_path)
     backend.write_text((FIXTURES / "demo" / "toy_triton_backend.py").read_text())
     original = backend.read_text()
     r = run("fix", "--installed", env={"PYTHONPATH": str(site)})
@@ -186,12 +191,7 @@ def test_installed_keeps_the_original_the_package_manager_recorded(tmp_path):
     import base64
     import hashlib
 
-    site = tmp_path / "site"
-    pkg = site / "sglang" / "srt" / "layers" / "attention"
-    pkg.mkdir(parents=True)
-    for d in (site / "sglang", site / "sglang" / "srt", site / "sglang" / "srt" / "layers", pkg):
-        (d / "__init__.py").write_text("")
-    backend = pkg / "triton_backend.py"
+    site, backend = _site_packages(tmp_path)
     backup = backend.with_name("triton_backend.py.ddcheck-orig")
 
     def install(text: str) -> None:  # what pip leaves: the file and its RECORD line

@@ -327,24 +327,20 @@ class Engine:
     def _plan(self, r: Reported, value: str, safety: FixSafety, edits: list[Edit] = (), replace_site: bool = True,
               refill: tuple[ast.stmt, str, str] | None = None) -> FixPlan | None:
         """The fix of a finding as text edits: W bound as ``value`` on new lines at the top of its verify
-        block, read there instead of C (inline, ``(value)``, where there is no statement anchor -- a
-        verify-guarded conditional expression -- or no line to bind on), a buffer refilled before the
-        statement ``refill`` names, and the ``edits`` that thread W in. None when the code around has a shape the edits do
-        not handle."""
+        block and read there instead of C, a buffer refilled before the statement ``refill`` names, and
+        the ``edits`` that thread W in; inline, ``(value)``, where there is no statement anchor (a
+        verify-guarded conditional expression) or no line to bind on (``def f(self): return C``).
+        None when the code around has a shape the edits do not handle."""
         model, func = r.fp.model, r.fp.func
         model.link(func.node)
         try:
-            out = None
-            if r.anchor is not None:
-                try:
-                    local = self._local(model, func, r.anchor, value)
-                    out = [E.bind(model, r.anchor, local, value)]
-                except E.EditError:  # no line of its own to bind on (`def f(self): return C`): inline
-                    if refill is not None or not replace_site:
-                        return None
-            if out is None:
+            bound = self._bind(model, func, r.anchor, value) if r.anchor is not None else None
+            if bound is None:
+                if refill is not None or not replace_site:
+                    return None
                 out = [E.replace(model, r.node, f"({value})")]
             else:
+                local, out = bound[0], [bound[1]]
                 if replace_site:
                     out.append(E.replace(model, r.node, local))
                 if refill is not None:
@@ -355,13 +351,18 @@ class Engine:
         first, last = _top_level_span(model, r.node.lineno)
         return FixPlan(safety=safety, edits=[*out, *edits], block_first=first, block_last=last)
 
-    def _local(self, model: ModuleModel, func: FunctionInfo, anchor: ast.stmt, value: str) -> str:
-        """The name W is bound to at ``anchor``: one per verify block and width, free in the function."""
+    def _bind(self, model: ModuleModel, func: FunctionInfo, anchor: ast.stmt, value: str) -> tuple[str, Edit] | None:
+        """W bound as ``value`` before ``anchor``, under a name free in the function (one per verify block
+        and width); None where the block has no line of its own to bind on."""
         names = self._locals.setdefault(id(func.node), {})
         key = (id(anchor), value)
-        if key not in names:
-            names[key] = E.free_name(model.text_of(func.node), set(names.values()), LOCAL)
-        return names[key]
+        local = names.get(key) or E.free_name(model.text_of(func.node), set(names.values()), LOCAL)
+        try:
+            edit = E.bind(model, anchor, local, value)
+        except E.EditError:
+            return None
+        names[key] = local
+        return local, edit
 
     def _threaded(self, r: Reported, named: bool = False) -> tuple[str, Thread] | None:
         """W for a helper with no verify input in scope, threaded in from its callers as ``verify_width``:
@@ -441,9 +442,10 @@ class Engine:
                 if other.name == func.name and other.cls and other.node is not func.node \
                         and self._derives(m, other.cls, model, func.cls):
                     return None
+        mode = _mode_parameter(func)
         for m in uses.foreign:
             for call in self._other_calls(m).get(func.name, []):
-                if not _hands_other_mode(func, call):
+                if not _hands_other_mode(func, mode, call):
                     return None
                 exempt.append(f"{m.source.relpath}:{call.lineno}")
         for m in [model, *uses.callers]:
@@ -456,7 +458,7 @@ class Engine:
                     continue
                 cfp = None
                 for c in calls:
-                    if _hands_other_mode(func, c):
+                    if _hands_other_mode(func, mode, c):
                         exempt.append(f"{m.source.relpath}:{c.lineno}")
                         continue
                     if cfp is None:
@@ -653,25 +655,32 @@ def _cited(places: list[str], most: int = 3) -> str:
     return ", ".join(places[:most]) + (f" and {len(places) - most} more" if len(places) > most else "")
 
 
-def _hands_other_mode(func: FunctionInfo, call: ast.Call) -> bool:
-    """``call`` hands ``func`` (a method) a forward mode other than TARGET_VERIFY
-    (``forward_mode=ForwardMode.DECODE``) for the parameter that ``func`` tests its mode on, and
-    ``func`` tests no other: its verify branch is not taken."""
+def _mode_parameter(func: FunctionInfo) -> str | None:
+    """The parameter a method tests its forward mode on (``forward_mode.is_target_verify()``), when it
+    tests no other mode."""
     a = func.node.args
-    params = [p.arg for p in [*a.posonlyargs, *a.args]][1:]  # self is the receiver
     tested = {dotted(n.func.value) for n in walk(func.node) if isinstance(n, ast.Call)
               and isinstance(n.func, ast.Attribute) and n.func.attr.startswith("is_")
               and (dotted(n.func.value) or "").lower().endswith("mode")}
-    if len(tested) != 1 or next(iter(tested)) not in params:
+    param = next(iter(tested)) if len(tested) == 1 else None
+    return param if param in [p.arg for p in [*a.posonlyargs, *a.args]][1:] else None
+
+
+def _hands_other_mode(func: FunctionInfo, mode: str | None, call: ast.Call) -> bool:
+    """``call`` hands ``func`` (a method) a forward mode other than TARGET_VERIFY
+    (``forward_mode=ForwardMode.DECODE``) for ``mode``, the parameter it tests: its verify branch is
+    not taken."""
+    if mode is None:
         return False
-    param = next(iter(tested))
+    a = func.node.args
+    params = [p.arg for p in [*a.posonlyargs, *a.args]][1:]  # self is the receiver
     bound = []
     for name, value in zip(params, call.args):
         if isinstance(value, ast.Starred):
             break
         bound.append((name, value))
     bound += [(k.arg, k.value) for k in call.keywords if k.arg]
-    member = next(((dotted(v) or "") for n, v in bound if n == param), "")
+    member = next(((dotted(v) or "") for n, v in bound if n == mode), "")
     return member.startswith("ForwardMode.") and member.count(".") == 1 and member != f"ForwardMode.{VERIFY_MEMBER}"
 
 

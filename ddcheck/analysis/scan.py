@@ -259,15 +259,18 @@ def _analyse_chunk(tree: SourceTree, relpaths: list[str], vocab: Vocabulary) -> 
                 if name.encode() not in data:
                     continue
                 foreign = data.count(any_call) != data.count(own) and not is_test_module(f.relpath)
-                for wanted, hits in ((own in data, uses.callers), (definition.search(data) is not None, uses.definers),
-                                     (foreign, uses.foreign)):
-                    if wanted:
-                        m = load(f.module)
-                        if m is not None and m.source.relpath == f.relpath:
-                            hits.append(m)
-                        elif hits is uses.foreign:
-                            calling[name] = None
-                            return None
+                lists = [hits for wanted, hits in ((own in data, uses.callers), (foreign, uses.foreign),
+                                                   (definition.search(data) is not None, uses.definers)) if wanted]
+                if not lists:
+                    continue
+                m = load(f.module)
+                if m is None or m.source.relpath != f.relpath:
+                    if foreign:  # a caller on another object that cannot be read: cannot be judged
+                        calling[name] = None
+                        return None
+                    continue
+                for hits in lists:
+                    hits.append(m)
             calling[name] = uses
         return calling[name]
 

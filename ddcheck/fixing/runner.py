@@ -12,7 +12,6 @@ import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import libcst as cst
 from pydantic import BaseModel, Field
 
 from ..analysis.module import decode
@@ -93,7 +92,7 @@ def plan(trees: list[SourceTree], settings: Settings, unsafe: bool,
         before = src.read_bytes()
         try:
             after = rewrite(before, items, extra)
-        except (FixError, cst.ParserSyntaxError) as exc:
+        except FixError as exc:  # the transform says why (a libcst parse error included)
             failed[display] = str(exc)
             continue
         made[display] = FileFix(display=display, relpath=src.relpath, before=before, after=after, fixed=items)
