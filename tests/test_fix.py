@@ -22,9 +22,9 @@ BINDING_NEW = ("num_tokens_per_req = spec_info.num_tokens_per_req if spec_info i
                "spec_info.num_tokens_per_req > 0 else self.num_draft_tokens")
 
 
-def run(*args, cwd=None, env=None):
+def run(*args, cwd=None, env=None, timeout=None):
     return subprocess.run([sys.executable, "-m", "ddcheck", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, **(env or {})})
+                          env={**os.environ, **(env or {})}, timeout=timeout)
 
 
 def errors_in(tree_dir: Path, relpath: str):
@@ -183,6 +183,24 @@ def test_cli_installed_writes_backups_and_says_how_to_restore(tmp_path):
     backup = backend.with_name("triton_backend.py.ddcheck-orig")
     assert backup.read_text() == original and backend.read_text() != original
     assert f"mv {backup} {backend}" in r.stdout.replace("\n", "")
+
+
+@pytest.mark.parametrize("record", ["fifo", "not utf-8"])
+def test_installed_with_an_unreadable_record_backs_up_and_does_not_hang(tmp_path, record):
+    """A RECORD that is a FIFO (never opened for a blocking read) or not text: no record, so the file
+    is backed up as there is no backup yet, and the fix goes on."""
+    site, backend = _site_packages(tmp_path)
+    original = (FIXTURES / "demo" / "toy_triton_backend.py").read_text()
+    backend.write_text(original)
+    dist = site / "sglang-9.9.dist-info"
+    dist.mkdir()
+    if record == "fifo":
+        os.mkfifo(dist / "RECORD")
+    else:
+        (dist / "RECORD").write_bytes(b"sglang/__init__.py,sha256=\xff\xfe,0\n")
+    r = run("fix", "--installed", env={"PYTHONPATH": str(site)}, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert backend.with_name("triton_backend.py.ddcheck-orig").read_text() == original
 
 
 def test_installed_keeps_the_original_the_package_manager_recorded(tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..findings import Finding, Severity
 from ..settings import Settings
-from ..sources import PACKAGE_VERSION_RE, SourceTree, TargetError, installed_sglang, printable
+from ..sources import PACKAGE_VERSION_RE, SourceTree, TargetError, installed_sglang, printable, read_regular
 from .runner import _disk, plan, verify_fixes, write_atomic
 from .transform import FixError
 
@@ -22,9 +22,9 @@ def _installed_record(pkg: Path) -> dict[str, str]:
     """relpath -> the ``sha256=`` hash pip recorded for each file of the installed sglang at ``pkg``
     (its ``*.dist-info/RECORD`` next to it; read, never imported); {} when there is none."""
     for dist in sorted(pkg.parent.glob("sglang-*.dist-info")):
-        try:
-            lines = (dist / "RECORD").read_text(encoding="utf-8").splitlines()
-        except OSError:
+        try:  # a regular file only (a FIFO there would block), text pip wrote: else no record
+            lines = read_regular(dist / "RECORD").decode("utf-8").splitlines()
+        except (OSError, ValueError):
             continue
         rows = {row[0]: row[1] for row in csv.reader(lines) if len(row) >= 2 and row[1].startswith("sha256=")}
         if f"{pkg.name}/__init__.py" in rows:
