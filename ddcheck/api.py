@@ -52,8 +52,7 @@ def scan(targets: list[str] | None = None, *, settings: Settings | None = None, 
     if settings is None:
         settings = load_settings(Path(targets[0]) if Path(targets[0]).exists() else Path.cwd())
     trees, open_errors = open_targets(targets)
-    settings_key = f"{settings.model_dump_json()}\0{settings.source}"  # include/exclude are relative to it
-    k = cache.key(trees, settings_key) if use_cache and not open_errors else None
+    k = cache.key(trees, settings.key()) if use_cache and not open_errors else None
     result = cache.load(k) if k else None
     if result is None:
         result = scan_trees_with_settings(trees, settings)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .sources import SourceTree, cache_dir, content_hash
 
-VERSION = 4
+VERSION = 5
 MAX_ENTRIES = 32
 MAX_DIGESTS = 50_000  # remembered file digests of one tree; beyond it the memo starts afresh
 
@@ -122,18 +122,15 @@ def _path(k: str) -> Path:
 
 
 def load(k: str):
-    from .findings import FileError, Finding, FixPlan, ScanResult
+    from .findings import ScanResult, file_error_from_dict, finding_from_dict
     from .suppressions import Suppression
 
     try:
         data = json.loads(_path(k).read_bytes())
-        findings = []
-        for raw in data["findings"]:
-            internal = raw.pop("_internal")
-            fix = internal.pop("fix")
-            findings.append(Finding(**raw, **internal, fix=FixPlan(**fix) if fix else None))
         return ScanResult(
-            files_scanned=data["files_scanned"], errors=[FileError(**e) for e in data["errors"]], findings=findings,
+            files_scanned=int(data["files_scanned"]),
+            errors=[file_error_from_dict(e) for e in data["errors"]],
+            findings=[finding_from_dict(f) for f in data["findings"]],
             suppressions={d: [Suppression(**{**x, "used": set(x["used"])}) for x in v]
                           for d, v in data["suppressions"].items()},
             displays=data["displays"], sources=data["sources"])
@@ -144,13 +141,10 @@ def load(k: str):
 def store(k: str, result) -> None:
     from dataclasses import asdict
 
-    internal_fields = ("relpath", "statement", "stmt_line", "resolver")
     data = {
         "files_scanned": result.files_scanned,
-        "errors": [e.model_dump(mode="json") for e in result.errors],
-        "findings": [{**f.model_dump(mode="json"), "_internal": {
-            **{n: getattr(f, n) for n in internal_fields},
-            "fix": f.fix.model_dump(mode="json") if f.fix else None}} for f in result.findings],
+        "errors": [asdict(e) for e in result.errors],
+        "findings": [asdict(f) for f in result.findings],  # internal fields too: the fixer and baseline read them
         "suppressions": {d: [{**asdict(x), "used": sorted(x.used)} for x in v] for d, v in result.suppressions.items()},
         "displays": result.displays,
         "sources": result.sources,  # the lines the text reporter quotes

@@ -11,9 +11,9 @@ from typing import List, Optional
 # The CLI uses no pydantic plugins; looking them up costs a sixth of a cache-hit scan.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
+from functools import lru_cache  # noqa: E402
+
 import typer  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.markup import escape  # noqa: E402
 
 from .findings import Severity  # noqa: E402
 
@@ -24,8 +24,20 @@ app = typer.Typer(
     help="Find and fix SGLang attention backends that lay out the speculative-decoding verify batch "
          "with the width fixed at start-up (C) instead of the verify input's per-step width (W).",
 )
-out = Console(soft_wrap=True, highlight=False)
-err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+# rich is loaded when something is printed through it, not for a JSON scan or a cache hit.
+@lru_cache(maxsize=None)
+def console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, soft_wrap=True, highlight=False)
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 class Exit2(Exception):
@@ -85,14 +97,14 @@ def scan(
     result = run_scan(list(targets or []), settings=settings, use_cache=not no_cache)
     if write_baseline:
         n = bl.write(write_baseline, result.findings)
-        err.print(f"wrote {n} findings to baseline {escape(str(write_baseline))}")
+        console(stderr=True).print(f"wrote {n} findings to baseline {escape(str(write_baseline))}")
         raise typer.Exit(0)
     if baseline:
         try:
             result.findings = bl.new_findings(result.findings, bl.load(baseline))
         except bl.BaselineError as exc:
             raise Exit2(str(exc)) from exc
-    render(result, fmt, out, result.sources)
+    render(result, fmt, sys.stdout, console, result.sources)
     failing = result.at_or_above(settings.fail_on)
     raise typer.Exit(1 if failing or result.errors else 0)
 
@@ -125,7 +137,7 @@ def fix(
     settings = _settings((targets or [None])[0], config, None, None, None)
     code = fix_main(list(targets or []), settings=settings, diff=diff, check=check, unsafe=unsafe_fixes,
                     out_dir=out_dir, installed=installed, exit_non_zero_on_fix=exit_non_zero_on_fix,
-                    verify=verify, console=out, err=err, force=force)
+                    verify=verify, console=console(), err=console(stderr=True), force=force)
     raise typer.Exit(code)
 
 
@@ -182,7 +194,7 @@ def _print_backends() -> None:
         how = ("runs: metadata judged by the verify contract" + (f", attention numbers by {b.kernels}"
                                                                  if b.kernels else "")) if b.runs else \
             f"does not run here: {b.why_not}"
-        out.print(f"[bold]{b.name}[/] ({b.module}.{b.cls}): {how}", highlight=False)
+        console().print(f"[bold]{b.name}[/] ({b.module}.{b.cls}): {how}", highlight=False)
 
 
 def _launch_widths(target: str, launch: str):
@@ -248,7 +260,7 @@ def guard(
     from .guard.run import run_guarded, site_directory
 
     if site_dir:
-        out.print(site_directory())
+        console().print(site_directory())
         raise typer.Exit(0)
     if mode not in ("raise", "warn"):
         raise Exit2("--mode must be raise or warn")
@@ -272,7 +284,7 @@ def list_rules() -> None:
     table = Table("id", "name", "severity", "fix")
     for r in all_rules().values():
         table.add_row(r.id, r.name, r.severity.value, r.fix)
-    out.print(table)
+    console().print(table)
 
 
 @app.command()
@@ -288,10 +300,10 @@ def explain(rule_id: str = typer.Argument(..., help="A rule id (DD001) or name."
     rule = get_rule(rule_id)
     if rule is None:
         raise Exit2(f"unknown rule {rule_id!r}; known: {', '.join(all_rules())}")
-    if out.is_terminal:
-        out.print(Markdown(rule.doc()))
+    if console().is_terminal:
+        console().print(Markdown(rule.doc()))
     else:
-        out.file.write(rule.doc())
+        console().file.write(rule.doc())
 
 
 def main() -> None:
@@ -300,7 +312,7 @@ def main() -> None:
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except Exit2 as exc:
-        err.print(f"[bold red]ddcheck:[/bold red] {escape(str(exc))}")
+        console(stderr=True).print(f"[bold red]ddcheck:[/bold red] {escape(str(exc))}")
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -319,7 +331,7 @@ def main() -> None:
             sys.exit(2)
         if os.environ.get("DDCHECK_DEBUG"):
             raise
-        err.print(f"[bold red]ddcheck: internal error:[/bold red] {type(exc).__name__}: {exc} "
+        console(stderr=True).print(f"[bold red]ddcheck: internal error:[/bold red] {type(exc).__name__}: {exc} "
                   f"(set DDCHECK_DEBUG=1 for a traceback)")
         sys.exit(2)
 

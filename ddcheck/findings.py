@@ -1,14 +1,16 @@
-"""The results of a scan: findings, per-file errors, and the scan result that reporters print."""
+"""The results of a scan: findings, per-file errors, and the scan result that reporters print.
+
+Plain dataclasses: a scan builds them and reporters print them, both from trusted code, so nothing
+here needs a validation library on the hot path. Data from outside (the result cache) comes in
+through :meth:`ScanResult.from_dict`, which checks every field's type and raises ``ValueError``.
+"""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
-
-# Schemas are built on first validation, not at import: a cached scan never needs them.
-LAZY = ConfigDict(defer_build=True)
+from typing import Any, Literal, get_args
 
 
 class Severity(str, Enum):
@@ -29,7 +31,12 @@ class FixSafety(str, Enum):
     unsafe = "unsafe"
 
 
-class Edit(BaseModel):
+EditKind = Literal["replace", "bind", "refill", "add_parameter", "add_keyword"]
+INTERNAL = {"internal": True}  # field metadata: kept for the fixer, baseline and cache, not in the JSON schema
+
+
+@dataclass(frozen=True)
+class Edit:
     """One text edit of a fix, made where the analysis understood the hazard: the span from
     ``line``/``column`` to ``end_line``/``end_column`` of the file at ``path`` ("" for the finding's own;
     else its tree relpath) becomes ``text``; an empty span inserts. Lines are 1-based, columns are
@@ -37,9 +44,7 @@ class Edit(BaseModel):
     of C), ``bind`` (W bound at the top of the verify block), ``refill`` (a start-up buffer refilled
     before it is read), ``add_parameter`` / ``add_keyword`` (W threaded into a helper from its callers)."""
 
-    model_config = LAZY
-
-    kind: Literal["replace", "bind", "refill", "add_parameter", "add_keyword"]
+    kind: EditKind
     line: int
     column: int
     end_line: int
@@ -47,28 +52,30 @@ class Edit(BaseModel):
     text: str
     path: str = ""
 
+    def __post_init__(self) -> None:
+        if self.kind not in get_args(EditKind):
+            raise ValueError(f"unknown edit kind {self.kind!r}")
 
-class FixPlan(BaseModel):
+
+@dataclass
+class FixPlan:
     """A finding's fix: its safety and the text edits that make it, applied together."""
 
-    model_config = LAZY
-
     safety: FixSafety
-    edits: list[Edit] = Field(default_factory=list)
+    edits: list[Edit] = field(default_factory=list)
     # Lines of the top-level statement (class or function, decorators included) holding the fix: the
     # fixer checks only that part of the file. 0 when not known (the fixer finds it itself).
     block_first: int = 0
     block_last: int = 0
 
 
-class Finding(BaseModel):
+@dataclass
+class Finding:
     """One verify-path use of the start-up width C.
 
     ``line``/``column`` point at the C expression itself (1-based line, 0-based column).
     ``replacement`` is the per-step expression that can stand there, or None when none is known.
     """
-
-    model_config = LAZY
 
     rule: str
     severity: Severity
@@ -77,39 +84,126 @@ class Finding(BaseModel):
     column: int
     end_line: int
     end_column: int
-    function: str | None = None
     symbol: str
     message: str
+    function: str | None = None
     replacement: str | None = None
     hint: str | None = None
     fix_safety: FixSafety | None = None  # None when no fix is known
-    # Internal: for the fixer, baseline and suppressions; not part of the JSON schema.
-    relpath: str = Field(default="", exclude=True)
-    fix: FixPlan | None = Field(default=None, exclude=True)
-    statement: str = Field(default="", exclude=True)
-    stmt_line: int = Field(default=0, exclude=True)  # first line of the enclosing statement
-    resolver: bool = Field(default=False, exclude=True)  # a width resolver's C return (DD003)
+    relpath: str = field(default="", metadata=INTERNAL)
+    fix: FixPlan | None = field(default=None, metadata=INTERNAL)
+    statement: str = field(default="", metadata=INTERNAL)
+    stmt_line: int = field(default=0, metadata=INTERNAL)  # first line of the enclosing statement
+    resolver: bool = field(default=False, metadata=INTERNAL)  # a width resolver's C return (DD003)
+
+    # The JSON schema's order (public fields only), kept as it was published.
+    PUBLIC = ("rule", "severity", "path", "line", "column", "end_line", "end_column", "function", "symbol",
+              "message", "replacement", "hint", "fix_safety")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: _plain(getattr(self, name)) for name in self.PUBLIC}
 
 
-class FileError(BaseModel):
-
-    model_config = LAZY
+@dataclass
+class FileError:
     path: str
     message: str
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "message": self.message}
 
-class ScanResult(BaseModel):
 
-    model_config = LAZY
+@dataclass
+class ScanResult:
     version: int = 1
     files_scanned: int = 0
-    errors: list[FileError] = Field(default_factory=list)
-    findings: list[Finding] = Field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     # Internal: suppression comments and relpaths per display path, applied by ddcheck.api.
-    suppressions: dict = Field(default_factory=dict, exclude=True)
-    displays: dict[str, str] = Field(default_factory=dict, exclude=True)
-    notes: list[str] = Field(default_factory=list, exclude=True)
-    sources: dict[str, list[str]] = Field(default_factory=dict, exclude=True)  # lines of files with findings
+    suppressions: dict = field(default_factory=dict, metadata=INTERNAL)
+    displays: dict[str, str] = field(default_factory=dict, metadata=INTERNAL)
+    notes: list[str] = field(default_factory=list, metadata=INTERNAL)
+    sources: dict[str, list[str]] = field(default_factory=dict, metadata=INTERNAL)  # lines of files with findings
 
     def at_or_above(self, severity: Severity) -> list[Finding]:
         return [f for f in self.findings if f.severity.rank >= severity.rank]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The published JSON schema (``ddcheck scan --format json``)."""
+        return {"version": self.version, "files_scanned": self.files_scanned,
+                "errors": [e.to_dict() for e in self.errors], "findings": [f.to_dict() for f in self.findings]}
+
+    def to_json(self, indent: int | None = 1) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+# -- from JSON (the result cache): every field's type is checked; any mismatch is a ValueError --------
+
+def _check(cls: type, raw: Any, convert: dict[str, Any] | None = None) -> Any:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{cls.__name__}: not an object")
+    convert = convert or {}
+    known = {f.name: f for f in fields(cls)}
+    if set(raw) - set(known):
+        raise ValueError(f"{cls.__name__}: unknown fields {sorted(set(raw) - set(known))}")
+    values = {}
+    for name, value in raw.items():
+        if name in convert:
+            value = convert[name](value)
+        elif not _is(value, known[name].type):
+            raise ValueError(f"{cls.__name__}.{name}: {value!r} is not {known[name].type}")
+        values[name] = value
+    return cls(**values)
+
+
+_TYPES = {"int": int, "str": str, "bool": bool}
+
+
+def _is(value: Any, annotation: str) -> bool:
+    """``value`` matches an annotation of the simple kinds used above (``int``, ``str | None`` ...)."""
+    for part in (p.strip() for p in str(annotation).split("|")):
+        if part == "None" and value is None:
+            return True
+        t = _TYPES.get(part)
+        if t is not None and isinstance(value, t) and (t is bool or not isinstance(value, bool)):
+            return True
+    return False
+
+
+def _list(item) -> Any:
+    def convert(value: Any) -> list:
+        if not isinstance(value, list):
+            raise ValueError(f"{value!r} is not a list")
+        return [item(v) for v in value]
+    return convert
+
+
+def _optional(convert) -> Any:
+    return lambda value: None if value is None else convert(value)
+
+
+def edit_from_dict(raw: Any) -> Edit:
+    return _check(Edit, raw, {"kind": _kind})
+
+
+def _kind(value: Any) -> str:
+    if value not in get_args(EditKind):
+        raise ValueError(f"unknown edit kind {value!r}")
+    return value
+
+
+def fix_plan_from_dict(raw: Any) -> FixPlan:
+    return _check(FixPlan, raw, {"safety": FixSafety, "edits": _list(edit_from_dict)})
+
+
+def finding_from_dict(raw: Any) -> Finding:
+    return _check(Finding, raw, {"severity": Severity, "fix_safety": _optional(FixSafety),
+                                 "fix": _optional(fix_plan_from_dict)})
+
+
+def file_error_from_dict(raw: Any) -> FileError:
+    return _check(FileError, raw)

@@ -7,34 +7,39 @@ from collections import defaultdict
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
-from rich.console import Console
-from rich.markup import escape
-from rich.text import Text
+from typing import IO, TYPE_CHECKING, Callable
 
 from . import __version__
 from .findings import Finding, FixSafety, ScanResult, Severity
-from .rules import all_rules
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
 FORMATS = ("text", "json", "sarif", "github")
 
 
-def render(result: ScanResult, fmt: str, console: Console, source_lines=None) -> None:
+def render(result: ScanResult, fmt: str, stream: IO[str], console: Callable[[], Console], source_lines=None) -> None:
+    """Machine formats go straight to ``stream``; text goes through the rich ``console()`` (made, and
+    rich loaded, only for text)."""
     if fmt == "json":
-        console.file.write(to_json(result) + "\n")
+        stream.write(to_json(result) + "\n")
     elif fmt == "sarif":
-        console.file.write(json.dumps(to_sarif(result), indent=1) + "\n")
+        stream.write(json.dumps(to_sarif(result), indent=1) + "\n")
     elif fmt == "github":
-        console.file.write(to_github(result))
+        stream.write(to_github(result))
     else:
-        text(result, console, source_lines or {})
+        text(result, console(), source_lines or {})
 
 
 def to_json(result: ScanResult) -> str:
-    return result.model_dump_json(indent=1)
+    return result.to_json(indent=1)
 
 
 def text(result: ScanResult, console: Console, source_lines: dict[str, list[str]]) -> None:
+    from rich.markup import escape
+    from rich.text import Text
+
     for note in result.notes:
         console.print(f"[dim]{escape(note)}[/dim]")
     by_file: dict[str, list[Finding]] = defaultdict(list)
@@ -94,6 +99,7 @@ def to_sarif(result: ScanResult) -> dict:
     Relative paths are relative to ``%SRCROOT%`` (the working directory, as GitHub code scanning
     expects), absolute ones are ``file:`` URIs; columns are code points, like ``ddcheck``'s own."""
     from .baseline import content_fingerprint
+    from .rules import all_rules
 
     rules = list(all_rules().values())
     index = {r.id: i for i, r in enumerate(rules)}

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import tomllib
+from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
-
-from pydantic import BaseModel
 
 from .findings import Severity
 
 
-class Rule(BaseModel):
+@dataclass(frozen=True)
+class Rule:
+    """One rule's definition (``rules/<id>/rule.toml`` with its examples); a key the definition does not
+    know, or one it lacks, is a TypeError when the rules are loaded."""
+
     id: str
     name: str
     severity: Severity
@@ -28,6 +30,9 @@ class Rule(BaseModel):
     good_is_fix: bool = True
     good_differs: str = ""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "severity", Severity(self.severity))
+
     def doc(self) -> str:
         """Markdown: what it does, why it is bad, example, fix (the Ruff rule-doc shape)."""
         return (
@@ -42,6 +47,8 @@ class Rule(BaseModel):
 
 
 def rules_dir() -> Path:
+    from importlib import resources
+
     try:
         return Path(str(resources.files("ddcheck._rules")))
     except ModuleNotFoundError:  # running from a checkout that was not installed

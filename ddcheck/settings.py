@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import fnmatch
+import json
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from dataclasses import asdict, dataclass, field, fields
 
 from .analysis.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 from .findings import Finding, Severity
@@ -17,42 +18,38 @@ class SettingsError(Exception):
     """Invalid configuration; the message names the file and the key."""
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+@dataclass
+class Settings:
+    """What ``[tool.ddcheck]`` can set (keys spelled with ``-``: ``fail-on``; ``_`` is accepted too).
+    A plain dataclass: a table read from a file is validated by pydantic in :func:`load_settings`,
+    so a scan without one never loads it."""
 
-    select: list[str] | None = Field(default=None, description="Rule ids to report (default: all).")
-    ignore: list[str] = Field(default_factory=list, description="Rule ids never to report.")
-    fail_on: Severity = Field(default=Severity.error, alias="fail-on")
-    c_attributes: list[str] = Field(default_factory=list, alias="c-attributes",
-                                    description="Extra attribute names that hold the start-up width C (self.X).")
-    per_step_attributes: list[str] = Field(default_factory=list, alias="per-step-attributes",
-                                           description="Extra attribute names that carry the per-step width W.")
-    verify_functions: list[str] = Field(default_factory=list, alias="verify-functions",
-                                        description="Extra substrings of function names whose body is the verify path.")
-    include: list[str] = Field(default_factory=list, description="Glob patterns a file must match to be scanned.")
-    exclude: list[str] = Field(default_factory=list, description="Glob patterns of files never scanned.")
-    # Where the settings came from; not a key users can set (extra="forbid" rejects `source`).
-    _source: Path | None = PrivateAttr(default=None)
+    # pydantic reads this when it validates a table: unknown keys (`source` among them) are errors
+    __pydantic_config__ = {"extra": "forbid"}
 
-    @property
-    def source(self) -> Path | None:
-        return self._source
+    select: list[str] | None = field(default=None, metadata={"doc": "Rule ids to report (default: all)."})
+    ignore: list[str] = field(default_factory=list, metadata={"doc": "Rule ids never to report."})
+    fail_on: Severity = field(default=Severity.error, metadata={"doc": "Lowest severity that fails the run."})
+    c_attributes: list[str] = field(default_factory=list, metadata={
+        "doc": "Extra attribute names that hold the start-up width C (self.X)."})
+    per_step_attributes: list[str] = field(default_factory=list, metadata={
+        "doc": "Extra attribute names that carry the per-step width W."})
+    verify_functions: list[str] = field(default_factory=list, metadata={
+        "doc": "Extra substrings of function names whose body is the verify path."})
+    include: list[str] = field(default_factory=list, metadata={"doc": "Glob patterns a file must match to be scanned."})
+    exclude: list[str] = field(default_factory=list, metadata={"doc": "Glob patterns of files never scanned."})
+    # Where the settings came from: set by load_settings, not a field (no key of the table sets it).
+    source = None
 
-    @source.setter
-    def source(self, value: Path | None) -> None:
-        self._source = value
+    @staticmethod
+    def keys() -> list[str]:
+        """The table's keys as users write them."""
+        return [f.name.replace("_", "-") for f in fields(Settings)]
 
-    @field_validator("select", "ignore")
-    @classmethod
-    def _known_rules(cls, value):
-        from .rules import all_rules
-
-        if value is None:
-            return value
-        unknown = [v for v in value if v.upper() not in all_rules()]
-        if unknown:
-            raise ValueError(f"unknown rule id(s): {', '.join(unknown)}")
-        return [v.upper() for v in value]
+    def key(self) -> str:
+        """Everything that decides a scan's result, for the result cache (include/exclude are
+        relative to ``source``)."""
+        return f"{json.dumps(asdict(self), sort_keys=True, default=str)}\0{self.source}"
 
     def vocabulary(self) -> Vocabulary:
         base = DEFAULT_VOCABULARY
@@ -121,12 +118,33 @@ def load_settings(start: Path | None = None, config_file: Path | None = None) ->
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
         raise SettingsError(f"{path}: cannot read configuration: {exc}") from exc
     table = data.get("tool", {}).get("ddcheck", data if config_file and path.name != "pyproject.toml" else {})
+    settings = _validate(table, path)
+    settings.source = path
+    return settings
+
+
+def _validate(table: object, path: Path) -> Settings:
+    """The table as Settings, or a SettingsError naming each bad key as ``tool.ddcheck.<key>``."""
+    if not isinstance(table, dict):
+        raise SettingsError(f"{path}: tool.ddcheck: not a table")
+    if not table:
+        return Settings()
+    from pydantic import TypeAdapter, ValidationError
+
     try:
-        settings = Settings.model_validate(table)
+        settings = TypeAdapter(Settings).validate_python({str(k).replace("-", "_"): v for k, v in table.items()})
     except ValidationError as exc:
         # "tool.ddcheck.<key>", not "[tool.ddcheck] <key>": square brackets are markup to rich.
-        problems = "; ".join(f"tool.ddcheck.{'.'.join(map(str, e['loc'])) or '<table>'}: {e['msg']}"
-                             for e in exc.errors())
+        problems = "; ".join(f"tool.ddcheck.{'.'.join(str(x).replace('_', '-') for x in e['loc']) or '<table>'}: "
+                             f"{e['msg']}" for e in exc.errors())
         raise SettingsError(f"{path}: {problems}") from exc
-    settings.source = path
+    from .rules import all_rules
+
+    for name in ("select", "ignore"):
+        value = getattr(settings, name)
+        unknown = [v for v in value or [] if v.upper() not in all_rules()]
+        if unknown:
+            raise SettingsError(f"{path}: tool.ddcheck.{name}: unknown rule id(s): {', '.join(unknown)}")
+        if value is not None:
+            setattr(settings, name, [v.upper() for v in value])
     return settings

@@ -266,7 +266,7 @@ def test_cache_is_keyed_by_content(tmp_path, monkeypatch):
     assert len(entries()) == 1
     path.unlink()
     path.write_text(src)  # identical content, another file
-    assert scan([str(tree)], settings=Settings()).model_dump_json() == first.model_dump_json()
+    assert scan([str(tree)], settings=Settings()).to_json() == first.to_json()
     assert len(entries()) == 1  # a hit: nothing new stored
     edited = src.replace("self.max_extend_len = self.num_draft_tokens", "self.max_extend_len = 0", 1)
     path.write_text(edited)
@@ -294,7 +294,7 @@ def test_cache_holds_data_not_code_and_survives_corruption(tmp_path, monkeypatch
     for p in entries:
         p.write_bytes(b"\x80\x04\x95 not json, not a pickle either")
     again = scan([str(tree)], settings=Settings())
-    assert again.model_dump_json() == first.model_dump_json()
+    assert again.to_json() == first.to_json()
     assert [f.fix for f in again.findings] == [f.fix for f in first.findings]  # internal fields survive
     assert again.sources == first.sources and again.sources  # the reporter's quoted lines too
     import json

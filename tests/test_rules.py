@@ -6,6 +6,7 @@ The examples live next to the rule definitions in rules/<ID>/ and double as its 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from collections import Counter
 
 import pytest
@@ -87,7 +88,7 @@ def test_a_findings_severity_is_its_rules(monkeypatch):
     assert all(f.severity == all_rules()[f.rule].severity for f in findings)
     from ddcheck.findings import Severity
 
-    promoted = {**all_rules(), "DD002": all_rules()["DD002"].model_copy(update={"severity": Severity.error})}
+    promoted = {**all_rules(), "DD002": replace(all_rules()["DD002"], severity=Severity.error)}
     monkeypatch.setattr("ddcheck.rules.all_rules", lambda: promoted)
     again = scan([str(rules_dir() / "DD002" / "bad.py")], settings=Settings(), use_cache=False).findings
     assert again and {f.severity for f in again if f.rule == "DD002"} == {Severity.error}

@@ -11,6 +11,7 @@ import re
 import shutil
 import stat
 import subprocess
+from dataclasses import replace
 import sys
 from importlib import resources
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 
 import ddcheck
 from ddcheck import baseline as bl
-from ddcheck.findings import Finding, ScanResult, Severity
+from ddcheck.findings import FileError, Finding, ScanResult, Severity
 from ddcheck.reporters import to_github, to_sarif
 from ddcheck.rules import all_rules
 from ddcheck.settings import Settings
@@ -335,7 +336,7 @@ def test_github_annotations(tmp_path):
 def test_github_escapes_messages_and_reports_unscannable_files():
     f = Finding(rule="DD001", severity=Severity.error, path="a.py", line=3, column=0, end_line=3, end_column=4,
                 symbol="C", message="100% wrong\nsecond line")
-    out = to_github(ScanResult(findings=[f], errors=[{"path": "b,c.py", "message": "does not parse"}]))
+    out = to_github(ScanResult(findings=[f], errors=[FileError(path="b,c.py", message="does not parse")]))
     assert out.splitlines() == [
         "::error file=a.py,line=3,col=1,endLine=3,endColumn=5,title=DD001::100%25 wrong%0Asecond line",
         "::error file=b%2Cc.py,title=ddcheck::does not parse",
@@ -355,7 +356,7 @@ def test_json_format(tmp_path):
     assert [(f["rule"], f["line"], f["column"]) for f in data["findings"]] == \
         [("DD001", ln, c) for ln, c in BACKEND_DD001] + [("DD002", ln, c) for ln, c in BACKEND_DD002]
     assert data["findings"][0]["path"] == "./backend.py" and data["findings"][-1]["fix_safety"] == "unsafe"
-    api = json.loads(ddcheck.scan([str(p)]).model_dump_json())  # the same model as the Python API's
+    api = json.loads(ddcheck.scan([str(p)]).to_json())  # the same model as the Python API's
     assert set(api) == set(data) and [set(f) for f in api["findings"]] == [set(f) for f in data["findings"]]
 
 
@@ -587,9 +588,9 @@ def test_a_bad_baseline_is_a_usage_error(tmp_path, content):
 def test_baseline_fingerprint_ignores_lines_but_not_content():
     f = Finding(rule="DD001", severity=Severity.error, path="x.py", relpath="x.py", line=5, column=4, end_line=5,
                 end_column=9, function="B.f", symbol=C, message="m", statement="a = self.num_draft_tokens")
-    assert bl.fingerprint(f) == bl.fingerprint(f.model_copy(update={"line": 50, "stmt_line": 50, "column": 0}))
+    assert bl.fingerprint(f) == bl.fingerprint(replace(f, line=50, stmt_line=50, column=0))
     for change in ({"rule": "DD002"}, {"function": "B.g"}, {"statement": "b = self.num_draft_tokens"}, {"relpath": "y.py"}):
-        assert bl.fingerprint(f) != bl.fingerprint(f.model_copy(update=change)), change
+        assert bl.fingerprint(f) != bl.fingerprint(replace(f, **change)), change
 
 
 # ---------------------------------------------------------------------------------------------
@@ -659,15 +660,13 @@ def test_error_messages_keep_square_brackets(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 def test_python_api_scan(tmp_path):
-    from pydantic import BaseModel
-
     p = backend_copy(tmp_path)
     result = ddcheck.scan([str(p)])
-    assert isinstance(result, ScanResult) and isinstance(result, BaseModel)
+    assert isinstance(result, ScanResult)
     assert [(f.rule, f.line, f.column) for f in result.findings] == \
         [("DD001", ln, c) for ln, c in BACKEND_DD001] + [("DD002", ln, c) for ln, c in BACKEND_DD002]
     assert all(isinstance(f, Finding) and f.path == str(p) for f in result.findings)
-    assert ScanResult.model_validate_json(result.model_dump_json()).findings[0].rule == "DD001"
+    assert json.loads(result.to_json())["findings"][0]["rule"] == "DD001"
     assert result.at_or_above(Severity.error) == result.findings[:4]
     only = ddcheck.scan([str(p)], settings=Settings(select=["DD002"]))
     assert [f.rule for f in only.findings] == ["DD002"]
@@ -723,7 +722,7 @@ def test_readme_documents_the_workflow():
                  "--write-baseline", "--baseline", "ddcheck.scan(", "ddcheck.fix(", "ddcheck.check_launch(",
                  "--install-completion", "ddcheck explain"):
         assert text in section, text
-    keys = {(f.alias or name) for name, f in Settings.model_fields.items()}
+    keys = set(Settings.keys())
     assert keys == {"select", "ignore", "fail-on", "c-attributes", "per-step-attributes", "verify-functions",
                     "include", "exclude"}
     for key in keys:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..findings import Edit, Finding, FixPlan, FixSafety
@@ -413,17 +413,17 @@ class Engine:
                 exempt = exempt + up.exempt
                 if not up.where:  # no call reaches that caller's verify path: it has nothing to hand on
                     continue
-                edits += [e if e.path else e.model_copy(update={"path": _rel(cfp.model, model)}) for e in up.edits]
+                edits += [e if e.path else replace(e, path=_rel(cfp.model, model)) for e in up.edits]
                 value = THREADED
             try:
                 keyword = E.add_keyword(cfp.model, call, THREADED, value)
             except E.EditError:
                 return None
-            edits.append(keyword.model_copy(update={"path": _rel(cfp.model, model)}))
+            edits.append(replace(keyword, path=_rel(cfp.model, model)))
             l1 = call.lineno
             where.append(f"line {l1}" if cfp.model is model else f"{cfp.model.source.relpath}:{l1}")
         exempt = sorted(set(exempt), key=lambda at: (at.rsplit(":", 1)[0], int(at.rsplit(":", 1)[1])))
-        return Thread(list({e.model_dump_json(): e for e in edits}.values()), where, exempt)
+        return Thread(list(dict.fromkeys(edits)), where, exempt)
 
     def _callers_of(self, model: ModuleModel, func: FunctionInfo) -> \
             tuple[list[tuple[FunctionPass, ast.Call, bool]], list[str]] | None:

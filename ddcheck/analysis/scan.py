@@ -138,13 +138,16 @@ def _scan_into(result: ScanResult, trees, vocab, wants_path, only, jobs) -> None
         errors: dict[str, str] = {}
         candidates: list[str] = []
         sizes: dict[str, int] = {}
+        # Every file's bytes, read once here and kept for the analysis (helper lookups, method
+        # searches): forked workers share them instead of reading (a wheel: inflating) the tree again.
+        texts: dict[int, bytes] = {}  # by id() of the tree's SourceFile
         explicit = tree.kind == "file"
         for f in tree.files:
             if not wants_path(f.relpath, f.disk_path) or only is not None and f.relpath not in only:
                 continue
             result.files_scanned += 1
             try:
-                data = f.read_bytes()
+                data = texts[id(f)] = f.read_bytes()
             except OSError as exc:
                 errors[f.display] = f"cannot be read: {exc.strerror or exc}"
                 continue
@@ -163,7 +166,7 @@ def _scan_into(result: ScanResult, trees, vocab, wants_path, only, jobs) -> None
                 sizes[f.relpath] = len(data)
             elif explicit:
                 _syntax_check(f, data, errors)
-        for chunk in _analyse(tree, candidates, vocab, jobs, sizes):
+        for chunk in _analyse(tree, candidates, vocab, jobs, sizes, texts):
             errors.update(chunk.errors)
             result.sources.update(chunk.sources)
             result.findings.extend(chunk.findings)
@@ -182,10 +185,11 @@ _FORKED: tuple | None = None  # (tree, vocab) handed to forked workers
 
 
 def _analyse(tree: SourceTree, relpaths: list[str], vocab: Vocabulary, jobs: int | None,
-             sizes: dict[str, int] | None = None) -> list[ChunkResult]:
+             sizes: dict[str, int] | None = None, texts: dict[int, bytes] | None = None) -> list[ChunkResult]:
     jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
+    texts = {} if texts is None else texts
     if jobs <= 1 or len(relpaths) < PARALLEL_MIN_FILES or "fork" not in mp.get_all_start_methods():
-        return [_analyse_chunk(tree, relpaths, vocab)]
+        return [_analyse_chunk(tree, relpaths, vocab, texts)]
     sizes = sizes or {}
     chunks: list[list[str]] = [[] for _ in range(jobs)]
     load = [0] * jobs
@@ -195,23 +199,32 @@ def _analyse(tree: SourceTree, relpaths: list[str], vocab: Vocabulary, jobs: int
         chunks[i].append(rel)
         load[i] += sizes.get(rel, 1)
     global _FORKED
-    _FORKED = (tree, vocab)
+    _FORKED = (tree, vocab, texts)
     try:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as pool:
             return list(pool.map(_forked_chunk, chunks))
     except (OSError, BrokenProcessPool):
-        return [_analyse_chunk(tree, relpaths, vocab)]
+        return [_analyse_chunk(tree, relpaths, vocab, texts)]
     finally:
         _FORKED = None
 
 
 def _forked_chunk(relpaths: list[str]) -> ChunkResult:
-    tree, vocab = _FORKED
-    return _analyse_chunk(tree, relpaths, vocab)
+    tree, vocab, texts = _FORKED
+    return _analyse_chunk(tree, relpaths, vocab, texts)
 
 
-def _analyse_chunk(tree: SourceTree, relpaths: list[str], vocab: Vocabulary) -> ChunkResult:
+def _analyse_chunk(tree: SourceTree, relpaths: list[str], vocab: Vocabulary,
+                   known: dict[int, bytes] | None = None) -> ChunkResult:
+    """Analyse ``relpaths``; ``known`` holds the bytes of the tree's files already read (by id() of
+    their SourceFile), the rest is read on demand."""
     out = ChunkResult()
+    known = {} if known is None else known
+
+    def read(f: SourceFile) -> bytes:
+        data = known.get(id(f))
+        return f.read_bytes() if data is None else data
+
     index = TreeIndex(tree)
     models: dict[str, ModuleModel | None] = {}
 
@@ -223,14 +236,14 @@ def _analyse_chunk(tree: SourceTree, relpaths: list[str], vocab: Vocabulary) -> 
         f = index.lookup(module)
         if f is not None and needs_c:
             try:
-                if not any(t in f.read_bytes() for t in vocab.prefilter_tokens) and not vocab.extra_c_attrs:
+                if not any(t in read(f) for t in vocab.prefilter_tokens) and not vocab.extra_c_attrs:
                     return None
             except OSError:
                 return None
         models[module] = None
         if f is not None:
             try:
-                models[module] = ModuleModel.parse(f)
+                models[module] = ModuleModel.parse(f, read(f))
             except (SourceError, OSError) as exc:
                 out.errors[f.display] = str(exc)
         return models[module]
@@ -242,7 +255,7 @@ def _analyse_chunk(tree: SourceTree, relpaths: list[str], vocab: Vocabulary) -> 
         if not texts:
             for f in tree.files:
                 try:
-                    texts.append((f, f.read_bytes()))
+                    texts.append((f, read(f)))
                 except OSError:
                     continue
         return texts
@@ -281,7 +294,7 @@ def _analyse_chunk(tree: SourceTree, relpaths: list[str], vocab: Vocabulary) -> 
         model = load(by_rel[rel].module) if index.by_module.get(by_rel[rel].module) is by_rel[rel] else None
         if model is None and by_rel[rel].module not in models:
             try:
-                model = ModuleModel.parse(by_rel[rel])
+                model = ModuleModel.parse(by_rel[rel], read(by_rel[rel]))
             except (SourceError, OSError) as exc:
                 out.errors[by_rel[rel].display] = str(exc)
         if model is not None:

@@ -34,7 +34,7 @@ def scan_findings(tree: SourceTree, relpaths: list[str] | None = None) -> list[F
         relpaths = sorted({m for ms in backend_files(tree).values() for m in ms})
     settings = tree_settings(tree)
     contents = tuple(content_hash(f.read_bytes()) if (f := tree.find(r)) is not None else "" for r in sorted(relpaths))
-    key = (tree.label, tree.kind, len(tree.files), tuple(sorted(relpaths)), contents, settings.model_dump_json())
+    key = (tree.label, tree.kind, len(tree.files), tuple(sorted(relpaths)), contents, settings.key())
     if key not in _MEMO:
         _MEMO[key] = scan_trees_with_settings([tree], settings, only=set(relpaths), jobs=1).findings
     return list(_MEMO[key])
