@@ -96,8 +96,8 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
             gives_w, test = resolver_gives_w(tree, f, s.verify_input, set(s.verify_input_fields),
                                              s.verify_input_type)
             if gives_w is False:
-                found.append(f.model_copy(update={"message": f"{f.function} returns C for {s.verify_input}: "
-                                                             f"`{test}` does not hold for it"}))
+                found.append(dataclasses.replace(f, message=f"{f.function} returns C for {s.verify_input}: "
+                                                                 f"`{test}` does not hold for it"))
             elif gives_w is None:
                 undecided.append((f, test))
     if s.values:
