@@ -91,7 +91,7 @@ class _Digests:
         try:
             out = []
             for f in files:
-                if f.stamp is None or f.disk_path is None:
+                if f.stamp is None or f.disk is None:
                     return None
                 stamp = "/".join(map(str, f.stamp))
                 hit = self.known.get(f.relpath)

@@ -40,11 +40,16 @@ class SourceFile:
     display: str
     relpath: str
     _read: Callable[[], bytes] = field(repr=False, compare=False)
-    disk_path: Path | None = field(default=None, compare=False)
+    disk: str | None = field(default=None, compare=False)  # the file on disk, if it is one
     stamp: tuple[int, int] | None = field(default=None, compare=False)  # (size, mtime_ns) when listed
 
     def read_bytes(self) -> bytes:
         return self._read()
+
+    @property
+    def disk_path(self) -> Path | None:
+        # A Path per listed file costs a scan of a large tree more than its stat does: made on demand.
+        return None if self.disk is None else Path(self.disk)
 
     @property
     def module(self) -> str:
@@ -177,7 +182,7 @@ def open_target(target: str) -> SourceTree:
 
 
 def _disk_file(path: Path, display: str, relpath: str) -> SourceFile:
-    return SourceFile(display=display, relpath=relpath, _read=lambda: read_regular(path), disk_path=path)
+    return SourceFile(display=display, relpath=relpath, _read=lambda: read_regular(path), disk=str(path))
 
 
 def printable(name: str) -> str:
@@ -185,7 +190,7 @@ def printable(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def read_regular(path: Path) -> bytes:
+def read_regular(path: Path | str) -> bytes:
     """The bytes of a regular file; anything else (a FIFO that would block, a device, a socket) is an
     OSError, so it is reported as that file's error and never read."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
@@ -225,11 +230,10 @@ def _open_dir(path: Path) -> SourceTree:
                     stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                 except OSError:
                     stamp = None
-                p = Path(e.path)
-                # Names that are not UTF-8 (legal on Linux) are read through their Path, and shown
+                # Names that are not UTF-8 (legal on Linux) are read through their own path, and shown
                 # and keyed escaped (\xff), so no output or cache key ever holds a lone surrogate.
                 files.append(SourceFile(display=printable(e.path), relpath=rel + printable(e.name),
-                                        _read=lambda p=p: read_regular(p), disk_path=p, stamp=stamp))
+                                        _read=lambda p=e.path: read_regular(p), disk=e.path, stamp=stamp))
         stack.extend(reversed(subdirs))
     files.sort(key=lambda f: f.relpath)
     return SourceTree(label=str(path), kind="dir", files=files, root=path)

@@ -96,7 +96,8 @@ class Engine:
     # helper function node id -> the verify-branch calls of it as a method of its own class:
     # (caller's pass, call, call's statement)
     callers: dict[int, dict[int, tuple[FunctionPass, ast.Call]]] = field(default_factory=dict)
-    _method_calls: dict[int, dict] = field(default_factory=dict)  # module id -> _self_calls' table
+    _method_calls: dict[tuple, dict] = field(default_factory=dict)  # (module id, name) -> _self_calls' table
+    _func_texts: dict[int, str] = field(default_factory=dict)  # function node id -> its source lines
     _caller_passes: dict[int, tuple] = field(default_factory=dict)  # function node id -> _caller_pass
     # method name -> where the tree uses it, for threading W into helpers
     method_uses: Callable[[str], MethodUses | None] = lambda name: MethodUses()
@@ -452,7 +453,7 @@ class Engine:
             if id(m) in seen:
                 continue
             seen.add(id(m))
-            for caller, calls in self._self_calls(m).get(func.name, {}).values():
+            for caller, calls in self._self_calls(m, func.name).values():
                 hit = self.method_of(m, caller.cls, func.name)
                 if hit is None or hit[1].node is not func.node:
                     continue
@@ -488,20 +489,25 @@ class Engine:
             hit = self._caller_passes[id(caller.node)] = (cfp, {id(c) for c, _ in cfp.verify_calls})
         return hit
 
-    def _self_calls(self, model: ModuleModel) -> dict[str, dict[int, tuple[FunctionInfo, list[ast.Call]]]]:
-        """Per method name, the ``self.<name>(...)`` calls of each method of the module's classes (by
-        caller); one walk per module."""
-        table = self._method_calls.get(id(model))
+    def _self_calls(self, model: ModuleModel, name: str) -> dict[int, tuple[FunctionInfo, list[ast.Call]]]:
+        """The ``self.<name>(...)`` calls of each method of the module's classes (by caller). Only
+        methods whose source holds ``name`` are walked: a call names it."""
+        key = (id(model), name)
+        table = self._method_calls.get(key)
         if table is None:
-            table = self._method_calls[id(model)] = {}
+            table = self._method_calls[key] = {}
             for caller in model.functions.values():
                 if not caller.cls or "<locals>" in caller.qualname:
                     continue
+                text = self._func_texts.get(id(caller.node))
+                if text is None:
+                    text = self._func_texts[id(caller.node)] = model.text_of(caller.node)
+                if name not in text:
+                    continue
                 for n in walk(caller.node):
-                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name \
                             and isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
-                        entry = table.setdefault(n.func.attr, {}).setdefault(id(caller.node), (caller, []))
-                        entry[1].append(n)
+                        table.setdefault(id(caller.node), (caller, []))[1].append(n)
         return table
 
     def _derives(self, model: ModuleModel, cls: str, base_model: ModuleModel, base: str, depth: int = 0) -> bool:

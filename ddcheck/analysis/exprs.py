@@ -59,6 +59,19 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
                 push(value)
 
 
+def children(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes(node)`` as a list, in its order, without its two generators (the
+    verify pass asks for the children of every expression it reads)."""
+    out = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, list):
+            out.extend(c for c in value if isinstance(c, AST))
+        elif isinstance(value, AST):
+            out.append(value)
+    return out
+
+
 def every_node(node: ast.AST) -> Iterator[ast.AST]:
     """Every node under ``node`` (itself included, nested scopes too), like ``ast.walk`` but faster
     (order: depth first)."""

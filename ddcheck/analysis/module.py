@@ -41,6 +41,13 @@ def encoding_of(data: bytes) -> str:
         return "utf-8"  # no declaration: the first lines are simply not UTF-8, said by decode()
 
 
+def check_decodes(data: bytes) -> None:
+    """Raise the SourceError :func:`decode` would, without building the text when the bytes are
+    ASCII with no coding line near the top (any source encoding Python accepts reads ASCII as ASCII)."""
+    if not (data.isascii() and b"coding" not in data[:4096]):
+        decode(data)
+
+
 def decode(data: bytes) -> str:
     """Source bytes as text, in the encoding Python would read them with."""
     encoding = encoding_of(data)
@@ -403,9 +410,9 @@ def _sized_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
 
 
 def _mentions_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
-    from .exprs import is_c_read
+    from .exprs import every_node, is_c_read
 
-    return any(is_c_read(n, c_attrs, vocab) for n in ast.walk(value))
+    return any(is_c_read(n, c_attrs, vocab) for n in every_node(value))
 
 
 # Calls whose result is arithmetic on their arguments, not a resolution of one width.

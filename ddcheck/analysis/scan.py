@@ -17,7 +17,7 @@ from .. import suppressions
 from ..findings import FileError, ScanResult
 from ..sources import SourceFile, SourceTree
 from .engine import Engine, MethodUses, is_test_module
-from .module import ModuleModel, SourceError, decode
+from .module import ModuleModel, SourceError, check_decodes, decode
 from .vocabulary import DEFAULT_VOCABULARY, Vocabulary
 
 # A file can start a verify path only if it tests for it or names a function for it; helper
@@ -143,7 +143,7 @@ def _scan_into(result: ScanResult, trees, vocab, wants_path, only, jobs) -> None
         texts: dict[int, bytes] = {}  # by id() of the tree's SourceFile
         explicit = tree.kind == "file"
         for f in tree.files:
-            if not wants_path(f.relpath, f.disk_path) or only is not None and f.relpath not in only:
+            if not wants_path(f.relpath, f.disk) or only is not None and f.relpath not in only:
                 continue
             result.files_scanned += 1
             try:
@@ -152,12 +152,12 @@ def _scan_into(result: ScanResult, trees, vocab, wants_path, only, jobs) -> None
                 errors[f.display] = f"cannot be read: {exc.strerror or exc}"
                 continue
             try:
-                text = decode(data)
+                check_decodes(data)
             except SourceError as exc:
                 errors[f.display] = str(exc)
                 continue
             if suppressions.MARKER in data:
-                result.suppressions[f.display] = suppressions.parse(text)
+                result.suppressions[f.display] = suppressions.parse(decode(data))
                 result.displays[f.display] = f.relpath
             # A file given on its own (pre-commit) is analysed whenever it tests for verify: it may
             # pass the verify path to a helper that reads C, which a tree scan's prefilter skips.

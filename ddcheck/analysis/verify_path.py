@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable
 
-from .exprs import arith_names, buffer_key, ends_flow, guard_polarity, is_c_read, is_c_valued, mentions_per_step, self_attr, walk
+from .exprs import (arith_names, buffer_key, children, ends_flow, guard_polarity, is_c_read, is_c_valued, mentions_per_step,
+                    every_node, self_attr, walk)
 from .modes import ModeTable
 from .module import FunctionInfo, ModuleModel
 from .vocabulary import Vocabulary
@@ -232,7 +233,7 @@ class FunctionPass:
         elif isinstance(stmt, ast.ClassDef):
             return
         else:
-            for child in ast.iter_child_nodes(stmt):
+            for child in children(stmt):
                 self._expr(child, verify, anchor)
 
     def _target_reads(self, target: ast.expr, verify: bool, anchor) -> None:
@@ -281,7 +282,7 @@ class FunctionPass:
             self.verify_calls.append((node, anchor))
             if self.sized and isinstance(node.func, ast.Attribute) and node.func.attr == "copy_" and node.args:
                 self._fill(node.func.value, node.args[0], anchor)
-        for child in ast.iter_child_nodes(node):
+        for child in children(node):
             self._expr(child, verify, anchor)
 
     def _fill(self, target: ast.expr, value: ast.expr, anchor) -> None:
@@ -405,12 +406,12 @@ class FunctionPass:
 
 def _reads_verify_input(value: ast.expr) -> bool:
     return any(isinstance(n, ast.Attribute) and n.attr == "spec_info" or isinstance(n, ast.Name) and n.id == "spec_info"
-               for n in ast.walk(value))
+               for n in every_node(value))
 
 
 def _mentions_mode(test: ast.expr) -> bool:
     return any(isinstance(n, ast.Attribute) and "mode" in n.attr.lower() or isinstance(n, ast.Name) and "mode" in n.id.lower()
-               for n in ast.walk(test))
+               for n in every_node(test))
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:

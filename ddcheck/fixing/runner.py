@@ -168,7 +168,7 @@ def _patched_tree(tree: SourceTree, fixes: list[FileFix]) -> SourceTree:
     from ..sources import SourceFile
 
     after = {fx.display: fx.after for fx in fixes}
-    files = [SourceFile(f.display, f.relpath, (lambda data=after[f.display]: data), f.disk_path)
+    files = [SourceFile(f.display, f.relpath, (lambda data=after[f.display]: data), f.disk)
              if f.display in after else f for f in tree.files]
     # Only the fixed file and what it imports matter for its re-scan.
     return SourceTree(label=tree.label, kind=tree.kind, files=files, root=tree.root, wheel=tree.wheel)
