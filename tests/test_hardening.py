@@ -302,6 +302,33 @@ def test_cache_holds_data_not_code_and_survives_corruption(tmp_path, monkeypatch
     assert all(json.loads(p.read_text()) for p in (cache / "scan").rglob("*.json"))  # rewritten
 
 
+@pytest.mark.parametrize("tamper", [
+    lambda f: f.update(line=str(f["line"])),                       # a number as text
+    lambda f: f.update(severity="fatal"),                          # not a severity
+    lambda f: f.update(resolver=1),                                # an int where a bool belongs
+    lambda f: f.update(extra="x"),                                 # a field findings do not have
+    lambda f: f["fix"]["edits"][0].update(kind="exec"),            # not an edit kind
+    lambda f: f["fix"]["edits"][0].update(column=None),            # a missing position
+], ids=["line-text", "severity", "bool", "extra-field", "edit-kind", "edit-column"])
+def test_a_cache_entry_of_the_wrong_shape_is_a_miss(tmp_path, monkeypatch, tamper):
+    """Valid JSON is not trusted either: each field is type-checked back into a finding, and an entry
+    that fails is scanned again (and rewritten), never handed to the fixer or a reporter."""
+    import json
+
+    monkeypatch.setenv("DDCHECK_CACHE", str(tmp_path / "cache"))
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "backend.py").write_text((FIXTURES / "guards.py").read_text())
+    first = scan([str(tree)], settings=Settings())
+    entry = next(p for p in (tmp_path / "cache" / "scan").glob("*.json"))
+    data = json.loads(entry.read_text())
+    tamper(next(f for f in data["findings"] if f["fix"]))
+    entry.write_text(json.dumps(data))
+    again = scan([str(tree)], settings=Settings())
+    assert again.to_json() == first.to_json() and [f.fix for f in again.findings] == [f.fix for f in first.findings]
+    assert json.loads(entry.read_text()) != data  # rewritten by the new scan
+
+
 @pytest.mark.parametrize("eol", ["\r", "\r\n"], ids=["CR", "CRLF"])
 def test_fix_keeps_every_kind_of_line_ending(tmp_path, eol):
     src = (FIXTURES / "guards.py").read_text()
