@@ -332,7 +332,7 @@ def main() -> None:
         if os.environ.get("DDCHECK_DEBUG"):
             raise
         console(stderr=True).print(f"[bold red]ddcheck: internal error:[/bold red] {type(exc).__name__}: {exc} "
-                  f"(set DDCHECK_DEBUG=1 for a traceback)")
+                                   f"(set DDCHECK_DEBUG=1 for a traceback)")
         sys.exit(2)
 
 

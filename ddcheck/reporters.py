@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path, PurePosixPath
-from urllib.parse import quote
-
 from typing import IO, TYPE_CHECKING, Callable
+from urllib.parse import quote
 
 from . import __version__
 from .findings import Finding, FixSafety, ScanResult, Severity

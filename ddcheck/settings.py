@@ -5,9 +5,8 @@ from __future__ import annotations
 import fnmatch
 import json
 import tomllib
-from pathlib import Path
-
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 
 from .analysis.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 from .findings import Finding, Severity
@@ -40,6 +39,13 @@ class Settings:
     exclude: list[str] = field(default_factory=list, metadata={"doc": "Glob patterns of files never scanned."})
     # Where the settings came from: set by load_settings, not a field (no key of the table sets it).
     source = None
+
+    def __post_init__(self) -> None:
+        # rule ids are matched upper-case, as `--select dd001` is (unknown ids: load_settings, the CLI)
+        for name in ("select", "ignore"):
+            value = getattr(self, name)
+            if value and all(isinstance(v, str) for v in value):
+                setattr(self, name, [v.upper() for v in value])
 
     @staticmethod
     def keys() -> list[str]:
@@ -145,6 +151,4 @@ def _validate(table: object, path: Path) -> Settings:
         unknown = [v for v in value or [] if v.upper() not in all_rules()]
         if unknown:
             raise SettingsError(f"{path}: tool.ddcheck.{name}: unknown rule id(s): {', '.join(unknown)}")
-        if value is not None:
-            setattr(settings, name, [v.upper() for v in value])
     return settings
