@@ -11,11 +11,11 @@ from typing import List, Optional
 # The CLI uses no pydantic plugins; looking them up costs a sixth of a cache-hit scan.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from functools import lru_cache  # noqa: E402
-
 import typer  # noqa: E402
 
 from .findings import Severity  # noqa: E402
+from .scan_command import (UsageError, console, internal_failure, resolve_settings, scan_command,  # noqa: E402
+                           usage_failure)
 
 app = typer.Typer(
     add_completion=True,
@@ -25,46 +25,6 @@ app = typer.Typer(
          "with the width fixed at start-up (C) instead of the verify input's per-step width (W).",
 )
 
-
-# rich is loaded when something is printed through it, not for a JSON scan or a cache hit.
-@lru_cache(maxsize=None)
-def console(stderr: bool = False):
-    from rich.console import Console
-
-    return Console(stderr=stderr, soft_wrap=True, highlight=False)
-
-
-def escape(text: str) -> str:
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
-
-
-class Exit2(Exception):
-    """Usage error: printed without a traceback, exit code 2."""
-
-
-def _settings(target: Optional[str], config: Optional[Path], select, ignore, fail_on):
-    from .settings import SettingsError, load_settings
-
-    start = Path(target) if target and Path(target).exists() else Path.cwd()
-    try:
-        settings = load_settings(start, config)
-    except SettingsError as exc:
-        raise Exit2(str(exc)) from exc
-    from .rules import all_rules
-
-    for flag, values in (("--select", select), ("--ignore", ignore)):
-        unknown = [v for v in values or [] if v.upper() not in all_rules()]
-        if unknown:
-            raise Exit2(f"{flag}: unknown rule id(s) {', '.join(unknown)}; see `ddcheck rules`")
-    if select:
-        settings.select = [s.upper() for s in select]
-    if ignore:
-        settings.ignore = [*settings.ignore, *(s.upper() for s in ignore)]
-    if fail_on:
-        settings.fail_on = fail_on
-    return settings
 
 
 @app.command()
@@ -84,29 +44,7 @@ def scan(
 
     Example: [bold]ddcheck scan sglang==0.5.10 --format json[/bold]
     """
-    from . import baseline as bl
-    from .api import scan as run_scan
-    from .reporters import FORMATS, render
-
-    if fmt not in FORMATS:
-        raise Exit2(f"--format must be one of {', '.join(FORMATS)}")
-    for t in targets or []:
-        if "==" not in t and not Path(t).exists():
-            raise Exit2(f"{t}: no such file or directory")
-    settings = _settings((targets or [None])[0], config, select, ignore, fail_on)
-    result = run_scan(list(targets or []), settings=settings, use_cache=not no_cache)
-    if write_baseline:
-        n = bl.write(write_baseline, result.findings)
-        console(stderr=True).print(f"wrote {n} findings to baseline {escape(str(write_baseline))}")
-        raise typer.Exit(0)
-    if baseline:
-        try:
-            result.findings = bl.new_findings(result.findings, bl.load(baseline))
-        except bl.BaselineError as exc:
-            raise Exit2(str(exc)) from exc
-    render(result, fmt, sys.stdout, console, result.sources)
-    failing = result.at_or_above(settings.fail_on)
-    raise typer.Exit(1 if failing or result.errors else 0)
+    raise typer.Exit(scan_command(targets, fmt, fail_on, select, ignore, config, baseline, write_baseline, no_cache))
 
 
 @app.command()
@@ -129,12 +67,12 @@ def fix(
     from .fixer import fix_main
 
     if sum(bool(x) for x in (diff, check)) > 1:
-        raise Exit2("--diff and --check exclude each other")
+        raise UsageError("--diff and --check exclude each other")
     if installed and targets:
-        raise Exit2("--installed takes no targets")
+        raise UsageError("--installed takes no targets")
     if not installed and not targets:
-        raise Exit2("give files/directories to fix, a wheel/sglang==VERSION with --out, or --installed")
-    settings = _settings((targets or [None])[0], config, None, None, None)
+        raise UsageError("give files/directories to fix, a wheel/sglang==VERSION with --out, or --installed")
+    settings = resolve_settings((targets or [None])[0], config, None, None, None)
     code = fix_main(list(targets or []), settings=settings, diff=diff, check=check, unsafe=unsafe_fixes,
                     out_dir=out_dir, installed=installed, exit_non_zero_on_fix=exit_non_zero_on_fix,
                     verify=verify, console=console(), err=console(stderr=True), force=force)
@@ -168,15 +106,15 @@ def smoke(
         _print_backends()
         raise typer.Exit(0)
     if target is None:
-        raise Exit2("a target is required (an sglang tree, wheel, sglang==VERSION or 'installed')")
+        raise UsageError("a target is required (an sglang tree, wheel, sglang==VERSION or 'installed')")
     try:
         from .smoke import smoke_main
     except ImportError as exc:
-        raise Exit2(f"the smoke test needs torch and triton ({exc}); pip install 'ddcheck[smoke]'") from exc
+        raise UsageError(f"the smoke test needs torch and triton ({exc}); pip install 'ddcheck[smoke]'") from exc
     if fmt not in ("text", "json"):
-        raise Exit2("--format must be text or json")
+        raise UsageError("--format must be text or json")
     if graph_capture_width not in ("C", "W"):
-        raise Exit2("--graph-capture-width must be C or W")
+        raise UsageError("--graph-capture-width must be C or W")
     values = None
     if launch is not None:
         budget, num_draft_tokens, graph_capture_width, values = _launch_widths(target, launch)
@@ -206,10 +144,10 @@ def _launch_widths(target: str, launch: str):
     try:
         report = check_launch(shlex.split(launch), sglang=target)
     except (UsageError, ValueError) as exc:
-        raise Exit2(f"--launch: {exc}") from exc
+        raise UsageError(f"--launch: {exc}") from exc
     s = report.settings
     if s is None or s.verify_width is None or s.num_draft_tokens is None:
-        raise Exit2("--launch: W or C of this launch is not known (see `ddcheck config` for why)")
+        raise UsageError("--launch: W or C of this launch is not known (see `ddcheck config` for why)")
     capture = "W" if s.cuda_graph and s.capture_width == s.verify_width else "C"
     values = {k: v for k, v in s.values.items() if _jsonable(v)} or None
     return s.verify_width - 1, s.num_draft_tokens, capture, values
@@ -237,7 +175,7 @@ def config(
     from .launch import config_main
 
     if fmt not in ("text", "json"):
-        raise Exit2("--format must be text or json")
+        raise UsageError("--format must be text or json")
     raise typer.Exit(config_main(list(ctx.args), file=str(file) if file else None, sglang=sglang, fmt=fmt,
                                  draft_config=str(draft_config) if draft_config else None,
                                  model_config=str(model_config) if model_config else None, gpu=gpu,
@@ -263,11 +201,11 @@ def guard(
         console().print(site_directory())
         raise typer.Exit(0)
     if mode not in ("raise", "warn"):
-        raise Exit2("--mode must be raise or warn")
+        raise UsageError("--mode must be raise or warn")
     if every < 0:
-        raise Exit2("--every must be a positive number of steps")
+        raise UsageError("--every must be a positive number of steps")
     if not ctx.args:
-        raise Exit2("no command given: ddcheck guard [OPTIONS] -- COMMAND ...")
+        raise UsageError("no command given: ddcheck guard [OPTIONS] -- COMMAND ...")
     raise typer.Exit(run_guarded(list(ctx.args), mode, every or None, str(log) if log else None))
 
 
@@ -299,7 +237,7 @@ def explain(rule_id: str = typer.Argument(..., help="A rule id (DD001) or name."
 
     rule = get_rule(rule_id)
     if rule is None:
-        raise Exit2(f"unknown rule {rule_id!r}; known: {', '.join(all_rules())}")
+        raise UsageError(f"unknown rule {rule_id!r}; known: {', '.join(all_rules())}")
     if console().is_terminal:
         console().print(Markdown(rule.doc()))
     else:
@@ -311,9 +249,8 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
-    except Exit2 as exc:
-        console(stderr=True).print(f"[bold red]ddcheck:[/bold red] {escape(str(exc))}")
-        sys.exit(2)
+    except UsageError as exc:
+        sys.exit(usage_failure(exc))
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except SystemExit:
@@ -329,11 +266,7 @@ def main() -> None:
         if isinstance(exc, ClickException):
             exc.show()
             sys.exit(2)
-        if os.environ.get("DDCHECK_DEBUG"):
-            raise
-        console(stderr=True).print(f"[bold red]ddcheck: internal error:[/bold red] {type(exc).__name__}: {exc} "
-                                   f"(set DDCHECK_DEBUG=1 for a traceback)")
-        sys.exit(2)
+        sys.exit(internal_failure(exc))
 
 
 if __name__ == "__main__":

@@ -727,3 +727,66 @@ def test_readme_documents_the_workflow():
                     "include", "exclude"}
     for key in keys:
         assert re.search(rf"^{re.escape(key)} = ", section, re.MULTILINE), key
+
+
+# -- the fast entry: `ddcheck scan` without typer, held to typer's reading of the same arguments ----
+
+def test_the_fast_scan_entry_reads_the_options_typer_declares():
+    """The argparse reading of `ddcheck scan` (ddcheck/entry.py) has exactly the typer command's
+    options, each taking a value, repeatable or a flag as typer's does."""
+    from typer.main import get_command
+
+    from ddcheck.cli import app
+    from ddcheck.entry import scan_parser
+
+    command = get_command(app).commands["scan"]
+    typer_side = {tuple(sorted(p.opts + p.secondary_opts)): ("flag" if p.is_flag else "many" if p.multiple else "one")
+                  for p in command.params if p.param_type_name == "option"}
+    fast_side = {tuple(sorted(a.option_strings)): ("flag" if a.nargs == 0 else "many" if a.__class__.__name__ ==
+                                                   "_AppendAction" else "one")
+                 for a in scan_parser()._actions if a.option_strings}
+    assert fast_side == typer_side
+    arguments = [p for p in command.params if p.param_type_name == "argument"]
+    assert [(p.name, p.nargs) for p in arguments] == [("targets", -1)]
+
+
+FAST_ARGVS = [
+    ["--format", "json", "backend.py"],
+    ["backend.py"],                                           # text, through rich
+    ["-fjson", "--no-cache", "backend.py"],
+    ["backend.py", "--format=sarif", "--select", "dd001"],     # options after the target, lower-case id
+    ["--format", "github", "--ignore", "DD001", "--ignore", "DD002", "backend.py"],
+    ["--fail-on", "warning", "--format", "json", "backend.py"],
+    ["--select", "DD999", "backend.py"],                      # unknown rule id: usage error
+    ["--format", "xml", "backend.py"],                        # unknown format: usage error
+    ["missing.py"],                                           # no such file: usage error
+    ["--baseline", "nope.json", "backend.py"],                # unreadable baseline: usage error
+    ["--write-baseline", "b.json", "backend.py"],
+    ["--format", "json", "--", "backend.py"],
+]
+
+
+@pytest.mark.parametrize("argv", FAST_ARGVS, ids=[" ".join(a) for a in FAST_ARGVS])
+def test_the_fast_scan_entry_prints_what_typer_prints(tmp_path, argv):
+    from ddcheck.entry import parse_scan
+
+    assert parse_scan(argv) is not None  # this reading really takes the fast path
+    runs = []
+    for fast in ("1", "0"):
+        work = tmp_path / fast
+        backend_copy(work)
+        env = {**os.environ, "COLUMNS": "200", "PYTHONIOENCODING": "utf-8", "DDCHECK_FAST_ENTRY": fast}
+        proc = subprocess.run([sys.executable, "-m", "ddcheck", "scan", *argv], cwd=work, capture_output=True,
+                              text=True, check=False, env=env, timeout=120)
+        written = (work / "b.json").read_text() if (work / "b.json").exists() else None
+        runs.append((proc.returncode, proc.stdout.replace(str(work), "<dir>"), proc.stderr, written))
+    assert runs[0] == runs[1]
+    assert runs[0][0] in (0, 1, 2) and "Traceback" not in runs[0][2]
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["-h"], ["--no-such-option"], ["--fail-on", "loud"], ["--format"],
+                                  ["--no-cach", "x.py"]])
+def test_what_the_fast_entry_does_not_read_goes_to_typer(argv):
+    from ddcheck.entry import parse_scan
+
+    assert parse_scan(argv) is None

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import ast
 import gc
-import multiprocessing as mp
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Callable
 from pathlib import Path
@@ -188,7 +185,13 @@ def _analyse(tree: SourceTree, relpaths: list[str], vocab: Vocabulary, jobs: int
              sizes: dict[str, int] | None = None, texts: dict[int, bytes] | None = None) -> list[ChunkResult]:
     jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
     texts = {} if texts is None else texts
-    if jobs <= 1 or len(relpaths) < PARALLEL_MIN_FILES or "fork" not in mp.get_all_start_methods():
+    if jobs <= 1 or len(relpaths) < PARALLEL_MIN_FILES:
+        return [_analyse_chunk(tree, relpaths, vocab, texts)]
+    import multiprocessing as mp  # a pool only for trees large enough to pay for it
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    if "fork" not in mp.get_all_start_methods():
         return [_analyse_chunk(tree, relpaths, vocab, texts)]
     sizes = sizes or {}
     chunks: list[list[str]] = [[] for _ in range(jobs)]

@@ -303,9 +303,9 @@ class FunctionPass:
         """Line where the buffer read by ``node`` (``self.X`` or ``self.X["key"]``) was laid out with C;
         0 when this function refills it in place (``.copy_``/``.fill_``/item assignment) per step."""
         key = buffer_key(node)
-        if key is None or key in self._refilled:
-            return 0
-        return self.buffers.get(key[0], {}).get(key[1], 0)
+        line = self.buffers.get(key[0], {}).get(key[1], 0) if key is not None else 0
+        # the refills are looked for (a walk of the whole function) only for a read of a C-laid buffer
+        return 0 if not line or key in self._refilled else line
 
     @cached_property
     def _refilled(self) -> set[tuple[str, object]]:

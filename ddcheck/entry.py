@@ -1,0 +1,82 @@
+"""The ``ddcheck`` console script.
+
+``ddcheck scan`` with plain arguments (the pre-commit and CI case) runs without loading the CLI
+framework: typer converts every parameter through pydantic, ~0.1 s before any work, most of a scan
+of one file. Everything else - ``--help``, the other commands, any argument this parser would not
+read exactly as typer does - goes to the typer app in :mod:`ddcheck.cli`, which owns the command line
+and its help. tests/test_workflow.py holds the two to the same options and the same output.
+``DDCHECK_FAST_ENTRY=0`` sends every command through typer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+class _NotPlain(Exception):
+    """Arguments this parser leaves to typer (its errors and help are typer's)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # noqa: D102 - argparse would print and exit
+        raise _NotPlain(message)
+
+
+def scan_parser() -> argparse.ArgumentParser:
+    """``ddcheck scan``'s options as :func:`ddcheck.cli.scan` declares them (no help: typer's)."""
+    from .findings import Severity
+
+    p = _Parser(prog="ddcheck scan", add_help=False, allow_abbrev=False)
+    p.add_argument("targets", nargs="*")
+    p.add_argument("--format", "-f", dest="fmt", default="text")
+    p.add_argument("--fail-on", dest="fail_on", choices=[s.value for s in Severity])
+    p.add_argument("--select", action="append")
+    p.add_argument("--ignore", action="append")
+    p.add_argument("--config")
+    p.add_argument("--baseline")
+    p.add_argument("--write-baseline", dest="write_baseline")
+    p.add_argument("--no-cache", dest="no_cache", action="store_true")
+    return p
+
+
+def parse_scan(args: list[str]) -> dict | None:
+    """Keyword arguments of :func:`ddcheck.scan_command.scan_command`, or None to leave ``args`` to typer."""
+    from .findings import Severity
+
+    try:
+        ns = scan_parser().parse_intermixed_args(args)
+    except _NotPlain:
+        return None
+    kw = vars(ns)
+    kw["fail_on"] = Severity(kw["fail_on"]) if kw["fail_on"] else None
+    for name in ("config", "baseline", "write_baseline"):
+        kw[name] = Path(kw[name]) if kw[name] is not None else None
+    return kw
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if args[:1] == ["scan"] and os.environ.get("DDCHECK_FAST_ENTRY", "1") != "0":
+        kw = parse_scan(args[1:])
+        if kw is not None:
+            sys.exit(_run_scan(kw))
+    from .cli import main as typer_main
+
+    typer_main()
+
+
+def _run_scan(kw: dict) -> int:
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # as ddcheck.cli does
+    from .scan_command import UsageError, internal_failure, scan_command, usage_failure
+
+    try:
+        return scan_command(**kw)
+    except UsageError as exc:
+        return usage_failure(exc)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence for scripts, as in ddcheck.cli
+        return internal_failure(exc)
