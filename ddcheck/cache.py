@@ -12,7 +12,6 @@ Entries are JSON (a cache restored from elsewhere can hold data, never code), va
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -29,6 +28,8 @@ MAX_DIGESTS = 50_000  # remembered file digests of one tree; beyond it the memo 
 
 @lru_cache(maxsize=1)
 def _code_digest() -> str:
+    import hashlib
+
     h = hashlib.blake2b(digest_size=16)
     root = Path(__file__).resolve().parent
     for p in sorted(root.rglob("*.py")):
@@ -47,6 +48,8 @@ def key(trees: list[SourceTree], settings_json: str) -> str | None:
     """None when a tree cannot be keyed cheaply (a single file: its helpers live elsewhere)."""
     if not trees or any(t.kind not in ("wheel", "dir") for t in trees):
         return None
+    import hashlib  # a single-file scan is never cached, nor hashes
+
     h = hashlib.blake2b(digest_size=20)
     h.update(f"{VERSION}\0{sys.version}\0{_code_digest()}\0{settings_json}".encode())
     try:
@@ -76,6 +79,8 @@ class _Digests:
     per tree root under ``scan/digests/``, so a scan loads only its own)."""
 
     def __init__(self, root: Path):
+        import hashlib
+
         name = hashlib.blake2b(str(root).encode(), digest_size=10).hexdigest()
         self.path = cache_dir() / "scan" / "digests" / f"{name}.json"
         self.changed = False

@@ -148,31 +148,30 @@ def _check(cls: type, raw: Any, convert: dict[str, Any] | None = None) -> Any:
     if not isinstance(raw, dict):
         raise ValueError(f"{cls.__name__}: not an object")
     convert = convert or {}
-    known = {f.name: f for f in fields(cls)}
-    if set(raw) - set(known):
-        raise ValueError(f"{cls.__name__}: unknown fields {sorted(set(raw) - set(known))}")
+    allowed = _allowed(cls)
     values = {}
     for name, value in raw.items():
         if name in convert:
             value = convert[name](value)
-        elif not _is(value, known[name].type):
-            raise ValueError(f"{cls.__name__}.{name}: {value!r} is not {known[name].type}")
+        elif name not in allowed:
+            raise ValueError(f"{cls.__name__}: unknown field {name!r}")
+        elif type(value) not in allowed[name]:  # exact types: True is not an int here
+            raise ValueError(f"{cls.__name__}.{name}: {value!r} is not {' | '.join(t.__name__ for t in allowed[name])}")
         values[name] = value
     return cls(**values)
 
 
-_TYPES = {"int": int, "str": str, "bool": bool}
+_TYPES = {"int": int, "str": str, "bool": bool, "None": type(None)}
+_ALLOWED: dict[type, dict[str, tuple[type, ...]]] = {}
 
 
-def _is(value: Any, annotation: str) -> bool:
-    """``value`` matches an annotation of the simple kinds used above (``int``, ``str | None`` ...)."""
-    for part in (p.strip() for p in str(annotation).split("|")):
-        if part == "None" and value is None:
-            return True
-        t = _TYPES.get(part)
-        if t is not None and isinstance(value, t) and (t is bool or not isinstance(value, bool)):
-            return True
-    return False
+def _allowed(cls: type) -> dict[str, tuple[type, ...]]:
+    """Per field, the exact types its annotation (``int``, ``str | None`` ...) admits; fields of
+    other annotations admit none (a converter must read them)."""
+    if cls not in _ALLOWED:
+        _ALLOWED[cls] = {f.name: tuple(_TYPES[p.strip()] for p in str(f.type).split("|") if p.strip() in _TYPES)
+                         for f in fields(cls)}
+    return _ALLOWED[cls]
 
 
 def _list(item) -> Any:

@@ -7,12 +7,10 @@ Everything downstream sees :class:`SourceFile` objects and never touches the dis
 from __future__ import annotations
 
 import errno
-import hashlib
 import importlib.util
 import os
 import re
 import stat
-import subprocess
 import sys
 import zipfile
 import zlib
@@ -147,6 +145,8 @@ def download_wheel(version: str, dest: Path | None = None) -> Path:
                 "--platform", "any", f"sglang=={version}"],
     ]
     last = ""
+    import subprocess  # only a download runs one; a scan of files never loads it
+
     for cmd in attempts:
         proc = subprocess.run(cmd, capture_output=True, text=True)
         found = _cached_wheel(dest, version)
@@ -175,7 +175,7 @@ def open_target(target: str) -> SourceTree:
         return _open_dir(path)
     if not path.is_file():
         raise TargetError(f"{target}: not a regular file (a FIFO, socket or device is never read)")
-    if path.suffix == ".whl" or zipfile.is_zipfile(path) and path.suffix in (".zip", ".whl"):
+    if path.suffix == ".whl" or path.suffix == ".zip" and zipfile.is_zipfile(path):
         return _open_wheel(path, label=str(path))
     return SourceTree(label=str(path), kind="file", root=path.parent,
                       files=[_disk_file(path, display=str(path), relpath=path.name)])
@@ -290,4 +290,6 @@ def _member_reader(wheel: Path, member: str) -> Callable[[], bytes]:
 
 
 def content_hash(data: bytes) -> str:
+    import hashlib  # OpenSSL's bindings load with it: not for a scan that never hashes
+
     return hashlib.blake2b(data, digest_size=16).hexdigest()
