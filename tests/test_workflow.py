@@ -790,3 +790,16 @@ def test_what_the_fast_entry_does_not_read_goes_to_typer(argv):
     from ddcheck.entry import parse_scan
 
     assert parse_scan(argv) is None
+
+
+def test_a_plain_json_scan_loads_no_cli_framework(tmp_path):
+    """What keeps `ddcheck scan FILE` (pre-commit) fast: neither typer, pydantic nor rich is loaded for
+    a JSON scan of a file without a [tool.ddcheck] table (text output loads rich, help loads typer)."""
+    p = backend_copy(tmp_path)
+    code = ("import sys\nfrom ddcheck.entry import main\n"
+            f"sys.argv = ['ddcheck', 'scan', '--format', 'json', {str(p)!r}]\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+            "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'typer', 'pydantic', 'rich', 'libcst', 'click'})\n"
+            "print(code, loaded, file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert json.loads(proc.stdout)["findings"] and proc.stderr.strip().splitlines()[-1] == "1 []", proc.stderr
