@@ -26,7 +26,6 @@ app = typer.Typer(
 )
 
 
-
 @app.command()
 def scan(
     targets: List[str] = typer.Argument(None, help="Files, directories, wheels or sglang==VERSION. "
