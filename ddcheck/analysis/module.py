@@ -44,7 +44,7 @@ def encoding_of(data: bytes) -> str:
 def check_decodes(data: bytes) -> None:
     """Raise the SourceError :func:`decode` would, without building the text when the bytes are
     ASCII with no coding line near the top (any source encoding Python accepts reads ASCII as ASCII)."""
-    if not (data.isascii() and b"coding" not in data[:4096]):
+    if not (data.isascii() and data.find(b"coding", 0, 4096) < 0):
         decode(data)
 
 
