@@ -3,19 +3,15 @@ scanned), 2 usage or internal error."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import List, Optional
 
-# The CLI uses no pydantic plugins; looking them up costs a sixth of a cache-hit scan.
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+# scan_command first: it sets the environment pydantic (loaded by typer) reads
+from .findings import Severity
+from .scan_command import UsageError, console, internal_failure, resolve_settings, scan_command, usage_failure
 
-import typer  # noqa: E402
-
-from .findings import Severity  # noqa: E402
-from .scan_command import (UsageError, console, internal_failure, resolve_settings, scan_command,  # noqa: E402
-                           usage_failure)
+import typer  # noqa: E402, I001
 
 app = typer.Typer(
     add_completion=True,

@@ -69,7 +69,6 @@ def main() -> None:
 
 
 def _run_scan(kw: dict) -> int:
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # as ddcheck.cli does
     from .scan_command import UsageError, internal_failure, scan_command, usage_failure
 
     try:

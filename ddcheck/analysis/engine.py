@@ -99,6 +99,7 @@ class Engine:
     _method_calls: dict[tuple, dict] = field(default_factory=dict)  # (module id, name) -> _self_calls' table
     _func_texts: dict[int, str] = field(default_factory=dict)  # function node id -> its source lines
     _caller_passes: dict[int, tuple] = field(default_factory=dict)  # function node id -> _caller_pass
+    _threads: dict[int, object] = field(default_factory=dict)  # helper node id -> _thread_edits, per findings()
     # method name -> where the tree uses it, for threading W into helpers
     method_uses: Callable[[str], MethodUses | None] = lambda name: MethodUses()
     _locals: dict[int, dict[tuple[int, str], str]] = field(default_factory=dict)  # function -> (anchor, W) -> name
@@ -313,6 +314,7 @@ class Engine:
     # -- findings -----------------------------------------------------------------------------
 
     def findings(self) -> list[Finding]:
+        self._threads.clear()  # threads are planned over everything analysed by now
         return [self._finding(r) for r in self.reported.values()]
 
     def _refill(self, r: Reported, spec_info: str | None) -> tuple[str, str] | None:
@@ -375,7 +377,9 @@ class Engine:
         model, func = r.fp.model, r.fp.func
         if not (r.exact or named) or any(n != "self" for n in _names(r.c_expr)):
             return None
-        found = self._thread_edits(model, func, frozenset())
+        if id(func.node) not in self._threads:  # every finding in the helper threads the same W
+            self._threads[id(func.node)] = self._thread_edits(model, func, frozenset())
+        found = self._threads[id(func.node)]
         if found is None:
             return None
         c = r.c_expr if _is_simple(r.c_expr) else f"({r.c_expr})"

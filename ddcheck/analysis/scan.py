@@ -185,7 +185,6 @@ _FORKED: tuple | None = None  # (tree, vocab) handed to forked workers
 def _analyse(tree: SourceTree, relpaths: list[str], vocab: Vocabulary, jobs: int | None,
              sizes: dict[str, int] | None = None, texts: dict[int, bytes] | None = None) -> list[ChunkResult]:
     jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
-    texts = {} if texts is None else texts
     if jobs <= 1 or len(relpaths) < PARALLEL_MIN_FILES:
         return [_analyse_chunk(tree, relpaths, vocab, texts)]
     import multiprocessing as mp  # a pool only for trees large enough to pay for it
