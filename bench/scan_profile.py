@@ -3,12 +3,13 @@
 
 Times, in this process (imports excluded, cyclic GC off as in a scan):
   open        listing and stat-ing the tree
-  read        reading every file's bytes
-  prefilter   the byte prefilter over them (candidates: files the analysis parses)
-  analysis    the candidates analysed in one process, then split over --jobs forked workers as a
-              scan splits them; per worker its total, the time in ``ModuleModel.parse`` and the time
-              in the search of the tree for a helper's callers and definers (``method_uses``, parsing
-              excluded)
+  then the scan itself, once in one process and once over --jobs forked workers as a scan runs it;
+  per process:
+  triage      reading its files, checking they decode, the byte prefilter (candidates: files the
+              analysis parses)
+  index       the method-name index of the files it read (which files may call or define a helper)
+  analysis    parsing and analysing its candidates; of that, the time in ``ModuleModel.parse`` and
+              in the search for a helper's callers and definers (parsing excluded)
 Usage: python bench/scan_profile.py [--version 0.5.23] [--jobs 2]
 """
 
@@ -25,50 +26,54 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_scan import tree_for  # noqa: E402
 
-from ddcheck.analysis import engine, module, scan  # noqa: E402
+from ddcheck.analysis import chunk, module, names, scan, triage, workers  # noqa: E402
 from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY  # noqa: E402
 from ddcheck.sources import open_target  # noqa: E402
 
 SPENT: dict[str, float] = {}
+COUNTS: dict[str, int] = {}
 
 
-def _timed(name: str, fn):
+def _timed(name: str, fn, exclude: str | None = None):
     def wrapper(*args, **kwargs):
+        inner = SPENT.get(exclude, 0.0) if exclude else 0.0
         t = time.perf_counter()
         try:
             return fn(*args, **kwargs)
         finally:
-            SPENT[name] = SPENT.get(name, 0.0) + time.perf_counter() - t
+            nested = SPENT.get(exclude, 0.0) - inner if exclude else 0.0
+            SPENT[name] = SPENT.get(name, 0.0) + time.perf_counter() - t - nested
     return wrapper
 
 
 def _instrument() -> None:
     module.ModuleModel.parse = classmethod(_timed("parse", module.ModuleModel.parse.__func__))
-    engine_init = engine.Engine.__init__
+    chunk.ChunkAnalysis._method_uses = _timed("search", chunk.ChunkAnalysis._method_uses, exclude="parse")
+    chunk.ChunkAnalysis.add = _timed("analysis", chunk.ChunkAnalysis.add)
+    index_part = names.index_part
+    names.index_part = _timed("index", index_part)  # the lazy index of a single process
+    triage.index_part = _timed("index", index_part)  # a worker's share
+    run_triage = _timed("triage", triage.triage)
 
-    def init(self, *args, **kwargs):
-        engine_init(self, *args, **kwargs)
-        search = self.method_uses
-
-        def method_uses(name):
-            parsed = SPENT.get("parse", 0.0)
-            t = time.perf_counter()
-            try:
-                return search(name)
-            finally:  # parsing the modules found is counted as parsing
-                SPENT["search"] = SPENT.get("search", 0.0) + time.perf_counter() - t - (SPENT.get("parse", 0.0) - parsed)
-        self.method_uses = method_uses
-    engine.Engine.__init__ = init
-    chunk = scan._analyse_chunk
-
-    def analyse_chunk(tree, relpaths, vocab, known=None):
+    def counted_triage(tree, positions, vocab):
         SPENT.clear()
-        t = time.perf_counter()
-        out = chunk(tree, relpaths, vocab, known)
-        print(f"    worker pid {os.getpid()}: {len(relpaths)} candidates, {time.perf_counter() - t:.2f} s "
-              f"(parse {SPENT.get('parse', 0):.2f} s, caller/definer search {SPENT.get('search', 0):.2f} s)", flush=True)
+        out = run_triage(tree, positions, vocab)
+        COUNTS["candidates"] = len(out.candidates)
+        COUNTS["files"] = len(positions)
         return out
-    scan._analyse_chunk = analyse_chunk
+    scan.triage = workers.triage = counted_triage
+    finish = chunk.ChunkAnalysis.finish
+
+    def report(self):
+        t = time.perf_counter()
+        out = finish(self)
+        SPENT["analysis"] = SPENT.get("analysis", 0.0) + time.perf_counter() - t
+        print(f"    pid {os.getpid()}: triage {SPENT.get('triage', 0):.2f} s ({COUNTS['files']} files, "
+              f"{COUNTS['candidates']} candidates), index {SPENT.get('index', 0):.2f} s, analysis "
+              f"{SPENT.get('analysis', 0):.2f} s (parse {SPENT.get('parse', 0):.2f} s, caller/definer search "
+              f"{SPENT.get('search', 0):.2f} s)", flush=True)
+        return out
+    chunk.ChunkAnalysis.finish = report
 
 
 def main() -> int:
@@ -77,25 +82,15 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     root = tree_for(args.version)
-    vocab = DEFAULT_VOCABULARY
     gc.disable()
     t = time.perf_counter()
     tree = open_target(str(root))
-    t_open = time.perf_counter() - t
-    t = time.perf_counter()
-    known = {id(f): f.read_bytes() for f in tree.files}
-    t_read = time.perf_counter() - t
-    t = time.perf_counter()
-    candidates = [f.relpath for f in tree.files if scan.needs_analysis(known[id(f)], vocab)]
-    t_filter = time.perf_counter() - t
-    sizes = {f.relpath: len(known[id(f)]) for f in tree.files}
-    print(f"sglang {args.version}: {len(tree.files)} files; open {t_open:.3f} s, read {t_read:.3f} s, "
-          f"prefilter {t_filter:.3f} s ({len(candidates)} candidates)")
+    print(f"sglang {args.version}: {len(tree.files)} files; open {time.perf_counter() - t:.3f} s")
     _instrument()
     for jobs in (1, args.jobs):
-        print(f"  analysis, {jobs} process{'es' if jobs > 1 else ''}:")
+        print(f"  scan, {jobs} process{'es' if jobs > 1 else ''}:")
         t = time.perf_counter()
-        scan._analyse(tree, candidates, vocab, jobs, sizes, known)
+        scan.scan_trees([tree], DEFAULT_VOCABULARY, jobs=jobs)
         print(f"    wall {time.perf_counter() - t:.2f} s")
     return 0
 

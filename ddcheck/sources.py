@@ -52,9 +52,14 @@ class SourceFile:
     @property
     def module(self) -> str:
         """Dotted module name derived from ``relpath`` (``a/b/__init__.py`` -> ``a.b``)."""
-        parts = list(PurePosixPath(self.relpath).with_suffix("").parts)
-        if parts and parts[-1] == "__init__":
-            parts.pop()
+        # string operations, not PurePosixPath: a tree index asks this of every file of the tree
+        folder, _, name = self.relpath.rstrip("/").rpartition("/")
+        dot = name.rfind(".")
+        if 0 < dot < len(name) - 1:  # PurePath.with_suffix("") drops the last suffix only
+            name = name[:dot]
+        parts = [p for p in folder.split("/") if p and p != "."]
+        if name != "__init__":
+            parts.append(name)
         return ".".join(parts)
 
 

@@ -1,0 +1,186 @@
+"""The analysis of some candidate files of a tree, in one process: parses modules on first use
+(candidates, the helpers their verify paths reach, a helper's callers and definers) and runs the
+engine over the candidates."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..sources import SourceFile, SourceTree
+from .engine import Engine, MethodUses, is_test_module
+from .module import ModuleModel, SourceError
+from .names import NameIndex, Part
+from .vocabulary import Vocabulary
+
+# Subclasses read `self.num_draft_tokens` that a base class in another module set from C.
+INHERITED_C_ATTRS = frozenset({"num_draft_tokens", "speculative_num_draft_tokens"})
+# The verify inputs carry `num_tokens_per_req` (default -1) on the SpecInput base from 0.5.16 on.
+WIDTH_FIELD_RE = re.compile(rb"^\s+num_tokens_per_req\s*:\s*int\s*=", re.M)
+
+
+def width_api(tree: SourceTree) -> str:
+    """``num_tokens_per_req`` when the tree's verify inputs all carry it (newer SGLang), else ``draft_token_num``."""
+    suffix = "srt/speculative/spec_info.py"
+    f = tree.find(suffix)
+    data = None
+    try:
+        if f is not None:
+            data = f.read_bytes()
+        elif tree.kind == "file" and tree.root is not None and (tree.root / "sglang" / suffix).is_file():
+            data = (tree.root / "sglang" / suffix).read_bytes()
+    except OSError:
+        data = None
+    return "num_tokens_per_req" if data and WIDTH_FIELD_RE.search(data) else "draft_token_num"
+
+
+@dataclass
+class TreeIndex:
+    """Module name -> file for one tree, plus the on-disk package root for single-file targets."""
+
+    tree: SourceTree
+    by_module: dict[str, SourceFile] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for f in self.tree.files:
+            self.by_module.setdefault(f.module, f)
+
+    def lookup(self, module: str) -> SourceFile | None:
+        if module in self.by_module:
+            return self.by_module[module]
+        hit = None
+        if self.tree.kind == "dir":
+            # A git checkout keeps the package under python/: `sglang.srt.x` is `python.sglang.srt.x`.
+            hits = [m for m in self.by_module if m.endswith("." + module)]
+            hit = self.by_module[min(hits, key=len)] if hits else None
+            self.by_module[module] = hit
+        if hit is not None or self.tree.root is None or self.tree.kind != "file":
+            return hit
+        # A single file passed by pre-commit: find its sibling modules on disk, lazily.
+        base = self.tree.root / Path(*module.split("."))
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                from ..sources import _disk_file
+
+                f = _disk_file(candidate, str(candidate), candidate.relative_to(self.tree.root).as_posix())
+                self.by_module[module] = f
+                return f
+        return None
+
+
+@dataclass
+class ChunkResult:
+    findings: list = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)  # display -> message
+    sources: dict[str, list[str]] = field(default_factory=dict)
+
+
+class ChunkAnalysis:
+    """One engine over the candidates :meth:`add`-ed, then :meth:`finish`-ed into a result.
+
+    ``texts`` holds the bytes of the tree's files already read (by position in ``tree.files``); the
+    rest are read on demand. ``parts`` of a name index say which files may call or define a method
+    name, ``unindexed`` the files they do not cover; without parts the whole tree is indexed on the
+    first question."""
+
+    def __init__(self, tree: SourceTree, vocab: Vocabulary, texts: dict[int, bytes] | None = None,
+                 parts: list[Part] | None = None, unindexed: list[int] | None = None) -> None:
+        self.tree, self.vocab = tree, vocab
+        self.texts = {} if texts is None else texts
+        self.positions = {id(f): i for i, f in enumerate(tree.files)}
+        self.index = TreeIndex(tree)
+        if parts is None:
+            parts, unindexed = [], list(range(len(tree.files)))
+        self.names = NameIndex(parts, unindexed or [], self.read_at)
+        self.models: dict[str, ModuleModel | None] = {}
+        self.uses: dict[str, MethodUses | None] = {}
+        self.out = ChunkResult()
+        self.engine = Engine(vocab=vocab, load_module=self.load, width_api=width_api(tree),
+                             inherited_c_attrs=INHERITED_C_ATTRS, method_uses=self.method_uses)
+
+    def read(self, f: SourceFile) -> bytes:
+        pos = self.positions.get(id(f))
+        data = self.texts.get(pos) if pos is not None else None
+        return f.read_bytes() if data is None else data
+
+    def read_at(self, pos: int) -> bytes | None:
+        try:
+            return self.read(self.tree.files[pos])
+        except OSError:
+            return None
+
+    def load(self, module: str, needs_c: bool = False) -> ModuleModel | None:
+        """Modules are parsed on first use: entry files and the helpers reached from them. A helper
+        called without C in its arguments matters only if it can read C itself."""
+        if module in self.models:
+            return self.models[module]
+        f = self.index.lookup(module)
+        if f is not None and needs_c:
+            try:
+                if not any(t in self.read(f) for t in self.vocab.prefilter_tokens) and not self.vocab.extra_c_attrs:
+                    return None
+            except OSError:
+                return None
+        self.models[module] = None
+        if f is not None:
+            try:
+                self.models[module] = ModuleModel.parse(f, self.read(f))
+            except (SourceError, OSError) as exc:
+                self.out.errors[f.display] = str(exc)
+        return self.models[module]
+
+    def method_uses(self, name: str) -> MethodUses | None:
+        """The tree's modules that call ``self.<name>(``, define a ``<name>``, and call it on another
+        object (``other.<name>(``, ``super().<name>(``; test code aside, which is not on a serving
+        path), parsed; None when one of those cannot be parsed. Memoized per name."""
+        if name not in self.uses:
+            self.uses[name] = self._method_uses(name)
+        return self.uses[name]
+
+    def _method_uses(self, name: str) -> MethodUses | None:
+        word = name.encode()
+        own, any_call = b"self." + word + b"(", b"." + word + b"("
+        definition = re.compile(rb"\bdef\s+" + re.escape(word) + rb"\s*\(")
+        uses = MethodUses()
+        for pos in self.names.files(name):
+            f = self.tree.files[pos]
+            data = self.read_at(pos)
+            if data is None or word not in data:
+                continue
+            foreign = data.count(any_call) != data.count(own) and not is_test_module(f.relpath)
+            lists = [hits for wanted, hits in ((own in data, uses.callers), (foreign, uses.foreign),
+                                               (definition.search(data) is not None, uses.definers)) if wanted]
+            if not lists:
+                continue
+            m = self.load(f.module)
+            if m is None or m.source.relpath != f.relpath:
+                if foreign:  # a caller on another object that cannot be read: cannot be judged
+                    return None
+                continue
+            for hits in lists:
+                hits.append(m)
+        return uses
+
+    def add(self, pos: int) -> None:
+        """Analyse the candidate ``tree.files[pos]``."""
+        f = self.tree.files[pos]
+        model = self.load(f.module) if self.index.by_module.get(f.module) is f else None
+        if model is None and f.module not in self.models:
+            try:
+                model = ModuleModel.parse(f, self.read(f))
+            except (SourceError, OSError) as exc:
+                self.out.errors[f.display] = str(exc)
+        if model is not None:
+            try:
+                self.engine.analyze(model)
+            except (RecursionError, MemoryError) as exc:
+                # One pathological file is that file's error; the run goes on without its findings.
+                self.out.errors[model.source.display] = f"too deeply nested to analyse ({type(exc).__name__})"
+                self.engine.forget(model.source.relpath)
+
+    def finish(self) -> ChunkResult:
+        self.out.findings = self.engine.findings()
+        for r in self.engine.reported.values():
+            self.out.sources.setdefault(r.fp.model.source.display, r.fp.model.lines)
+        return self.out

@@ -1,0 +1,108 @@
+"""Triage: read each file once, check it decodes, collect its suppression comments and decide with a
+byte prefilter whether the analysis must parse it. Runs in the scan's workers, each on its share."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+from .. import suppressions
+from ..sources import SourceTree
+from .module import SourceError, check_decodes, decode
+from .names import Part, index_part
+from .vocabulary import Vocabulary
+
+# A file can start a verify path only if it tests for it or names a function for it; helper
+# modules reached from such a file are loaded on demand whatever they contain.
+VERIFY_MARKERS = (b"target_verify", b"TARGET_VERIFY")
+
+
+def _markers(vocab: Vocabulary) -> tuple[bytes, ...]:
+    return tuple(dict.fromkeys(VERIFY_MARKERS + tuple(m.encode() for m in vocab.verify_function_markers)))
+
+
+def needs_analysis(data: bytes, vocab: Vocabulary) -> bool:
+    """Byte prefilter: C must be read somewhere other than the ``self.X = ...`` that stores it,
+    in a file that talks about verification at all. Over-approximates; the analysis decides."""
+    tokens = vocab.prefilter_tokens
+    # C's name first: it is in fewer files than the verify markers, so most files cost one search
+    if not vocab.extra_c_attrs and not any(t in data for t in tokens):
+        return False
+    if not any(m in data for m in _markers(vocab)):
+        return False
+    if vocab.extra_c_attrs:
+        return True
+    names: set[bytes] = set()
+    lines = data.split(b"\n")
+    for i, line in enumerate(lines):
+        if not any(t in line for t in tokens):
+            continue
+        m = STORE_RE.match(line) or (i and STORE_OPEN_RE.match(lines[i - 1]))
+        if m:
+            names.add(m.group(1))
+        elif not line.lstrip().startswith(b"#"):
+            return True
+    return any(re.search(rb"self\." + re.escape(n) + rb"\b(?!\s*(?::[^=\n]*)?=(?!=))", data) for n in names)
+
+
+STORE_RE = re.compile(rb"\s*self\.(\w+)\s*(?::[^=]*)?=(?!=)")
+STORE_OPEN_RE = re.compile(rb"\s*self\.(\w+)\s*(?::[^=]*)?=\s*\(?\s*$")
+
+
+@dataclass
+class Triage:
+    """What triage learnt of some of a tree's files (positions index ``tree.files``)."""
+
+    errors: dict[int, str] = field(default_factory=dict)  # position -> why the file cannot be scanned
+    suppressions: dict[int, list] = field(default_factory=dict)  # position -> its suppression comments
+    candidates: list[tuple[int, int]] = field(default_factory=list)  # (position, size) of files to analyse
+    texts: dict[int, bytes] = field(default_factory=dict)  # position -> bytes read (kept for the analysis)
+
+    def merge(self, other: "Triage") -> None:
+        self.errors.update(other.errors)
+        self.suppressions.update(other.suppressions)
+        self.candidates.extend(other.candidates)
+
+
+def triage(tree: SourceTree, positions: list[int], vocab: Vocabulary) -> Triage:
+    """Read and triage ``tree.files[pos]`` for each position. A file given on its own (pre-commit)
+    is analysed whenever it tests for verify: it may pass the verify path to a helper that reads C,
+    which a tree scan's prefilter skips."""
+    out = Triage()
+    explicit = tree.kind == "file"
+    for pos in positions:
+        f = tree.files[pos]
+        try:
+            data = out.texts[pos] = f.read_bytes()
+        except OSError as exc:
+            out.errors[pos] = f"cannot be read: {exc.strerror or exc}"
+            continue
+        try:
+            check_decodes(data)
+        except SourceError as exc:
+            out.errors[pos] = str(exc)
+            continue
+        if suppressions.MARKER in data:
+            out.suppressions[pos] = suppressions.parse(decode(data))
+        if needs_analysis(data, vocab) or explicit and any(m in data for m in _markers(vocab)):
+            out.candidates.append((pos, len(data)))
+        elif explicit:
+            _syntax_check(data, pos, out.errors)
+    return out
+
+
+def index_texts(result: Triage) -> Part:
+    """The name index (:mod:`.names`) of the files triage read (undecodable ones too: a call there
+    is still a call the analysis must account for)."""
+    return index_part(list(result.texts.items()))
+
+
+def _syntax_check(data: bytes, pos: int, errors: dict[int, str]) -> None:
+    try:
+        ast.parse(data)
+    except (SyntaxError, ValueError) as exc:
+        where = f" (line {exc.lineno}, column {exc.offset})" if isinstance(exc, SyntaxError) else ""
+        errors[pos] = f"does not parse: {getattr(exc, 'msg', exc)}{where}"
+    except (RecursionError, MemoryError) as exc:
+        errors[pos] = f"too deeply nested or too large to parse ({type(exc).__name__})"

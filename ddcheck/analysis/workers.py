@@ -1,0 +1,117 @@
+"""Forked workers for a large tree: each reads and triages a share of the files and indexes their
+method names; the shares' indexes are exchanged; then each analyses the candidates it is handed.
+
+Reading, triage and indexing are half or more of a cold scan's work and need nothing from other
+files, so they run in the workers too, not in the parent before it forks. A worker keeps the bytes
+of its own share; the few other files it needs (a helper, a caller) it reads again.
+"""
+
+from __future__ import annotations
+
+import pickle
+import traceback
+
+from ..sources import SourceTree
+from .chunk import ChunkAnalysis, ChunkResult
+from .triage import Triage, index_texts, triage
+from .vocabulary import Vocabulary
+
+_FORKED: tuple | None = None  # (tree, vocab, pending positions) inherited by the forked workers
+
+
+def run(tree: SourceTree, positions: list[int], vocab: Vocabulary, jobs: int) -> tuple[Triage, list[ChunkResult]] | None:
+    """Triage ``positions`` of ``tree`` and analyse the candidates in ``jobs`` forked workers; None
+    where workers cannot be forked or one died (the caller then scans in this process)."""
+    import multiprocessing as mp  # only a scan large enough to fork pays for loading it
+    from multiprocessing.connection import Connection
+
+    if "fork" not in mp.get_all_start_methods():
+        return None
+    ctx = mp.get_context("fork")
+    wanted = set(positions)
+    pending = [i for i in range(len(tree.files)) if i not in wanted]  # indexed on demand, for lookups only
+    global _FORKED
+    _FORKED = (tree, vocab, pending)
+    conns: list[Connection] = []
+    procs = []
+    try:
+        for share in _shares(tree, positions, jobs):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_work, args=(child, share), daemon=True)
+            proc.start()
+            child.close()
+            conns.append(parent)
+            procs.append(proc)
+        merged = Triage()
+        parts: list[bytes] = []
+        for conn in conns:
+            merged.merge(_receive(conn))
+            parts.append(_receive(conn))
+        for i, conn in enumerate(conns):
+            conn.send([p for j, p in enumerate(parts) if j != i])
+        merged.candidates.sort()
+        for conn, chunk in zip(conns, _chunks(merged.candidates, len(conns))):
+            conn.send(chunk)
+        return merged, [_receive(conn) for conn in conns]
+    except (OSError, EOFError):
+        return None
+    finally:
+        _FORKED = None
+        for conn in conns:
+            conn.close()
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+            proc.join()
+
+
+def _receive(conn):
+    tag, payload = conn.recv()
+    if tag == "error":
+        raise payload
+    return payload
+
+
+def _shares(tree: SourceTree, positions: list[int], jobs: int) -> list[list[int]]:
+    """Consecutive runs of ``positions`` of about equal bytes (file count where sizes are unknown)."""
+    sizes = [(tree.files[p].stamp or (1,))[0] or 1 for p in positions]
+    total = sum(sizes)
+    shares: list[list[int]] = [[] for _ in range(max(1, min(jobs, len(positions))))]
+    done = 0
+    for pos, size in zip(positions, sizes):
+        shares[min(len(shares) - 1, done * len(shares) // total)].append(pos)
+        done += size
+    return [s for s in shares if s]
+
+
+def _chunks(candidates: list[tuple[int, int]], n: int) -> list[list[int]]:
+    """Largest first, each to the least loaded worker: parse and analysis time follow file size."""
+    chunks: list[list[int]] = [[] for _ in range(n)]
+    load = [0] * n
+    for pos, size in sorted(candidates, key=lambda c: -c[1]):
+        i = load.index(min(load))
+        chunks[i].append(pos)
+        load[i] += size
+    return chunks
+
+
+def _work(conn, share: list[int]) -> None:
+    tree, vocab, pending = _FORKED
+    try:
+        found = triage(tree, share, vocab)
+        own = index_texts(found)
+        texts, found.texts = found.texts, {}  # the parent needs what triage learnt, not the bytes
+        conn.send(("ok", found))
+        conn.send(("ok", pickle.dumps(own, protocol=pickle.HIGHEST_PROTOCOL)))
+        others = [pickle.loads(p) for p in conn.recv()]
+        analysis = ChunkAnalysis(tree, vocab, texts, [own, *others], pending)
+        for pos in conn.recv():
+            analysis.add(pos)
+        conn.send(("ok", analysis.finish()))
+    except BaseException as exc:  # the parent re-raises it, as a process pool would
+        try:
+            conn.send(("error", exc))
+        except Exception:
+            conn.send(("error", RuntimeError(traceback.format_exc())))
+    finally:
+        conn.close()
