@@ -10,7 +10,8 @@ from typing import Callable
 
 from ..findings import Edit, Finding, FixPlan, FixSafety
 from ..rules import severity_of
-from .exprs import buffer_key, dotted, every_node, is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk
+from .exprs import (buffer_key, dotted, every_node, is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk,
+                    walk_where)
 from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C, Verdict,
                       classify, layout_what)
 from .modes import FORWARD_MODE_MODULE, VERIFY_MEMBER, ModeTable
@@ -97,13 +98,12 @@ class Engine:
     # (caller's pass, call, call's statement)
     callers: dict[int, dict[int, tuple[FunctionPass, ast.Call]]] = field(default_factory=dict)
     _method_calls: dict[tuple, dict] = field(default_factory=dict)  # (module id, name) -> _self_calls' table
-    _func_texts: dict[int, str] = field(default_factory=dict)  # function node id -> its source lines
     _caller_passes: dict[int, tuple] = field(default_factory=dict)  # function node id -> _caller_pass
     _threads: dict[int, object] = field(default_factory=dict)  # helper node id -> _thread_edits, per findings()
     # method name -> where the tree uses it, for threading W into helpers
     method_uses: Callable[[str], MethodUses | None] = lambda name: MethodUses()
     _locals: dict[int, dict[tuple[int, str], str]] = field(default_factory=dict)  # function -> (anchor, W) -> name
-    _other_calls_memo: dict[int, dict[str, list[ast.Call]]] = field(default_factory=dict)  # module id -> name -> calls
+    _other_calls_memo: dict[tuple, list[ast.Call]] = field(default_factory=dict)  # (module id, name) -> calls
 
     @property
     def modes(self) -> ModeTable:
@@ -449,7 +449,7 @@ class Engine:
                     return None
         mode = _mode_parameter(func)
         for m in uses.foreign:
-            for call in self._other_calls(m).get(func.name, []):
+            for call in self._other_calls(m, func.name):
                 if not _hands_other_mode(func, mode, call):
                     return None
                 exempt.append(f"{m.source.relpath}:{call.lineno}")
@@ -472,16 +472,29 @@ class Engine:
         found.sort(key=lambda t: (t[0].model.source.relpath, t[1].lineno, t[1].col_offset))
         return found, exempt
 
-    def _other_calls(self, model: ModuleModel) -> dict[str, list[ast.Call]]:
-        """Per method name, the module's calls of it on an object other than ``self``; one walk per module."""
-        table = self._other_calls_memo.get(id(model))
-        if table is None:
-            table = self._other_calls_memo[id(model)] = {}
-            for n in every_node(model.tree):
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                        and not (isinstance(n.func.value, ast.Name) and n.func.value.id == "self"):
-                    table.setdefault(n.func.attr, []).append(n)
-        return table
+    def _other_calls(self, model: ModuleModel, name: str) -> list[ast.Call]:
+        """The module's calls of method ``name`` on an object other than ``self``. Only statements
+        whose lines hold ``name`` are walked (a class's body statement by statement): a call names it."""
+        key = (id(model), name)
+        calls = self._other_calls_memo.get(key)
+        if calls is None:
+            calls = self._other_calls_memo[key] = []
+            stack = list(model.tree.body)
+            while stack:
+                stmt = stack.pop()
+                first, last = statement_lines(stmt)
+                if not any(first <= line <= last for line in model.lines_with(name)):
+                    continue
+                if isinstance(stmt, ast.ClassDef):
+                    stack.extend(stmt.body)
+                    parts = [*stmt.decorator_list, *stmt.bases, *stmt.keywords]
+                else:
+                    parts = [stmt]
+                for n in (n for part in parts for n in every_node(part)):
+                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name \
+                            and not (isinstance(n.func.value, ast.Name) and n.func.value.id == "self"):
+                        calls.append(n)
+        return calls
 
     def _caller_pass(self, model: ModuleModel, caller: FunctionInfo) -> tuple[FunctionPass, set[int]]:
         """A pass over a caller (as its own entry point) and the ids of the calls it makes on a verify path."""
@@ -503,12 +516,9 @@ class Engine:
             for caller in model.functions.values():
                 if not caller.cls or "<locals>" in caller.qualname:
                     continue
-                text = self._func_texts.get(id(caller.node))
-                if text is None:
-                    text = self._func_texts[id(caller.node)] = model.text_of(caller.node)
-                if name not in text:
+                if not model.spans(caller.node, name):
                     continue
-                for n in walk(caller.node):
+                for n in walk_where(caller.node, lambda stmt: model.spans(stmt, name)):
                     if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name \
                             and isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
                         table.setdefault(id(caller.node), (caller, []))[1].append(n)

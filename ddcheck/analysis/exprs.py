@@ -59,6 +59,24 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
                 push(value)
 
 
+def walk_where(node: ast.AST, keep) -> Iterator[ast.AST]:
+    """:func:`walk`, skipping every statement under ``node`` for which ``keep(stmt)`` is false."""
+    stack = [node]
+    pop, push = stack.pop, stack.append
+    while stack:
+        n = pop()
+        yield n
+        for name in reversed(n._fields):
+            value = getattr(n, name, None)
+            if isinstance(value, list):
+                for child in reversed(value):
+                    if isinstance(child, AST) and not isinstance(child, SCOPES) \
+                            and (not isinstance(child, ast.stmt) or keep(child)):
+                        push(child)
+            elif isinstance(value, AST) and not isinstance(value, SCOPES):
+                push(value)
+
+
 def children(node: ast.AST) -> list[ast.AST]:
     """``ast.iter_child_nodes(node)`` as a list, in its order, without its two generators (the
     verify pass asks for the children of every expression it reads)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import itertools
 import re
 import tokenize
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..sources import SourceFile
-from .exprs import dotted, every_node, is_c_valued, is_exact_c, self_attr
+from .exprs import dotted, is_c_valued, is_exact_c, self_attr
 from .vocabulary import Vocabulary
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -146,6 +147,23 @@ class ModuleModel:
         hit = self.parents.get(id(node))
         return hit[0] if hit else None
 
+    def lines_with(self, word: str) -> list[int]:
+        """The numbers of the lines that hold ``word`` (in order; memoized per word)."""
+        hit = self._lines_with.get(word)
+        if hit is None:
+            hit = self._lines_with[word] = [i for i, line in enumerate(self.lines, 1) if word in line]
+        return hit
+
+    def spans(self, node: ast.AST, word: str) -> bool:
+        """Whether a line from ``node``'s first to its last holds ``word``."""
+        hits = self.lines_with(word)
+        i = bisect.bisect_left(hits, node.lineno)
+        return i < len(hits) and hits[i] <= node.end_lineno
+
+    @cached_property
+    def _lines_with(self) -> dict[str, list[int]]:
+        return {}
+
     def text_of(self, node: ast.AST) -> str:
         return "".join(self.lines[node.lineno - 1 : node.end_lineno])
 
@@ -211,7 +229,7 @@ class ModuleModel:
         if defs is None:
             defs = self._nested[id(outer.node)] = {
                 n.name: FunctionInfo(f"{outer.qualname}.<locals>.{n.name}", n, outer.cls)
-                for n in every_node(outer.node) if isinstance(n, FUNCS) and n is not outer.node}
+                for n in _statements_anywhere(outer.node) if isinstance(n, FUNCS) and n is not outer.node}
         return defs.get(name)
 
     @cached_property
@@ -395,6 +413,24 @@ def _statements(body: list[ast.stmt]):
                         stack.extend(reversed(item.body))
                     else:
                         stack.append(item)
+
+
+BLOCK_FIELDS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+
+
+def _statements_anywhere(node: ast.AST):
+    """``node`` and every statement, handler or case under it, nested functions and classes included,
+    in :func:`every_node`'s order: a definition is a statement, so only blocks need walking, not
+    the expressions that make up most of a tree."""
+    stack = [node]
+    pop, push = stack.pop, stack.append
+    while stack:
+        n = pop()
+        yield n
+        for name in n._fields:
+            if name in BLOCK_FIELDS:
+                for child in getattr(n, name, None) or ():
+                    push(child)
 
 
 def _sized_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:

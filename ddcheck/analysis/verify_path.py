@@ -23,6 +23,9 @@ from .vocabulary import Vocabulary
 
 REFILLS = frozenset({"copy_", "fill_", "zero_", "index_copy_", "scatter_"})
 NO_DESCENT = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# Nodes an expression pass has nothing to do with: new scopes, and leaves that are neither a read
+# nor a call (constants, Load/Store contexts, operators: a third of the nodes it is handed).
+SKIPPED = (*NO_DESCENT, ast.Constant, ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
 
 
 @dataclass(eq=False)
@@ -250,7 +253,7 @@ class FunctionPass:
     # -- expressions ---------------------------------------------------------------------------
 
     def _expr(self, node: ast.AST, verify: bool, anchor) -> None:
-        if isinstance(node, NO_DESCENT):
+        if isinstance(node, SKIPPED):
             return
         if isinstance(node, ast.NamedExpr):
             self._expr(node.value, verify, anchor)
@@ -283,7 +286,8 @@ class FunctionPass:
             if self.sized and isinstance(node.func, ast.Attribute) and node.func.attr == "copy_" and node.args:
                 self._fill(node.func.value, node.args[0], anchor)
         for child in children(node):
-            self._expr(child, verify, anchor)
+            if not isinstance(child, SKIPPED):
+                self._expr(child, verify, anchor)
 
     def _fill(self, target: ast.expr, value: ast.expr, anchor) -> None:
         """``buf[: n] = spec_info.custom_mask`` / ``buf.copy_(spec_info.x)``, ``buf`` being a C-sized

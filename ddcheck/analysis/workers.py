@@ -9,6 +9,7 @@ of its own share; the few other files it needs (a helper, a caller) it reads aga
 from __future__ import annotations
 
 import pickle
+import threading
 import traceback
 
 from ..sources import SourceTree
@@ -43,16 +44,22 @@ def run(tree: SourceTree, positions: list[int], vocab: Vocabulary, jobs: int) ->
             conns.append(parent)
             procs.append(proc)
         merged = Triage()
-        parts: list[bytes] = []
-        for conn in conns:
-            merged.merge(_receive(conn))
-            parts.append(_receive(conn))
-        for i, conn in enumerate(conns):
-            conn.send([p for j, p in enumerate(parts) if j != i])
+        for found in _receive_all(conns):
+            merged.merge(found)
         merged.candidates.sort()
         for conn, chunk in zip(conns, _chunks(merged.candidates, len(conns))):
             conn.send(chunk)
-        return merged, [_receive(conn) for conn in conns]
+        parts = _receive_all(conns)
+        # A worker reads the other shares' indexes only when its candidates are analysed: sending
+        # them (~1 MB) must not hold this loop until then, or a worker done early would wait.
+        senders = [threading.Thread(target=_send, args=(conn, [p for j, p in enumerate(parts) if j != i]), daemon=True)
+                   for i, conn in enumerate(conns)]
+        for sender in senders:
+            sender.start()
+        results = [_receive(conn) for conn in conns]
+        for sender in senders:
+            sender.join()
+        return merged, results
     except (OSError, EOFError):
         return None
     finally:
@@ -63,6 +70,24 @@ def run(tree: SourceTree, positions: list[int], vocab: Vocabulary, jobs: int) ->
             if proc.is_alive():
                 proc.kill()
             proc.join()
+
+
+def _send(conn, message) -> None:
+    try:
+        conn.send(message)
+    except OSError:  # the worker is gone: the parent learns it from its next receive
+        pass
+
+
+def _receive_all(conns: list) -> list:
+    """One message from each worker, taken as each is sent (a large one blocks its sender until read)."""
+    from multiprocessing.connection import wait
+
+    got: dict[int, object] = {}
+    while len(got) < len(conns):
+        for conn in wait([c for i, c in enumerate(conns) if i not in got]):
+            got[conns.index(conn)] = _receive(conn)
+    return [got[i] for i in range(len(conns))]
 
 
 def _receive(conn):
@@ -99,14 +124,17 @@ def _work(conn, share: list[int]) -> None:
     tree, vocab, pending = _FORKED
     try:
         found = triage(tree, share, vocab)
-        own = index_texts(found)
         texts, found.texts = found.texts, {}  # the parent needs what triage learnt, not the bytes
         conn.send(("ok", found))
+        # Indexed while the parent waits for the other shares' triage to hand out the candidates.
+        found.texts = texts
+        own = index_texts(found)
         conn.send(("ok", pickle.dumps(own, protocol=pickle.HIGHEST_PROTOCOL)))
-        others = [pickle.loads(p) for p in conn.recv()]
-        analysis = ChunkAnalysis(tree, vocab, texts, [own, *others], pending)
+        analysis = ChunkAnalysis(tree, vocab, texts)
         for pos in conn.recv():
             analysis.add(pos)
+        # Only a helper's callers and definers need the index, and only once all is analysed.
+        analysis.use_index([own, *(pickle.loads(p) for p in conn.recv())], pending)
         conn.send(("ok", analysis.finish()))
     except BaseException as exc:  # the parent re-raises it, as a process pool would
         try:
