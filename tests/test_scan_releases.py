@@ -131,3 +131,18 @@ def test_fa3_graph_buffers_laid_out_with_c_are_found(release_scan):
     short = [f for f in r.findings if f.relpath.endswith("attention/flashattention_backend.py")
              and "length was set from C" in f.message]
     assert len(short) == 2 and all(f.rule == "DD002" for f in short)
+
+
+def test_workers_and_one_process_agree_on_a_release(wheel):
+    """A real tree split over forked workers (each triages a share, analyses the candidates it is
+    handed, and threads W through callers other workers parse too) gives what one process gives."""
+    from ddcheck.api import open_targets, scan_trees_with_settings
+    from ddcheck.settings import Settings
+
+    def scan(jobs):
+        trees, _ = open_targets([str(wheel("0.5.23"))])
+        return scan_trees_with_settings(trees, Settings(), jobs=jobs)
+
+    pooled = scan(2)
+    assert pooled.findings and any(f.fix is not None and len(f.fix.edits) > 1 for f in pooled.findings)
+    assert pooled.to_json() == scan(1).to_json()

@@ -98,13 +98,15 @@ def _receive(conn):
 
 
 def _shares(tree: SourceTree, positions: list[int], jobs: int) -> list[list[int]]:
-    """Consecutive runs of ``positions`` of about equal bytes (file count where sizes are unknown)."""
+    """Consecutive runs of ``positions`` of about equal bytes (file count where sizes are unknown):
+    a file goes to the share its middle byte falls in, so no two shares differ by more than the
+    largest file."""
     sizes = [(tree.files[p].stamp or (1,))[0] or 1 for p in positions]
     total = sum(sizes)
     shares: list[list[int]] = [[] for _ in range(max(1, min(jobs, len(positions))))]
     done = 0
     for pos, size in zip(positions, sizes):
-        shares[min(len(shares) - 1, done * len(shares) // total)].append(pos)
+        shares[min(len(shares) - 1, (2 * done + size) * len(shares) // (2 * total))].append(pos)
         done += size
     return [s for s in shares if s]
 

@@ -1,0 +1,122 @@
+"""A large tree is triaged and analysed in forked workers (ddcheck/analysis/workers.py): the result
+must be the one a single process gives, whatever the workers were handed, and a worker that dies or
+fails must not lose or invent anything."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ddcheck.analysis import names, scan, workers
+from ddcheck.api import open_targets, scan_trees_with_settings
+from ddcheck.settings import Settings
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "analysis"
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="workers are forked")
+
+
+def _tree(root: Path, foreign_caller: bool = True) -> Path:
+    """A package of more files than a scan forks for: the analysis fixtures, filler modules, a file
+    that is not UTF-8, a suppression, and a module that calls a helper on another object."""
+    pkg = root / "pkg"
+    pkg.mkdir()
+    shutil.copy(FIXTURES / "threading.py", pkg / "backend.py")
+    shutil.copytree(FIXTURES / "crossmod" / "pkg", pkg / "crossmod")
+    shutil.copytree(FIXTURES / "mixins" / "pkg", pkg / "mixins")
+    (pkg / "helpers.py").write_text((FIXTURES / "helpers.py").read_text().replace(
+        "self.speculative_num_draft_tokens)", "self.speculative_num_draft_tokens)  # ddcheck: ignore[DD001] -- test"))
+    (pkg / "latin1.py").write_bytes(b"x = '\xff'\n")
+    if foreign_caller:
+        (pkg / "excluded").mkdir()
+        (pkg / "excluded" / "caller.py").write_text("def step(backend, lens):\n    backend._verify_layout(lens)\n")
+    for i in range(scan.PARALLEL_MIN_FILES):
+        (pkg / f"filler_{i}.py").write_text(f"def f{i}(x):\n    return x.g{i}(1)\n")
+    return pkg
+
+
+def _scan(pkg: Path, jobs: int, settings: Settings | None = None):
+    trees, errors = open_targets([str(pkg)])
+    assert not errors
+    return scan_trees_with_settings(trees, settings or Settings(), jobs=jobs)
+
+
+def test_workers_give_what_one_process_gives(tmp_path, monkeypatch):
+    pkg = _tree(tmp_path)
+    settings = Settings(exclude=["*excluded/*"])
+    ran = []
+    run = workers.run
+    monkeypatch.setattr(workers, "run", lambda *a: ran.append(run(*a)) or ran[-1])
+    pooled = _scan(pkg, 2, settings)
+    assert len(ran) == 1 and ran[0] is not None  # the tree really went through the workers
+    single = _scan(pkg, 1, settings)
+    assert pooled.to_json() == single.to_json()
+    assert {f.rule for f in pooled.findings} >= {"DD001"}
+    assert [e.path for e in pooled.errors] == [str(pkg / "latin1.py")]
+    assert pooled.files_scanned == len(list(pkg.rglob("*.py"))) - 1  # the excluded caller is not scanned
+
+
+def test_an_excluded_file_still_counts_as_a_caller_in_workers(tmp_path):
+    """``backend._verify_layout(...)`` in an excluded module cannot be handed W: the helper's finding
+    gets no threaded fix, as in one process; without that module it does."""
+    def layout_fix(pkg: Path):
+        result = _scan(pkg, 2, Settings(exclude=["*excluded/*"]))
+        [f] = [f for f in result.findings if f.function == "Backend._verify_layout"]
+        return f.fix
+
+    with_caller, without = tmp_path / "a", tmp_path / "b"
+    with_caller.mkdir(), without.mkdir()
+    assert layout_fix(_tree(without, foreign_caller=False)) is not None
+    assert layout_fix(_tree(with_caller)) is None
+
+
+def test_a_worker_that_dies_leaves_the_scan_to_this_process(tmp_path, monkeypatch):
+    pkg = _tree(tmp_path)
+    expected = _scan(pkg, 1).to_json()
+    monkeypatch.setattr(workers, "_work", lambda conn, share: os._exit(3))
+    assert _scan(pkg, 2).to_json() == expected
+
+
+def test_a_worker_error_is_raised_not_swallowed(tmp_path, monkeypatch):
+    pkg = _tree(tmp_path)
+
+    def broken(*args):
+        raise LookupError("triage broke")
+
+    monkeypatch.setattr(workers, "triage", broken)
+    with pytest.raises(LookupError, match="triage broke"):
+        _scan(pkg, 2)
+
+
+def test_shares_cover_every_file_once_in_order_and_by_size():
+    class File:
+        def __init__(self, size):
+            self.stamp = (size, 0, 0, 0)
+
+    class Tree:
+        files = [File(s) for s in (100, 1, 1, 1, 100, 1, 50, 50, 0)]
+
+    shares = workers._shares(Tree(), list(range(9)), 2)
+    assert [p for s in shares for p in s] == list(range(9))
+    sizes = [sum(Tree.files[p].stamp[0] for p in s) for s in shares]
+    assert max(sizes) - min(sizes) <= 100  # the largest file
+    assert workers._shares(Tree(), [3], 4) == [[3]]
+
+
+def test_name_index_holds_every_file_that_calls_or_defines_a_name():
+    texts = {
+        0: b"class A:\n    def gr\xc3\xb6\xc3\x9fe (self):\n        return 1\n",
+        6: b"print(obj.gr\xc3\xb6\xc3\x9fe(1))\n",
+        1: b"x.helper(1)\ny.helper_two(2)\n",
+        2: b"async  def   helper(\n  self): pass\n",
+        3: b"helper = 1  # names it, neither calls nor defines it\n",
+        4: b"obj . helper(1)\nundef_helper(1)\n",
+        5: b"self.a.b.helper(x)\n",
+    }
+    index = names.NameIndex([names.index_part([(p, texts[p]) for p in (0, 1, 2, 6)])], [3, 4, 5], texts.get)
+    assert index.files("helper") == [1, 2, 5]  # `obj . helper(` with spaces is no `.helper(` call
+    assert index.files("größe") == [0, 6]
+    assert index.files("helper_two") == [1]
+    assert index.files("missing") == []
