@@ -200,10 +200,15 @@ def read_regular(path: Path | str) -> bytes:
     OSError, so it is reported as that file's error and never read."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file (a FIFO, socket or device is never read)")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read()
+        # os.read, not a file object: a tree scan reads thousands of files and the object costs more
+        # than the read. Read on to the end: the file may have grown since its size was taken.
+        data, rest = os.read(fd, st.st_size + 1), []
+        while more := os.read(fd, 1 << 16):
+            rest.append(more)
+        return data + b"".join(rest) if rest else data
     finally:
         os.close(fd)
 
