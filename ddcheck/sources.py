@@ -192,6 +192,8 @@ def _disk_file(path: Path, display: str, relpath: str) -> SourceFile:
 
 def printable(name: str) -> str:
     """A file name as text: bytes that are not UTF-8 (held as surrogates by os) shown as \\xNN."""
+    if name.isascii():  # nearly every name: no round trip
+        return name
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
@@ -226,7 +228,8 @@ def _open_dir(path: Path) -> SourceTree:
     while stack:
         folder, rel = stack.pop()
         try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            with os.scandir(folder) as listing:
+                entries = list(listing)  # in no order: the files are sorted once, at the end
         except OSError:
             continue
         subdirs = []
