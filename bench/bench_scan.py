@@ -10,7 +10,9 @@ Prints wall times (median of --runs) for:
   typer app   `python -m ddcheck rules`: a command through typer (which converts every parameter
               through pydantic); `ddcheck scan` with plain arguments does not go through it
 Children run with bytecode caching on, as an installed ddcheck does (PYTHONDONTWRITEBYTECODE, set
-in some sandboxes, would make every run compile ddcheck from source), after one warm-up run.
+in some sandboxes, would make every run compile ddcheck from source), after one warm-up run. They
+run `python -m ddcheck` in the current directory, which Python searches first: to time another
+checkout, run this script from that checkout's directory (with PYTHONPATH pointing there too).
 Usage: python bench/bench_scan.py [--version 0.5.23] [--runs 5]
 """
 
