@@ -35,6 +35,7 @@ def run(tree: SourceTree, positions: list[int], vocab: Vocabulary, jobs: int) ->
     _FORKED = (tree, vocab, pending)
     conns: list[Connection] = []
     procs = []
+    done = False
     try:
         for share in _shares(tree, positions, jobs):
             parent, child = ctx.Pipe()
@@ -56,9 +57,10 @@ def run(tree: SourceTree, positions: list[int], vocab: Vocabulary, jobs: int) ->
                    for i, conn in enumerate(conns)]
         for sender in senders:
             sender.start()
-        results = [_receive(conn) for conn in conns]
+        results = _receive_all(conns)
         for sender in senders:
             sender.join()
+        done = True
         return merged, results
     except (OSError, EOFError):
         return None
@@ -67,7 +69,7 @@ def run(tree: SourceTree, positions: list[int], vocab: Vocabulary, jobs: int) ->
         for conn in conns:
             conn.close()
         for proc in procs:
-            if proc.is_alive():
+            if not done:  # stopped half-way (an error, Ctrl-C): the others' work is of no use
                 proc.kill()
             proc.join()
 
@@ -138,10 +140,16 @@ def _work(conn, share: list[int]) -> None:
         # Only a helper's callers and definers need the index, and only once all is analysed.
         analysis.use_index([own, *(pickle.loads(p) for p in conn.recv())], pending)
         conn.send(("ok", analysis.finish()))
+    except KeyboardInterrupt:
+        pass  # Ctrl-C reached the parent too: it stops the scan and says so
     except BaseException as exc:  # the parent re-raises it, as a process pool would
-        try:
-            conn.send(("error", exc))
-        except Exception:
-            conn.send(("error", RuntimeError(traceback.format_exc())))
+        for message in (lambda: exc, lambda: RuntimeError(traceback.format_exc())):  # the second if unpicklable
+            try:
+                conn.send(("error", message()))
+                break
+            except OSError:  # the parent is gone
+                break
+            except Exception:
+                continue
     finally:
         conn.close()
