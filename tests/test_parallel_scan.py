@@ -90,6 +90,20 @@ def test_a_worker_error_is_raised_not_swallowed(tmp_path, monkeypatch):
         _scan(pkg, 2)
 
 
+def test_a_worker_error_that_cannot_be_pickled_comes_back_as_its_traceback(tmp_path, monkeypatch):
+    pkg = _tree(tmp_path)
+
+    class Unpicklable(Exception):  # a local class: pickle cannot name it
+        pass
+
+    def broken(*args):
+        raise Unpicklable("triage broke oddly")
+
+    monkeypatch.setattr(workers, "triage", broken)
+    with pytest.raises(RuntimeError, match="Unpicklable: triage broke oddly"):
+        _scan(pkg, 2)
+
+
 def test_shares_cover_every_file_once_in_order_and_by_size():
     class File:
         def __init__(self, size):

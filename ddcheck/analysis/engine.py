@@ -10,8 +10,7 @@ from typing import Callable
 
 from ..findings import Edit, Finding, FixPlan, FixSafety
 from ..rules import severity_of
-from .exprs import (buffer_key, dotted, every_node, is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk,
-                    walk_where)
+from .exprs import buffer_key, dotted, every_node, is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk
 from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C, Verdict,
                       classify, layout_what)
 from .modes import FORWARD_MODE_MODULE, VERIFY_MEMBER, ModeTable
@@ -518,7 +517,7 @@ class Engine:
                     continue
                 if not model.spans(caller.node, name):
                     continue
-                for n in walk_where(caller.node, lambda stmt: model.spans(stmt, name)):
+                for n in walk(caller.node, keep=lambda stmt: model.spans(stmt, name)):
                     if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name \
                             and isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
                         table.setdefault(id(caller.node), (caller, []))[1].append(n)

@@ -41,26 +41,10 @@ def buffer_key(node: ast.AST) -> tuple[str, object] | None:
     return None
 
 
-def walk(node: ast.AST) -> Iterator[ast.AST]:
+def walk(node: ast.AST, keep=None) -> Iterator[ast.AST]:
     """Pre-order walk that does not enter nested functions, classes or lambdas (``ast.iter_child_nodes``'
-    order; read from ``_fields`` directly: this walk is the scan's hottest loop)."""
-    stack = [node]
-    pop, push = stack.pop, stack.append
-    while stack:
-        n = pop()
-        yield n
-        for name in reversed(n._fields):
-            value = getattr(n, name, None)
-            if isinstance(value, list):
-                for child in reversed(value):
-                    if isinstance(child, AST) and not isinstance(child, SCOPES):
-                        push(child)
-            elif isinstance(value, AST) and not isinstance(value, SCOPES):
-                push(value)
-
-
-def walk_where(node: ast.AST, keep) -> Iterator[ast.AST]:
-    """:func:`walk`, skipping every statement under ``node`` for which ``keep(stmt)`` is false."""
+    order; read from ``_fields`` directly: this walk is the scan's hottest loop). With ``keep``, a
+    statement under ``node`` for which ``keep(stmt)`` is false is skipped, and all under it."""
     stack = [node]
     pop, push = stack.pop, stack.append
     while stack:
@@ -71,7 +55,7 @@ def walk_where(node: ast.AST, keep) -> Iterator[ast.AST]:
             if isinstance(value, list):
                 for child in reversed(value):
                     if isinstance(child, AST) and not isinstance(child, SCOPES) \
-                            and (not isinstance(child, ast.stmt) or keep(child)):
+                            and (keep is None or not isinstance(child, ast.stmt) or keep(child)):
                         push(child)
             elif isinstance(value, AST) and not isinstance(value, SCOPES):
                 push(value)
@@ -90,15 +74,17 @@ def children(node: ast.AST) -> list[ast.AST]:
     return out
 
 
-def every_node(node: ast.AST) -> Iterator[ast.AST]:
+def every_node(node: ast.AST, only: frozenset[str] | None = None) -> Iterator[ast.AST]:
     """Every node under ``node`` (itself included, nested scopes too), like ``ast.walk`` but faster
-    (order: depth first)."""
+    (order: depth first); with ``only``, through those fields alone."""
     stack = [node]
     pop, push = stack.pop, stack.append
     while stack:
         n = pop()
         yield n
         for name in n._fields:
+            if only is not None and name not in only:
+                continue
             value = getattr(n, name, None)
             if isinstance(value, list):
                 for child in value:

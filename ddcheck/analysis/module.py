@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..sources import SourceFile
-from .exprs import dotted, is_c_valued, is_exact_c, self_attr
+from .exprs import dotted, every_node, is_c_valued, is_exact_c, self_attr
 from .vocabulary import Vocabulary
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -229,7 +229,7 @@ class ModuleModel:
         if defs is None:
             defs = self._nested[id(outer.node)] = {
                 n.name: FunctionInfo(f"{outer.qualname}.<locals>.{n.name}", n, outer.cls)
-                for n in _statements_anywhere(outer.node) if isinstance(n, FUNCS) and n is not outer.node}
+                for n in every_node(outer.node, BLOCK_FIELDS) if isinstance(n, FUNCS) and n is not outer.node}
         return defs.get(name)
 
     @cached_property
@@ -415,22 +415,8 @@ def _statements(body: list[ast.stmt]):
                         stack.append(item)
 
 
+# Where statements live: a definition is a statement, so finding one needs no walk of expressions.
 BLOCK_FIELDS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
-
-
-def _statements_anywhere(node: ast.AST):
-    """``node`` and every statement, handler or case under it, nested functions and classes included,
-    in :func:`every_node`'s order: a definition is a statement, so only blocks need walking, not
-    the expressions that make up most of a tree."""
-    stack = [node]
-    pop, push = stack.pop, stack.append
-    while stack:
-        n = pop()
-        yield n
-        for name in n._fields:
-            if name in BLOCK_FIELDS:
-                for child in getattr(n, name, None) or ():
-                    push(child)
 
 
 def _sized_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
@@ -446,7 +432,7 @@ def _sized_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
 
 
 def _mentions_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
-    from .exprs import every_node, is_c_read
+    from .exprs import is_c_read
 
     return any(is_c_read(n, c_attrs, vocab) for n in every_node(value))
 

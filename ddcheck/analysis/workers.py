@@ -143,13 +143,19 @@ def _work(conn, share: list[int]) -> None:
     except KeyboardInterrupt:
         pass  # Ctrl-C reached the parent too: it stops the scan and says so
     except BaseException as exc:  # the parent re-raises it, as a process pool would
-        for message in (lambda: exc, lambda: RuntimeError(traceback.format_exc())):  # the second if unpicklable
-            try:
-                conn.send(("error", message()))
-                break
-            except OSError:  # the parent is gone
-                break
-            except Exception:
-                continue
+        _report(conn, exc)
     finally:
         conn.close()
+
+
+def _report(conn, exc: BaseException) -> None:
+    """Hand a worker's error to the parent, as text if it cannot be pickled; not when the parent is gone."""
+    try:
+        conn.send(("error", exc))
+    except OSError:
+        pass
+    except Exception:  # pickled before anything is written: nothing half-sent
+        try:
+            conn.send(("error", RuntimeError("".join(traceback.format_exception(exc)))))
+        except OSError:
+            pass
