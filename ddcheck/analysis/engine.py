@@ -481,8 +481,7 @@ class Engine:
             stack = list(model.tree.body)
             while stack:
                 stmt = stack.pop()
-                first, last = statement_lines(stmt)
-                if not any(first <= line <= last for line in model.lines_with(name)):
+                if not model.holds(*statement_lines(stmt), name):
                     continue
                 if isinstance(stmt, ast.ClassDef):
                     stack.extend(stmt.body)

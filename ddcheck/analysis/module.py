@@ -49,6 +49,17 @@ def check_decodes(data: bytes) -> None:
         decode(data)
 
 
+def parse_source(data: bytes, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse``, with what makes a file unparseable said as a SourceError."""
+    try:
+        return ast.parse(data, filename=filename)
+    except (RecursionError, MemoryError) as exc:
+        raise SourceError(f"too deeply nested or too large to parse ({type(exc).__name__})") from exc
+    except (SyntaxError, ValueError) as exc:
+        where = f" (line {exc.lineno}, column {exc.offset})" if isinstance(exc, SyntaxError) else ""
+        raise SourceError(f"does not parse: {getattr(exc, 'msg', exc)}{where}") from exc
+
+
 def decode(data: bytes) -> str:
     """Source bytes as text, in the encoding Python would read them with."""
     encoding = encoding_of(data)
@@ -92,14 +103,7 @@ class ModuleModel:
     def parse(cls, source: SourceFile, data: bytes | None = None) -> "ModuleModel":
         raw = source.read_bytes() if data is None else data
         text = decode(raw)
-        try:
-            tree = ast.parse(raw, filename=source.display)
-        except (RecursionError, MemoryError) as exc:
-            raise SourceError(f"too deeply nested or too large to parse ({type(exc).__name__})") from exc
-        except (SyntaxError, ValueError) as exc:
-            where = f" (line {exc.lineno}, column {exc.offset})" if isinstance(exc, SyntaxError) else ""
-            raise SourceError(f"does not parse: {getattr(exc, 'msg', exc)}{where}") from exc
-        model = cls(source=source, text=text, tree=tree)
+        model = cls(source=source, text=text, tree=parse_source(raw, source.display))
         model._index()
         return model
 
@@ -156,9 +160,13 @@ class ModuleModel:
 
     def spans(self, node: ast.AST, word: str) -> bool:
         """Whether a line from ``node``'s first to its last holds ``word``."""
+        return self.holds(node.lineno, node.end_lineno, word)
+
+    def holds(self, first: int, last: int, word: str) -> bool:
+        """Whether a line from ``first`` to ``last`` holds ``word``."""
         hits = self.lines_with(word)
-        i = bisect.bisect_left(hits, node.lineno)
-        return i < len(hits) and hits[i] <= node.end_lineno
+        i = bisect.bisect_left(hits, first)
+        return i < len(hits) and hits[i] <= last
 
     @cached_property
     def _lines_with(self) -> dict[str, list[int]]:

@@ -3,13 +3,12 @@ byte prefilter whether the analysis must parse it. Runs in the scan's workers, e
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass, field
 
 from .. import suppressions
 from ..sources import SourceTree
-from .module import SourceError, check_decodes, decode
+from .module import SourceError, check_decodes, decode, parse_source
 from .names import Part, index_part
 from .vocabulary import Vocabulary
 
@@ -100,9 +99,6 @@ def index_texts(result: Triage) -> Part:
 
 def _syntax_check(data: bytes, pos: int, errors: dict[int, str]) -> None:
     try:
-        ast.parse(data)
-    except (SyntaxError, ValueError) as exc:
-        where = f" (line {exc.lineno}, column {exc.offset})" if isinstance(exc, SyntaxError) else ""
-        errors[pos] = f"does not parse: {getattr(exc, 'msg', exc)}{where}"
-    except (RecursionError, MemoryError) as exc:
-        errors[pos] = f"too deeply nested or too large to parse ({type(exc).__name__})"
+        parse_source(data)
+    except SourceError as exc:
+        errors[pos] = str(exc)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pickle
 import threading
 import traceback
+from dataclasses import replace
 
 from ..sources import SourceTree
 from .chunk import ChunkAnalysis, ChunkResult
@@ -128,13 +129,11 @@ def _work(conn, share: list[int]) -> None:
     tree, vocab, pending = _FORKED
     try:
         found = triage(tree, share, vocab)
-        texts, found.texts = found.texts, {}  # the parent needs what triage learnt, not the bytes
-        conn.send(("ok", found))
+        conn.send(("ok", replace(found, texts={})))  # the parent needs what triage learnt, not the bytes
         # Indexed while the parent waits for the other shares' triage to hand out the candidates.
-        found.texts = texts
         own = index_texts(found)
         conn.send(("ok", pickle.dumps(own, protocol=pickle.HIGHEST_PROTOCOL)))
-        analysis = ChunkAnalysis(tree, vocab, texts)
+        analysis = ChunkAnalysis(tree, vocab, found.texts)
         for pos in conn.recv():
             analysis.add(pos)
         # Only a helper's callers and definers need the index, and only once all is analysed.
