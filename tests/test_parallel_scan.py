@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ddcheck.analysis import names, scan, workers
+from ddcheck.analysis.chunk import ChunkAnalysis
 from ddcheck.api import open_targets, scan_trees_with_settings
 from ddcheck.settings import Settings
 
@@ -76,6 +77,21 @@ def test_a_worker_that_dies_leaves_the_scan_to_this_process(tmp_path, monkeypatc
     pkg = _tree(tmp_path)
     expected = _scan(pkg, 1).to_json()
     monkeypatch.setattr(workers, "_work", lambda conn, share: os._exit(3))
+    assert _scan(pkg, 2).to_json() == expected
+
+
+def test_a_worker_that_dies_while_analysing_leaves_the_scan_to_this_process(tmp_path, monkeypatch):
+    """By then the parent is passing indexes and outlines between the workers: nothing may hang."""
+    pkg = _tree(tmp_path)
+    expected = _scan(pkg, 1).to_json()
+    parent, add = os.getpid(), ChunkAnalysis.add
+
+    def dying(self, pos):
+        if os.getpid() != parent:
+            os._exit(3)
+        return add(self, pos)
+
+    monkeypatch.setattr(ChunkAnalysis, "add", dying)
     assert _scan(pkg, 2).to_json() == expected
 
 

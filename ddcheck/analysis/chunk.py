@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..sources import SourceFile, SourceTree
 from .engine import Engine, MethodUses, is_test_module
-from .module import ModuleModel, SourceError
+from .module import ModuleModel, Outline, SourceError
 from .names import NameIndex, Part
 from .vocabulary import Vocabulary
 
@@ -99,10 +99,13 @@ class ChunkAnalysis:
         self.index = TreeIndex(tree)
         self.use_index([], list(range(len(tree.files))))
         self.models: dict[str, ModuleModel | None] = {}
+        self.outlines: dict[str, Outline] = {}  # relpath -> outline of a module another process parsed
+        self._shared = 0  # how many of self.models fresh_outlines() has handed out
         self.uses: dict[str, MethodUses | None] = {}
         self.out = ChunkResult()
         self.engine = Engine(vocab=vocab, load_module=self.load, width_api=width_api(tree),
-                             inherited_c_attrs=INHERITED_C_ATTRS, method_uses=self.method_uses)
+                             inherited_c_attrs=INHERITED_C_ATTRS, method_uses=self.method_uses,
+                             outline_of=self.outline_of)
 
     def use_index(self, parts: list[Part], unindexed: list[int]) -> None:
         """Answer name questions from these index parts (and index ``unindexed`` on the first one)."""
@@ -139,10 +142,25 @@ class ChunkAnalysis:
                 self.out.errors[f.display] = str(exc)
         return self.models[module]
 
+    def outline_of(self, module: str) -> Outline | None:
+        """The module's outline: from its model here, else as another process sent it, else parsed."""
+        if module not in self.models:
+            f = self.index.lookup(module)
+            if f is not None and f.relpath in self.outlines:
+                return self.outlines[f.relpath]
+        m = self.load(module)
+        return m.outline if m is not None else None
+
+    def fresh_outlines(self) -> list[Outline]:
+        """The outlines of the modules parsed here since the last call (for the other processes)."""
+        models = list(self.models.values())[self._shared:]
+        self._shared += len(models)
+        return [m.outline for m in models if m is not None]
+
     def method_uses(self, name: str) -> MethodUses | None:
-        """The tree's modules that call ``self.<name>(``, define a ``<name>``, and call it on another
-        object (``other.<name>(``, ``super().<name>(``; test code aside, which is not on a serving
-        path), parsed; None when one of those cannot be parsed. Memoized per name."""
+        """The tree's modules that call ``self.<name>(`` and define a ``<name>`` (outlined), and those
+        that call it on another object (``other.<name>(``, ``super().<name>(``; test code aside, which
+        is not on a serving path; parsed); None when one of those cannot be parsed. Memoized per name."""
         if name not in self.uses:
             self.uses[name] = self._method_uses(name)
         return self.uses[name]
@@ -158,17 +176,21 @@ class ChunkAnalysis:
             if data is None or word not in data:
                 continue
             foreign = data.count(any_call) != data.count(own) and not is_test_module(f.relpath)
-            lists = [hits for wanted, hits in ((own in data, uses.callers), (foreign, uses.foreign),
-                                               (_defines(definition, data), uses.definers)) if wanted]
-            if not lists:
+            calls, defines = own in data, _defines(definition, data)
+            if not (calls or foreign or defines):
                 continue
-            m = self.load(f.module)
-            if m is None or m.source.relpath != f.relpath:
+            m = self.load(f.module) if foreign else None
+            o = self.outline_of(f.module) if m is None else m.outline
+            if o is None or o.relpath != f.relpath:
                 if foreign:  # a caller on another object that cannot be read: cannot be judged
                     return None
                 continue
-            for hits in lists:
-                hits.append(m)
+            if calls:
+                uses.callers.append(o)
+            if foreign:
+                uses.foreign.append(m)
+            if defines:
+                uses.definers.append(o)
         return uses
 
     def add(self, pos: int) -> None:

@@ -14,7 +14,7 @@ from .exprs import buffer_key, dotted, every_node, is_c_read, is_exact_c, is_mod
 from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C, Verdict,
                       classify, layout_what)
 from .modes import FORWARD_MODE_MODULE, VERIFY_MEMBER, ModeTable
-from .module import ClassFacts, FunctionInfo, ModuleModel, statement_lines
+from .module import ClassFacts, FunctionInfo, ModuleModel, Outline, statement_lines
 from .verify_path import FunctionPass, Site
 from . import edits as E
 from .vocabulary import FIX_LOCAL as LOCAL, FIX_PARAMETER as THREADED, WIDTH_WORDS, Vocabulary
@@ -57,11 +57,12 @@ class Reported:
 
 @dataclass
 class MethodUses:
-    """Where the tree uses a method name: modules calling ``self.<name>(``, modules defining a
-    ``<name>``, modules calling it on another object (test code aside)."""
+    """Where the tree uses a method name: modules calling ``self.<name>(`` and modules defining a
+    ``<name>`` (outlined: only those with a class deriving from the helper's are parsed), modules
+    calling it on another object (test code aside)."""
 
-    callers: list[ModuleModel] = field(default_factory=list)
-    definers: list[ModuleModel] = field(default_factory=list)
+    callers: list[Outline] = field(default_factory=list)
+    definers: list[Outline] = field(default_factory=list)
     foreign: list[ModuleModel] = field(default_factory=list)
 
 
@@ -101,6 +102,8 @@ class Engine:
     _threads: dict[int, object] = field(default_factory=dict)  # helper node id -> _thread_edits, per findings()
     # method name -> where the tree uses it, for threading W into helpers
     method_uses: Callable[[str], MethodUses | None] = lambda name: MethodUses()
+    # dotted module name -> its outline, which another process may have parsed; None: from load_module
+    outline_of: Callable[[str], Outline | None] | None = None
     _locals: dict[int, dict[tuple[int, str], str]] = field(default_factory=dict)  # function -> (anchor, W) -> name
     _other_calls_memo: dict[tuple, list[ast.Call]] = field(default_factory=dict)  # (module id, name) -> calls
 
@@ -441,18 +444,22 @@ class Engine:
         uses = self.method_uses(func.name)
         if uses is None:
             return None
-        for m in [model, *uses.definers]:  # an override would not take the new parameter
-            for other in m.functions.values():
-                if other.name == func.name and other.cls and other.node is not func.node \
-                        and self._derives(m, other.cls, model, func.cls):
-                    return None
+        here = model.outline
+        # An override would not take the new parameter.
+        for other in model.functions.values():
+            if other.name == func.name and other.cls and other.node is not func.node \
+                    and self._derives(here, other.cls, here, func.cls):
+                return None
+        for o in uses.definers:
+            if o.relpath != here.relpath and any(self._derives(o, cls, here, func.cls) for cls in o.methods.get(func.name, ())):
+                return None
         mode = _mode_parameter(func)
         for m in uses.foreign:
             for call in self._other_calls(m, func.name):
                 if not _hands_other_mode(func, mode, call):
                     return None
                 exempt.append(f"{m.source.relpath}:{call.lineno}")
-        for m in [model, *uses.callers]:
+        for m in [model, *self._deriving(uses.callers, here, func.cls)]:
             if id(m) in seen:
                 continue
             seen.add(id(m))
@@ -522,19 +529,38 @@ class Engine:
                         table.setdefault(id(caller.node), (caller, []))[1].append(n)
         return table
 
-    def _derives(self, model: ModuleModel, cls: str, base_model: ModuleModel, base: str, depth: int = 0) -> bool:
-        """``cls`` (of ``model``) has ``base`` (of ``base_model``) among its ancestors."""
+    def _deriving(self, outlines: list[Outline], base_module: Outline, base: str) -> list[ModuleModel]:
+        """The modules, parsed, of those ``outlines`` other than ``base_module`` that have a class
+        deriving from ``base``: only there can ``self.<name>(...)`` resolve to ``base``'s method."""
+        out = []
+        for o in outlines:
+            if o.relpath != base_module.relpath and any(self._derives(o, c, base_module, base) for c in o.class_bases):
+                m = self.load_module(o.module)
+                if m is not None and m.source.relpath == o.relpath:
+                    out.append(m)
+        return out
+
+    def _outline(self, module: str) -> Outline | None:
+        if self.outline_of is not None:
+            return self.outline_of(module)
+        m = self.load_module(module)
+        return m.outline if m is not None else None
+
+    def _derives(self, module: Outline, cls: str, base_module: Outline, base: str, depth: int = 0) -> bool:
+        """``cls`` (of ``module``) has ``base`` (of ``base_module``) among its ancestors, within the
+        depth :meth:`method_of` looks."""
         if depth > 8:
             return False
-        for b in model.class_bases.get(cls, []):
-            if b in model.class_bases:
-                if (model is base_model and b == base) or self._derives(model, b, base_model, base, depth + 1):
+        for b in module.class_bases.get(cls, []):
+            if b in module.class_bases:
+                if (module.relpath == base_module.relpath and b == base) \
+                        or self._derives(module, b, base_module, base, depth + 1):
                     return True
                 continue
-            imp = model.imports.get(b)
-            other = self.load_module(imp[0]) if imp and imp[1] else None
-            if other is not None and ((other is base_model and imp[1] == base)
-                                      or self._derives(other, imp[1], base_model, base, depth + 1)):
+            imp = module.imports.get(b)
+            other = self._outline(imp[0]) if imp and imp[1] else None
+            if other is not None and ((other.relpath == base_module.relpath and imp[1] == base)
+                                      or self._derives(other, imp[1], base_module, base, depth + 1)):
                 return True
         return False
 

@@ -90,6 +90,19 @@ class FunctionInfo:
         return [x.arg for x in self.node.args.kwonlyargs]
 
 
+@dataclass(frozen=True)
+class Outline:
+    """What a module declares, for questions of inheritance without its syntax tree: its classes'
+    bases, its imports, and per method name the classes defining it. Small enough for a worker to
+    hand to the others, so that they need not parse the module again to learn it."""
+
+    relpath: str
+    module: str
+    class_bases: dict[str, list[str]]
+    imports: dict[str, tuple[str, str | None]]
+    methods: dict[str, list[str]]  # method name -> the classes defining it, in definition order
+
+
 @dataclass
 class ModuleModel:
     source: SourceFile
@@ -110,6 +123,14 @@ class ModuleModel:
     @property
     def name(self) -> str:
         return self.source.module
+
+    @cached_property
+    def outline(self) -> Outline:
+        methods: dict[str, list[str]] = {}
+        for f in self.functions.values():
+            if f.cls:
+                methods.setdefault(f.name, []).append(f.cls)
+        return Outline(self.source.relpath, self.name, self.class_bases, self.imports, methods)
 
     @cached_property
     def lines(self) -> list[str]:

@@ -3,12 +3,15 @@ method names; the shares' indexes are exchanged; then each analyses the candidat
 
 Reading, triage and indexing are half or more of a cold scan's work and need nothing from other
 files, so they run in the workers too, not in the parent before it forks. A worker keeps the bytes
-of its own share; the few other files it needs (a helper, a caller) it reads again.
+of its own share; the few other files it needs (a helper, a caller) it reads again. A module one
+worker parsed, another need not parse only to learn what its classes derive from: each worker sends
+the outlines of the modules it parsed as it goes, and the parent passes them on.
 """
 
 from __future__ import annotations
 
 import pickle
+import queue
 import threading
 import traceback
 from dataclasses import replace
@@ -19,6 +22,8 @@ from .triage import Triage, index_texts, triage
 from .vocabulary import Vocabulary
 
 _FORKED: tuple | None = None  # (tree, vocab, pending positions) inherited by the forked workers
+# What a worker sends besides its triage and result, for the parent to pass on to the others.
+INDEX, OUTLINES = "index", "outlines"
 
 
 def run(tree: SourceTree, positions: list[int], vocab: Vocabulary, jobs: int) -> tuple[Triage, list[ChunkResult]] | None:
@@ -36,6 +41,7 @@ def run(tree: SourceTree, positions: list[int], vocab: Vocabulary, jobs: int) ->
     _FORKED = (tree, vocab, pending)
     conns: list[Connection] = []
     procs = []
+    outboxes: list[_Outbox] = []
     done = False
     try:
         for share in _shares(tree, positions, jobs):
@@ -49,37 +55,71 @@ def run(tree: SourceTree, positions: list[int], vocab: Vocabulary, jobs: int) ->
         for found in _receive_all(conns):
             merged.merge(found)
         merged.candidates.sort()
-        for conn, chunk in zip(conns, _chunks(merged.candidates, len(conns))):
-            conn.send(chunk)
-        parts = _receive_all(conns)
-        # A worker reads the other shares' indexes only when its candidates are analysed: sending
-        # them (~1 MB) must not hold this loop until then, or a worker done early would wait.
-        senders = [threading.Thread(target=_send, args=(conn, [p for j, p in enumerate(parts) if j != i]), daemon=True)
-                   for i, conn in enumerate(conns)]
-        for sender in senders:
-            sender.start()
-        results = _receive_all(conns)
-        for sender in senders:
-            sender.join()
+        outboxes = [_Outbox(conn) for conn in conns]
+        for box, chunk in zip(outboxes, _chunks(merged.candidates, len(conns))):
+            box.put((len(conns), chunk))
+        results = _relay(conns, outboxes)
         done = True
         return merged, results
     except (OSError, EOFError):
         return None
     finally:
         _FORKED = None
-        for conn in conns:
-            conn.close()
         for proc in procs:
             if not done:  # stopped half-way (an error, Ctrl-C): the others' work is of no use
                 proc.kill()
+        for box in outboxes:
+            box.close()
+        for conn in conns:
+            conn.close()
+        for proc in procs:
             proc.join()
 
 
-def _send(conn, message) -> None:
-    try:
-        conn.send(message)
-    except OSError:  # the worker is gone: the parent learns it from its next receive
-        pass
+class _Outbox:
+    """Messages to one worker, sent in order by a thread of their own: the parent must go on reading
+    what the workers send while a worker busy analysing has not read what it was sent."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._send_all, daemon=True)
+        self.thread.start()
+
+    def put(self, message) -> None:
+        self.queue.put(message)
+
+    def close(self) -> None:
+        """Wait until all is sent, or the worker has gone (its end closed: a send then fails)."""
+        self.queue.put(None)
+        self.thread.join()
+
+    def _send_all(self) -> None:
+        while (message := self.queue.get()) is not None:
+            try:
+                self.conn.send(message)
+            except OSError:  # the worker is gone: the parent learns it from its next receive
+                while self.queue.get() is not None:
+                    pass
+                return
+
+
+def _relay(conns: list, outboxes: list[_Outbox]) -> list[ChunkResult]:
+    """Pass each worker's index and outlines on to the others, until every worker sent its result."""
+    from multiprocessing.connection import wait
+
+    results: dict[int, ChunkResult] = {}
+    while len(results) < len(conns):
+        for conn in wait([c for i, c in enumerate(conns) if i not in results]):
+            i = conns.index(conn)
+            tag, payload = _receive(conn)
+            if tag in (INDEX, OUTLINES):
+                for j, box in enumerate(outboxes):
+                    if j != i:
+                        box.put((tag, payload))
+            else:
+                results[i] = payload
+    return [results[i] for i in range(len(conns))]
 
 
 def _receive_all(conns: list) -> list:
@@ -132,13 +172,25 @@ def _work(conn, share: list[int]) -> None:
         conn.send(("ok", replace(found, texts={})))  # the parent needs what triage learnt, not the bytes
         # Indexed while the parent waits for the other shares' triage to hand out the candidates.
         own = index_texts(found)
-        conn.send(("ok", pickle.dumps(own, protocol=pickle.HIGHEST_PROTOCOL)))
+        conn.send(("ok", (INDEX, pickle.dumps(own, protocol=pickle.HIGHEST_PROTOCOL))))
         analysis = ChunkAnalysis(tree, vocab, found.texts)
-        for pos in conn.recv():
+        workers, chunk = conn.recv()
+        for pos in chunk:
             analysis.add(pos)
-        # Only a helper's callers and definers need the index, and only once all is analysed.
-        analysis.use_index([own, *(pickle.loads(p) for p in conn.recv())], pending)
-        conn.send(("ok", analysis.finish()))
+            fresh = analysis.fresh_outlines()
+            if fresh:
+                conn.send(("ok", (OUTLINES, pickle.dumps(fresh, protocol=pickle.HIGHEST_PROTOCOL))))
+        # Only a helper's callers and definers need the index and the outlines, and only once all
+        # is analysed: every other share's index, and the outlines sent so far.
+        parts = [own]
+        while len(parts) < workers or conn.poll():
+            tag, payload = conn.recv()
+            if tag == INDEX:
+                parts.append(pickle.loads(payload))
+            else:
+                analysis.outlines.update((o.relpath, o) for o in pickle.loads(payload))
+        analysis.use_index(parts, pending)
+        conn.send(("ok", ("result", analysis.finish())))
     except KeyboardInterrupt:
         pass  # Ctrl-C reached the parent too: it stops the scan and says so
     except BaseException as exc:  # the parent re-raises it, as a process pool would

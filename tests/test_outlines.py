@@ -1,0 +1,84 @@
+"""A module's outline (ddcheck/analysis/module.py: its classes' bases, imports, methods by name)
+answers what threading W into a helper asks of the tree's other modules - does a class there derive
+from the helper's, through any number of modules? - without parsing them. Forked workers hand each
+other the outlines of what they parsed; the answers must be the ones parsing gives."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ddcheck.analysis.chunk import ChunkAnalysis
+from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY
+from ddcheck.sources import open_target
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "analysis"
+
+
+def _package(root: Path, override: bool) -> Path:
+    """``Backend._verify_layout`` (threading.py) reads C on the verify path; ``Leaf`` derives from
+    it through ``Mid``, two modules away, and overrides the helper when ``override``; ``Other``
+    defines a helper of that name in an unrelated class."""
+    pkg = root / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    shutil.copy(FIXTURES / "threading.py", pkg / "backend.py")
+    (pkg / "mid.py").write_text("from .backend import Backend\n\n\nclass Mid(Backend):\n    pass\n")
+    body = "    def _verify_layout(self, seq_lens):\n        return seq_lens\n" if override else "    pass\n"
+    (pkg / "leaf.py").write_text(f"from .mid import Mid as Base\n\n\nclass Leaf(Base):\n{body}")
+    (pkg / "other.py").write_text("class Other:\n    def _verify_layout(self, seq_lens):\n        self._verify_layout(seq_lens)\n")
+    return pkg
+
+
+def _layout_fix(analysis: ChunkAnalysis):
+    tree = analysis.tree
+    analysis.add(next(i for i, f in enumerate(tree.files) if f.relpath.endswith("backend.py")))
+    result = analysis.finish()
+    [finding] = [f for f in result.findings if f.function == "Backend._verify_layout"]
+    return finding.fix
+
+
+def _outlined(pkg: Path) -> ChunkAnalysis:
+    """An analysis handed, as a worker is, the outlines of modules another process parsed."""
+    tree = open_target(str(pkg))
+    elsewhere = ChunkAnalysis(tree, DEFAULT_VOCABULARY)
+    for module in ("pkg.mid", "pkg.leaf", "pkg.other"):
+        elsewhere.load(module)
+    here = ChunkAnalysis(tree, DEFAULT_VOCABULARY)
+    here.outlines.update((o.relpath, o) for o in elsewhere.fresh_outlines())
+    assert set(here.outlines) == {"pkg/mid.py", "pkg/leaf.py", "pkg/other.py"}
+    return here
+
+
+def test_an_override_two_modules_down_stops_threading_w_in_one_process_and_from_outlines(tmp_path):
+    pkg = _package(tmp_path, override=True)
+    assert _layout_fix(ChunkAnalysis(open_target(str(pkg)), DEFAULT_VOCABULARY)) is None
+    here = _outlined(pkg)
+    assert _layout_fix(here) is None
+    assert not {"pkg.mid", "pkg.leaf", "pkg.other"} & set(here.models)  # known from the outlines alone
+
+
+def test_classes_that_do_not_derive_are_not_parsed_and_do_not_stop_the_fix(tmp_path):
+    pkg = _package(tmp_path, override=False)
+    single = ChunkAnalysis(open_target(str(pkg)), DEFAULT_VOCABULARY)
+    here = _outlined(pkg)
+    fix = _layout_fix(here)
+    assert fix is not None and fix == _layout_fix(single)
+    # `Other` calls and defines the name but does not derive from Backend; `Leaf` derives but
+    # neither defines nor calls it: none of the three modules had to be parsed.
+    assert not {"pkg.mid", "pkg.leaf", "pkg.other"} & set(here.models)
+
+
+def test_fresh_outlines_hands_out_each_parsed_module_once(tmp_path):
+    tree = open_target(str(_package(tmp_path, override=True)))
+    analysis = ChunkAnalysis(tree, DEFAULT_VOCABULARY)
+    analysis.load("pkg.leaf")
+    analysis.load("pkg.missing")  # not in the tree: nothing to outline
+    first = analysis.fresh_outlines()
+    assert [o.relpath for o in first] == ["pkg/leaf.py"]
+    assert first[0].class_bases == {"Leaf": ["Base"]}
+    assert first[0].imports == {"Base": ("pkg.mid", "Mid")}
+    assert first[0].methods == {"_verify_layout": ["Leaf"]}
+    assert analysis.fresh_outlines() == []
+    analysis.load("pkg.mid")
+    assert [o.relpath for o in analysis.fresh_outlines()] == ["pkg/mid.py"]
