@@ -1,5 +1,6 @@
 """Forked workers for a large tree: each reads and triages a share of the files and indexes their
-method names; the shares' indexes are exchanged; then each analyses the candidates it is handed.
+method names; the shares' indexes are exchanged; then each analyses candidates, one at a time as it
+asks for them (largest first), so the workers end together however long a candidate takes.
 
 Reading, triage and indexing are half or more of a cold scan's work and need nothing from other
 files, so they run in the workers too, not in the parent before it forks. A worker keeps the bytes
@@ -22,8 +23,9 @@ from .triage import Triage, index_texts, triage
 from .vocabulary import Vocabulary
 
 _FORKED: tuple | None = None  # (tree, vocab, pending positions) inherited by the forked workers
-# What a worker sends besides its triage and result, for the parent to pass on to the others.
-INDEX, OUTLINES = "index", "outlines"
+# What a worker sends after its triage: for the parent to pass on to the others (INDEX, OUTLINES),
+# to ask for its next candidate (NEXT, answered with a position or None), and its RESULT.
+INDEX, OUTLINES, NEXT, RESULT = "index", "outlines", "next", "result"
 
 
 def run(tree: SourceTree, positions: list[int], vocab: Vocabulary, jobs: int) -> tuple[Triage, list[ChunkResult]] | None:
@@ -44,9 +46,10 @@ def run(tree: SourceTree, positions: list[int], vocab: Vocabulary, jobs: int) ->
     outboxes: list[_Outbox] = []
     done = False
     try:
-        for share in _shares(tree, positions, jobs):
+        shares = _shares(tree, positions, jobs)
+        for share in shares:
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_work, args=(child, share), daemon=True)
+            proc = ctx.Process(target=_work, args=(child, share, len(shares)), daemon=True)
             proc.start()
             child.close()
             conns.append(parent)
@@ -56,9 +59,9 @@ def run(tree: SourceTree, positions: list[int], vocab: Vocabulary, jobs: int) ->
             merged.merge(found)
         merged.candidates.sort()
         outboxes = [_Outbox(conn) for conn in conns]
-        for box, chunk in zip(outboxes, _chunks(merged.candidates, len(conns))):
-            box.put((len(conns), chunk))
-        results = _relay(conns, outboxes)
+        # Largest first: parse and analysis time follow file size, and small ones last even out the end.
+        order = [pos for pos, _ in sorted(merged.candidates, key=lambda c: -c[1])]
+        results = _relay(conns, outboxes, _Handout(tree, order, len(conns)))
         done = True
         return merged, results
     except (OSError, EOFError):
@@ -104,8 +107,31 @@ class _Outbox:
                 return
 
 
-def _relay(conns: list, outboxes: list[_Outbox]) -> list[ChunkResult]:
-    """Pass each worker's index and outlines on to the others, until every worker sent its result."""
+class _Handout:
+    """The candidates not handed out yet. A worker that asks gets the largest one it has parsed
+    already (as a helper of another), else the largest no other worker has parsed, else the largest:
+    a module is parsed twice only when no other choice is left."""
+
+    def __init__(self, tree: SourceTree, order: list[int], workers: int) -> None:
+        self.tree = tree
+        self.left = order  # positions, largest first
+        self.parsed: list[set[str]] = [set() for _ in range(workers)]  # relpaths each worker parsed
+
+    def take(self, worker: int) -> int | None:
+        if not self.left:
+            return None
+        mine = self.parsed[worker]
+        others = set().union(*(p for i, p in enumerate(self.parsed) if i != worker))
+        relpaths = [self.tree.files[pos].relpath for pos in self.left]
+        at = next((k for k, r in enumerate(relpaths) if r in mine), None)
+        if at is None:
+            at = next((k for k, r in enumerate(relpaths) if r not in others), 0)
+        return self.left.pop(at)
+
+
+def _relay(conns: list, outboxes: list[_Outbox], handout: _Handout) -> list[ChunkResult]:
+    """Hand out the candidates to the workers as they ask, pass each worker's index and outlines on
+    to the others, until every worker sent its result."""
     from multiprocessing.connection import wait
 
     results: dict[int, ChunkResult] = {}
@@ -113,6 +139,12 @@ def _relay(conns: list, outboxes: list[_Outbox]) -> list[ChunkResult]:
         for conn in wait([c for i, c in enumerate(conns) if i not in results]):
             i = conns.index(conn)
             tag, payload = _receive(conn)
+            if tag == NEXT:
+                outboxes[i].put((NEXT, handout.take(i)))
+                continue
+            if tag == OUTLINES:
+                relpaths, payload = payload
+                handout.parsed[i].update(relpaths)
             if tag in (INDEX, OUTLINES):
                 for j, box in enumerate(outboxes):
                     if j != i:
@@ -154,18 +186,7 @@ def _shares(tree: SourceTree, positions: list[int], jobs: int) -> list[list[int]
     return [s for s in shares if s]
 
 
-def _chunks(candidates: list[tuple[int, int]], n: int) -> list[list[int]]:
-    """Largest first, each to the least loaded worker: parse and analysis time follow file size."""
-    chunks: list[list[int]] = [[] for _ in range(n)]
-    load = [0] * n
-    for pos, size in sorted(candidates, key=lambda c: -c[1]):
-        i = load.index(min(load))
-        chunks[i].append(pos)
-        load[i] += size
-    return chunks
-
-
-def _work(conn, share: list[int]) -> None:
+def _work(conn, share: list[int], workers: int) -> None:
     tree, vocab, pending = _FORKED
     try:
         found = triage(tree, share, vocab)
@@ -174,23 +195,33 @@ def _work(conn, share: list[int]) -> None:
         own = index_texts(found)
         conn.send(("ok", (INDEX, pickle.dumps(own, protocol=pickle.HIGHEST_PROTOCOL))))
         analysis = ChunkAnalysis(tree, vocab, found.texts)
-        workers, chunk = conn.recv()
-        for pos in chunk:
-            analysis.add(pos)
-            fresh = analysis.fresh_outlines()
-            if fresh:
-                conn.send(("ok", (OUTLINES, pickle.dumps(fresh, protocol=pickle.HIGHEST_PROTOCOL))))
-        # Only a helper's callers and definers need the index and the outlines, and only once all
-        # is analysed: every other share's index, and the outlines sent so far.
         parts = [own]
-        while len(parts) < workers or conn.poll():
-            tag, payload = conn.recv()
+
+        def keep(tag, payload) -> None:
             if tag == INDEX:
                 parts.append(pickle.loads(payload))
             else:
                 analysis.outlines.update((o.relpath, o) for o in pickle.loads(payload))
+
+        def next_candidate() -> int | None:
+            """The parent's answer to NEXT; the others' index parts and outlines that come first are kept."""
+            while (message := conn.recv())[0] != NEXT:
+                keep(*message)
+            return message[1]
+
+        conn.send(("ok", (NEXT, None)))
+        while (pos := next_candidate()) is not None:
+            conn.send(("ok", (NEXT, None)))  # asked before analysing this one: no wait for the answer
+            analysis.add(pos)
+            fresh = analysis.fresh_outlines()
+            if fresh:
+                conn.send(("ok", (OUTLINES, ([o.relpath for o in fresh], pickle.dumps(fresh, protocol=pickle.HIGHEST_PROTOCOL)))))
+        # Only a helper's callers and definers need the index, and only once all is analysed: every
+        # other share's index, and the outlines sent so far.
+        while len(parts) < workers or conn.poll():
+            keep(*conn.recv())
         analysis.use_index(parts, pending)
-        conn.send(("ok", ("result", analysis.finish())))
+        conn.send(("ok", (RESULT, analysis.finish())))
     except KeyboardInterrupt:
         pass  # Ctrl-C reached the parent too: it stops the scan and says so
     except BaseException as exc:  # the parent re-raises it, as a process pool would
