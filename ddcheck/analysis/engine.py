@@ -99,6 +99,8 @@ class Engine:
     callers: dict[int, dict[int, tuple[FunctionPass, ast.Call]]] = field(default_factory=dict)
     _method_calls: dict[tuple, dict] = field(default_factory=dict)  # (module id, name) -> _self_calls' table
     _caller_passes: dict[int, tuple] = field(default_factory=dict)  # function node id -> _caller_pass
+    # function node id -> its pass as an entry point with nothing tainted: what _caller_pass would run
+    _entry_passes: dict[int, FunctionPass] = field(default_factory=dict)
     _threads: dict[int, object] = field(default_factory=dict)  # helper node id -> _thread_edits, per findings()
     # method name -> where the tree uses it, for threading W into helpers
     method_uses: Callable[[str], MethodUses | None] = lambda name: MethodUses()
@@ -151,6 +153,8 @@ class Engine:
         fp = FunctionPass(model, func, entry_verify, facts.c_attrs, self.vocab,
                           tainted_params=dict(tainted), buffers=facts.buffers, sized=facts.sized,
                           modes=lambda: self.modes).run()
+        if not tainted and entry_verify == self.vocab.is_verify_function(func.name):
+            self._entry_passes[id(func.node)] = fp
         param_uses: dict[str, list[ParamUse]] = {}
         if fp.sites or fp.fills:
             model.link(func.node)  # parent links, for judging each read by its surroundings
@@ -505,9 +509,11 @@ class Engine:
         """A pass over a caller (as its own entry point) and the ids of the calls it makes on a verify path."""
         hit = self._caller_passes.get(id(caller.node))
         if hit is None:
-            facts = self.facts(model, caller.cls)
-            cfp = FunctionPass(model, caller, self.vocab.is_verify_function(caller.name), facts.c_attrs, self.vocab,
-                               buffers=facts.buffers, sized=facts.sized, modes=lambda: self.modes).run()
+            cfp = self._entry_passes.get(id(caller.node))
+            if cfp is None:
+                facts = self.facts(model, caller.cls)
+                cfp = FunctionPass(model, caller, self.vocab.is_verify_function(caller.name), facts.c_attrs,
+                                   self.vocab, buffers=facts.buffers, sized=facts.sized, modes=lambda: self.modes).run()
             hit = self._caller_passes[id(caller.node)] = (cfp, {id(c) for c, _ in cfp.verify_calls})
         return hit
 
