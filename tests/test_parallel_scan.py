@@ -135,6 +135,27 @@ def test_shares_cover_every_file_once_in_order_and_by_size():
     assert workers._shares(Tree(), [3], 4) == [[3]]
 
 
+def test_handout_gives_each_candidate_once_preferring_what_a_worker_parsed_already():
+    class File:
+        def __init__(self, relpath):
+            self.relpath = relpath
+
+    class Tree:
+        files = [File(f"m{i}.py") for i in range(6)]
+
+    handout = workers._Handout(Tree(), [5, 4, 3, 2, 1, 0], 2)  # largest first
+    assert handout.take(0) == 5  # nothing parsed anywhere: the largest
+    handout.parsed[0].add("m2.py")  # worker 0 parsed m2 as a helper
+    handout.parsed[1].add("m4.py")
+    assert handout.take(0) == 2  # its own before a larger one
+    assert handout.take(0) == 3  # m4 is worker 1's: the largest nobody else parsed
+    assert handout.take(1) == 4
+    assert handout.take(0) == 1
+    handout.parsed[1].add("m0.py")
+    assert handout.take(0) == 0  # only a module the other parsed is left: it is handed out all the same
+    assert handout.take(0) is None and handout.take(1) is None
+
+
 def test_name_index_holds_every_file_that_calls_or_defines_a_name():
     texts = {
         0: b"class A:\n    def gr\xc3\xb6\xc3\x9fe (self):\n        return 1\n",
