@@ -57,10 +57,9 @@ def run(tree: SourceTree, positions: list[int], vocab: Vocabulary, jobs: int) ->
         merged = Triage()
         for found in _receive_all(conns):
             merged.merge(found)
-        merged.candidates.sort()
         outboxes = [_Outbox(conn) for conn in conns]
         # Largest first: parse and analysis time follow file size, and small ones last even out the end.
-        order = [pos for pos, _ in sorted(merged.candidates, key=lambda c: -c[1])]
+        order = [pos for pos, _ in sorted(merged.candidates, key=lambda c: (-c[1], c[0]))]
         results = _relay(conns, outboxes, _Handout(tree, order, len(conns)))
         done = True
         return merged, results
@@ -141,16 +140,15 @@ def _relay(conns: list, outboxes: list[_Outbox], handout: _Handout) -> list[Chun
             tag, payload = _receive(conn)
             if tag == NEXT:
                 outboxes[i].put((NEXT, handout.take(i)))
-                continue
-            if tag == OUTLINES:
-                relpaths, payload = payload
-                handout.parsed[i].update(relpaths)
-            if tag in (INDEX, OUTLINES):
+            elif tag == RESULT:
+                results[i] = payload
+            else:
+                if tag == OUTLINES:
+                    relpaths, payload = payload
+                    handout.parsed[i].update(relpaths)
                 for j, box in enumerate(outboxes):
                     if j != i:
                         box.put((tag, payload))
-            else:
-                results[i] = payload
     return [results[i] for i in range(len(conns))]
 
 
@@ -214,8 +212,9 @@ def _work(conn, share: list[int], workers: int) -> None:
             conn.send(("ok", (NEXT, None)))  # asked before analysing this one: no wait for the answer
             analysis.add(pos)
             fresh = analysis.fresh_outlines()
-            if fresh:
-                conn.send(("ok", (OUTLINES, ([o.relpath for o in fresh], pickle.dumps(fresh, protocol=pickle.HIGHEST_PROTOCOL)))))
+            if fresh:  # the relpaths for the hand-out; the rest pickled, for the parent to pass on unread
+                outlines = pickle.dumps(fresh, protocol=pickle.HIGHEST_PROTOCOL)
+                conn.send(("ok", (OUTLINES, ([o.relpath for o in fresh], outlines))))
         # Only a helper's callers and definers need the index, and only once all is analysed: every
         # other share's index, and the outlines sent so far.
         while len(parts) < workers or conn.poll():
