@@ -8,8 +8,10 @@ Times, in this process (imports excluded, cyclic GC off as in a scan):
   triage      reading its files, checking they decode, the byte prefilter (candidates: files the
               analysis parses)
   index       the method-name index of the files it read (which files may call or define a helper)
-  analysis    parsing and analysing its candidates; of that, the time in ``ModuleModel.parse`` and
-              in the search for a helper's callers and definers (parsing and indexing excluded)
+  analysis    parsing and analysing the candidates it was handed; of that, the time in
+              ``ModuleModel.parse``, in the search for a helper's callers and definers (parsing and
+              indexing excluded), and in ``findings()`` at the end (threading W into helpers); how many
+              modules it parsed, and (for workers) how many of those another worker parsed too
 Usage: python bench/scan_profile.py [--version 0.5.23] [--jobs 2]
 """
 
@@ -19,6 +21,7 @@ import argparse
 import gc
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,6 +35,8 @@ from ddcheck.sources import open_target  # noqa: E402
 
 SPENT: dict[str, float] = {}
 COUNTS: dict[str, int] = {}
+PARSED: list[str] = []  # relpaths this process parsed
+SHARED = Path(tempfile.mkdtemp(prefix="ddcheck-profile-"))  # each process writes its PARSED here
 
 
 def _timed(name: str, fn, exclude: tuple[str, ...] = ()):
@@ -48,9 +53,19 @@ def _timed(name: str, fn, exclude: tuple[str, ...] = ()):
 
 
 def _instrument() -> None:
-    module.ModuleModel.parse = classmethod(_timed("parse", module.ModuleModel.parse.__func__))
+    parse = _timed("parse", module.ModuleModel.parse.__func__)
+
+    def recorded_parse(cls, source, *args, **kwargs):
+        PARSED.append(source.relpath)
+        return parse(cls, source, *args, **kwargs)
+    module.ModuleModel.parse = classmethod(recorded_parse)
     chunk.ChunkAnalysis._method_uses = _timed("search", chunk.ChunkAnalysis._method_uses, exclude=("parse", "index"))
-    chunk.ChunkAnalysis.add = _timed("analysis", chunk.ChunkAnalysis.add)
+    add = _timed("analysis", chunk.ChunkAnalysis.add)
+
+    def counted_add(self, pos):
+        COUNTS["analysed"] = COUNTS.get("analysed", 0) + 1
+        return add(self, pos)
+    chunk.ChunkAnalysis.add = counted_add
     index_part = names.index_part
     names.index_part = _timed("index", index_part)  # the lazy index of a single process
     triage.index_part = _timed("index", index_part)  # a worker's share
@@ -58,6 +73,8 @@ def _instrument() -> None:
 
     def counted_triage(tree, positions, vocab):
         SPENT.clear()
+        PARSED.clear()
+        COUNTS["analysed"] = 0
         out = run_triage(tree, positions, vocab)
         COUNTS["candidates"] = len(out.candidates)
         COUNTS["files"] = len(positions)
@@ -68,11 +85,14 @@ def _instrument() -> None:
     def report(self):
         t, indexed = time.perf_counter(), SPENT.get("index", 0.0)
         out = finish(self)  # a single process indexes the tree here, on the first helper's question
-        SPENT["analysis"] = SPENT.get("analysis", 0.0) + time.perf_counter() - t - (SPENT.get("index", 0.0) - indexed)
+        SPENT["findings"] = time.perf_counter() - t - (SPENT.get("index", 0.0) - indexed)
+        SPENT["analysis"] = SPENT.get("analysis", 0.0) + SPENT["findings"]
+        (SHARED / str(os.getpid())).write_text("\n".join(PARSED))
         print(f"    pid {os.getpid()}: triage {SPENT.get('triage', 0):.2f} s ({COUNTS['files']} files, "
               f"{COUNTS['candidates']} candidates), index {SPENT.get('index', 0):.2f} s, analysis "
-              f"{SPENT.get('analysis', 0):.2f} s (parse {SPENT.get('parse', 0):.2f} s, caller/definer search "
-              f"{SPENT.get('search', 0):.2f} s)", flush=True)
+              f"{SPENT.get('analysis', 0):.2f} s of {COUNTS['analysed']} candidates (parse {SPENT.get('parse', 0):.2f} s "
+              f"of {len(PARSED)} modules, caller/definer search {SPENT.get('search', 0):.2f} s, findings() "
+              f"{SPENT['findings']:.2f} s)", flush=True)
         return out
     chunk.ChunkAnalysis.finish = report
 
@@ -93,6 +113,13 @@ def main() -> int:
         t = time.perf_counter()
         scan.scan_trees([tree], DEFAULT_VOCABULARY, jobs=jobs)
         print(f"    wall {time.perf_counter() - t:.2f} s")
+        parsed = [set(p.read_text().split("\n")) - {""} for p in SHARED.iterdir()]
+        if len(parsed) > 1:
+            twice = {r for r in set().union(*parsed) if sum(r in p for p in parsed) > 1}
+            print(f"    modules parsed: {sum(map(len, parsed))}, {len(twice)} of them by more than one worker")
+        for p in SHARED.iterdir():
+            p.unlink()
+    SHARED.rmdir()
     return 0
 
 
