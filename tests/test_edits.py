@@ -24,7 +24,8 @@ HELPER = '''class Backend:
 {define}
         return seq_lens + self.num_draft_tokens
 '''
-W = 'verify_width=getattr(forward_batch.spec_info, "draft_token_num", None)'
+# The caller's own `spec_info` local (bound at its top) is in scope at the call: the fix reads W from it.
+W = 'verify_width=getattr(spec_info, "draft_token_num", None)'
 
 CASES = {
     "one line": ("            self._lens(forward_batch.seq_lens)", "    def _lens(self, seq_lens):",
@@ -65,6 +66,18 @@ def _fixed(tmp_path, source: str, newline: str = "\n") -> str:
     ast.parse(text)
     assert not [f for f in scan([str(p)], settings=Settings()).findings if f.rule == "DD001"]
     return text
+
+
+def test_threaded_width_does_not_depend_on_what_the_caller_reads_off_the_verify_path(tmp_path):
+    """The keyword a caller passes is spelled from what is in scope at the call, whether or not the
+    caller also reads C elsewhere (once it did not look for the call's statement unless it had)."""
+    call, define, expected = CASES["one line"]
+    plain = HELPER.format(call=call, define=define)
+    reads_c = plain.replace("        spec_info = forward_batch.spec_info\n",
+                            "        spec_info = forward_batch.spec_info\n        self.cap = self.num_draft_tokens\n")
+    assert reads_c != plain
+    for source in (plain, reads_c):
+        assert expected[0] in _fixed(tmp_path, source)
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -414,6 +414,7 @@ class Engine:
         for cfp, call in callers:
             if any(k.arg == THREADED or k.arg is None for k in call.keywords):
                 return None
+            cfp.model.link(cfp.func.node)  # the call's statement, where the caller's verify input must be in scope
             spec_info = cfp.spec_info_expr(_statement_of(cfp.model, call))
             if spec_info is not None:
                 value = per_step_or_none(spec_info, self.width_api)

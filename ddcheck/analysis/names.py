@@ -14,8 +14,10 @@ from typing import Callable
 # Supersets of the patterns the callers/definers search uses on a hit (``.name(``, ``def name(``):
 # identifier bytes include UTF-8's (>= 0x80) so non-ASCII names are indexed too. No ``\b`` before
 # ``def``: it would cost the regex engine its literal-prefix search (5x slower); a superset is fine.
-CALLED_RE = re.compile(rb"\.([A-Za-z_\x80-\xff][\w\x80-\xff]*)\(")
-DEFINED_RE = re.compile(rb"def\s+([A-Za-z_\x80-\xff][\w\x80-\xff]*)")
+# Possessive ``*+``: after ``.name`` not followed by ``(`` (an attribute read, most dots) the engine
+# gives up at once instead of retrying every shorter prefix of the name (~30 % of the index's time).
+CALLED_RE = re.compile(rb"\.([A-Za-z_\x80-\xff][\w\x80-\xff]*+)\(")
+DEFINED_RE = re.compile(rb"def\s+([A-Za-z_\x80-\xff][\w\x80-\xff]*+)")
 
 Part = dict[bytes, list[int]]
 

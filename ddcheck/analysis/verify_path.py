@@ -53,7 +53,8 @@ class Def:
 
 @dataclass(eq=False)
 class Site:
-    """A read of C (a C expression, or a local/parameter holding C)."""
+    """A read of C on the verify path (a C expression, or a local/parameter holding C); reads off the
+    path are not recorded: nothing is judged there."""
 
     node: ast.expr
     in_verify: bool
@@ -255,6 +256,8 @@ class FunctionPass:
     def _expr(self, node: ast.AST, verify: bool, anchor) -> None:
         if isinstance(node, SKIPPED):
             return
+        if not verify and not self._may_enter_verify(node):
+            return
         if isinstance(node, ast.NamedExpr):
             self._expr(node.value, verify, anchor)
             stmt = self._statement(node)
@@ -268,14 +271,16 @@ class FunctionPass:
             self._expr(node.orelse, verify or pol == -1, anchor)
             return
         if is_c_read(node, self.c_attrs, self.vocab):
-            self.sites.append(Site(node, verify, anchor))
+            if verify:
+                self.sites.append(Site(node, verify, anchor))
             return
         line = self._buffer_read(node) if self.buffers else 0
         if line:
-            self.sites.append(Site(node, verify, anchor, buffer_line=line))
+            if verify:
+                self.sites.append(Site(node, verify, anchor, buffer_line=line))
             return
         if isinstance(node, ast.Name):
-            if node.id in self.c_names and isinstance(node.ctx, ast.Load):
+            if verify and node.id in self.c_names and isinstance(node.ctx, ast.Load):
                 ds = self.reaching(node.id, node)
                 c_defs = [d for d in ds if d.kind == "c"]
                 if c_defs:
@@ -288,6 +293,16 @@ class FunctionPass:
         for child in children(node):
             if not isinstance(child, SKIPPED):
                 self._expr(child, verify, anchor)
+
+    def _may_enter_verify(self, node: ast.AST) -> bool:
+        """Off the verify path an expression matters only for a conditional expression that tests for
+        verify (its branch is on the path) or a ``:=`` binding: neither can be where none of its lines
+        holds ``else`` / ``:=``, and three reads in four are off the path."""
+        first = getattr(node, "lineno", None)
+        if first is None:  # a keyword-less part (comprehension, arguments): looked into
+            return True
+        last = node.end_lineno or first
+        return self.model.holds(first, last, "else") or self.model.holds(first, last, ":=")
 
     def _fill(self, target: ast.expr, value: ast.expr, anchor) -> None:
         """``buf[: n] = spec_info.custom_mask`` / ``buf.copy_(spec_info.x)``, ``buf`` being a C-sized
