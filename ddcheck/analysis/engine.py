@@ -251,7 +251,7 @@ class Engine:
         param = _param_for(func, verdict.call, verdict.arg, verdict.keyword, bound)
         if param is None:
             return Verdict(LAYOUT, f"passes C to `{func.qualname}()` on the verify path")
-        uses = self.run_function(model, func, not self._mode_checked(func),
+        uses = self.run_function(model, func, not self._mode_checked(model, func),
                                  {param: Origin(fp.model, verdict.arg)}).get(param, [])
         if not uses:
             return None
@@ -259,11 +259,13 @@ class Engine:
         link = "where it is" if worst.kind == FALLBACK else "which"
         return Verdict(worst.kind, f"is passed as `{param}` to {worst.where}, {link} {worst.what}")
 
-    def _mode_checked(self, func: FunctionInfo) -> bool:
+    def _mode_checked(self, model: ModuleModel, func: FunctionInfo) -> bool:
         """A helper that tests the forward mode itself decides its own verify path."""
         hit = self._mode_checks.get(id(func.node))
         if hit is None:
-            hit = self._mode_checks[id(func.node)] = is_mode_check(func.node.body)
+            # a mode test names a mode (`forward_mode.is_*()`, `ForwardMode.X`): most helpers' text does not
+            hit = self._mode_checks[id(func.node)] = model.spans(func.node, "mode", fold=True) \
+                and is_mode_check(func.node.body)
         return hit
 
     # -- calls from the verify path --------------------------------------------------------------
@@ -277,7 +279,7 @@ class Engine:
             model, func, bound = target
             if bound:
                 self.callers.setdefault(id(func.node), {})[id(call)] = (fp, call)
-            self.run_function(model, func, not self._mode_checked(func), {})
+            self.run_function(model, func, not self._mode_checked(model, func), {})
 
     def _resolve(self, fp: FunctionPass, call: ast.Call, needs_c: bool = False) -> tuple[ModuleModel, FunctionInfo, bool] | None:
         model, func = fp.model, call.func
@@ -402,7 +404,7 @@ class Engine:
         # A helper that tests the forward mode itself uses W only on its verify branch, where any
         # caller's verify input is this step's: every caller hands it in. Otherwise only the verify
         # branches that call it do; other callers pass nothing and keep C.
-        callers = [(cfp, call) for cfp, call, verify in calls if verify or self._mode_checked(func)]
+        callers = [(cfp, call) for cfp, call, verify in calls if verify or self._mode_checked(model, func)]
         if not callers and not exempt:
             return None
         model.link(func.node)

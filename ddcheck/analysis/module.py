@@ -70,6 +70,27 @@ def decode(data: bytes) -> str:
         raise SourceError(f"{what}: {exc.reason} at byte {exc.start}") from exc
 
 
+# Parent links are asked of statements and expressions, never of a load/store context or an operator
+# (shared instances), so those fields are not walked; names and constants hold nothing to walk into.
+UNLINKED_FIELDS = frozenset({"ctx", "op", "ops"})
+LEAVES = frozenset({ast.Name, ast.Constant})
+_LINK_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _link_fields(t: type) -> tuple[str, ...]:
+    fields = _LINK_FIELDS.get(t)
+    if fields is None:
+        fields = _LINK_FIELDS[t] = tuple(f for f in t._fields if f not in UNLINKED_FIELDS)
+    return fields
+
+
+def _find(text: str, word: str, start: int, search) -> int:
+    if search is None:
+        return text.find(word, start)
+    m = search(text, start)
+    return m.start() if m else -1
+
+
 @dataclass
 class FunctionInfo:
     qualname: str
@@ -151,18 +172,21 @@ class ModuleModel:
             return
         self._linked.add(id(root))
         stack, AST = [root], ast.AST
+        pop, push = stack.pop, stack.append
         while stack:
-            node = stack.pop()
-            for name in node._fields:
+            node = pop()
+            for name in _link_fields(type(node)):
                 value = getattr(node, name, None)
-                if isinstance(value, list):
+                if type(value) is list:
                     for item in value:
                         if isinstance(item, AST):
                             out[id(item)] = (node, name)
-                            stack.append(item)
+                            if type(item) not in LEAVES:
+                                push(item)
                 elif isinstance(value, AST):
                     out[id(value)] = (node, name)
-                    stack.append(value)
+                    if type(value) not in LEAVES:
+                        push(value)
 
     @cached_property
     def _linked(self) -> set[int]:
@@ -172,25 +196,38 @@ class ModuleModel:
         hit = self.parents.get(id(node))
         return hit[0] if hit else None
 
-    def lines_with(self, word: str) -> list[int]:
-        """The numbers of the lines that hold ``word`` (in order; memoized per word)."""
-        hit = self._lines_with.get(word)
+    def lines_with(self, word: str, fold: bool = False) -> list[int]:
+        """The numbers of the lines that hold ``word`` (any case, with ``fold``; in order; memoized)."""
+        hit = self._lines_with.get((word, fold))
         if hit is None:
-            hit = self._lines_with[word] = [i for i, line in enumerate(self.lines, 1) if word in line]
+            # found in the text and mapped to lines: most words are on few lines of a large module
+            text, starts, hit = self.text, self._line_starts, []
+            find = re.compile(re.escape(word), re.IGNORECASE).search if fold else None
+            at = _find(text, word, 0, find)
+            while at >= 0:
+                line = bisect.bisect_right(starts, at)
+                hit.append(line)
+                at = _find(text, word, starts[line], find)  # on from the next line
+            self._lines_with[(word, fold)] = hit
         return hit
 
-    def spans(self, node: ast.AST, word: str) -> bool:
-        """Whether a line from ``node``'s first to its last holds ``word``."""
-        return self.holds(node.lineno, node.end_lineno, word)
+    @cached_property
+    def _line_starts(self) -> list[int]:
+        """Offset in ``text`` of each line's start, then of its end."""
+        return list(itertools.accumulate(map(len, self.lines), initial=0))
 
-    def holds(self, first: int, last: int, word: str) -> bool:
-        """Whether a line from ``first`` to ``last`` holds ``word``."""
-        hits = self.lines_with(word)
+    def spans(self, node: ast.AST, word: str, fold: bool = False) -> bool:
+        """Whether a line from ``node``'s first to its last holds ``word`` (in any case, with ``fold``)."""
+        return self.holds(node.lineno, node.end_lineno, word, fold)
+
+    def holds(self, first: int, last: int, word: str, fold: bool = False) -> bool:
+        """Whether a line from ``first`` to ``last`` holds ``word`` (in any case, with ``fold``)."""
+        hits = self.lines_with(word, fold)
         i = bisect.bisect_left(hits, first)
         return i < len(hits) and hits[i] <= last
 
     @cached_property
-    def _lines_with(self) -> dict[str, list[int]]:
+    def _lines_with(self) -> dict[tuple[str, bool], list[int]]:
         return {}
 
     def text_of(self, node: ast.AST) -> str:

@@ -153,7 +153,9 @@ class FunctionPass:
         in TARGET_VERIFY mode, so a final ``else`` is where verify goes (reached by exclusion)."""
         self._expr(node.test, verify, anchor)
         pol = guard_polarity(node.test, frozenset(self.verify_flags))
-        cover = self.modes().cover(node.test) if _mentions_mode(node.test) else None
+        test = node.test
+        mentions_mode = self.model.holds(test.lineno, test.end_lineno, "mode", fold=True) and _mentions_mode(test)
+        cover = self.modes().cover(test) if mentions_mode else None
         enter = pol == 1 and not verify
         # `if w == C:` — inside, C *is* the step's width (a cached buffer for the common case).
         same = self._width_equality(node.test)
