@@ -18,6 +18,7 @@ import traceback
 from dataclasses import replace
 
 from ..sources import SourceTree
+from . import channel
 from .chunk import ChunkAnalysis, ChunkResult
 from .triage import Triage, index_texts, triage
 from .vocabulary import Vocabulary
@@ -31,29 +32,23 @@ INDEX, OUTLINES, NEXT, RESULT = "index", "outlines", "next", "result"
 def run(tree: SourceTree, positions: list[int], vocab: Vocabulary, jobs: int) -> tuple[Triage, list[ChunkResult]] | None:
     """Triage ``positions`` of ``tree`` and analyse the candidates in ``jobs`` forked workers; None
     where workers cannot be forked or one died (the caller then scans in this process)."""
-    import multiprocessing as mp  # only a scan large enough to fork pays for loading it
-    from multiprocessing.connection import Connection
-
-    if "fork" not in mp.get_all_start_methods():
+    if not channel.can_fork():
         return None
-    ctx = mp.get_context("fork")
+    from ..rules import all_rules
+
+    all_rules()  # read once here, not in each worker as it reports its findings
     wanted = set(positions)
     pending = [i for i in range(len(tree.files)) if i not in wanted]  # indexed on demand, for lookups only
     global _FORKED
     _FORKED = (tree, vocab, pending)
-    conns: list[Connection] = []
-    procs = []
+    procs: list[channel.Worker] = []
     outboxes: list[_Outbox] = []
     done = False
     try:
         shares = _shares(tree, positions, jobs)
         for share in shares:
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_work, args=(child, share, len(shares)), daemon=True)
-            proc.start()
-            child.close()
-            conns.append(parent)
-            procs.append(proc)
+            procs.append(channel.Worker(_work, (share, len(shares)), [p.channel for p in procs]))
+        conns = [p.channel for p in procs]
         merged = Triage()
         for found in _receive_all(conns):
             merged.merge(found)
@@ -72,10 +67,12 @@ def run(tree: SourceTree, positions: list[int], vocab: Vocabulary, jobs: int) ->
                 proc.kill()
         for box in outboxes:
             box.close()
-        for conn in conns:
-            conn.close()
         for proc in procs:
-            proc.join()
+            proc.channel.close()
+            if done:  # a worker that has sent its result takes ~10 ms more to exit (its memory freed)
+                threading.Thread(target=proc.join, daemon=True).start()
+            else:
+                proc.join()
 
 
 class _Outbox:
@@ -131,11 +128,9 @@ class _Handout:
 def _relay(conns: list, outboxes: list[_Outbox], handout: _Handout) -> list[ChunkResult]:
     """Hand out the candidates to the workers as they ask, pass each worker's index and outlines on
     to the others, until every worker sent its result."""
-    from multiprocessing.connection import wait
-
     results: dict[int, ChunkResult] = {}
     while len(results) < len(conns):
-        for conn in wait([c for i, c in enumerate(conns) if i not in results]):
+        for conn in channel.wait([c for i, c in enumerate(conns) if i not in results]):
             i = conns.index(conn)
             tag, payload = _receive(conn)
             if tag == NEXT:
@@ -154,11 +149,9 @@ def _relay(conns: list, outboxes: list[_Outbox], handout: _Handout) -> list[Chun
 
 def _receive_all(conns: list) -> list:
     """One message from each worker, taken as each is sent (a large one blocks its sender until read)."""
-    from multiprocessing.connection import wait
-
     got: dict[int, object] = {}
     while len(got) < len(conns):
-        for conn in wait([c for i, c in enumerate(conns) if i not in got]):
+        for conn in channel.wait([c for i, c in enumerate(conns) if i not in got]):
             got[conns.index(conn)] = _receive(conn)
     return [got[i] for i in range(len(conns))]
 
