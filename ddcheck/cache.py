@@ -152,7 +152,7 @@ def store(k: str, result) -> None:
         "findings": [asdict(f) for f in result.findings],  # internal fields too: the fixer and baseline read them
         "suppressions": {d: [{**asdict(x), "used": sorted(x.used)} for x in v] for d, v in result.suppressions.items()},
         "displays": result.displays,
-        "sources": result.sources,  # the lines the text reporter quotes
+        "sources": result.sources,  # the text of the files the text report quotes
     }
     path = _path(k)
     try:

@@ -124,7 +124,9 @@ class ScanResult:
     suppressions: dict = field(default_factory=dict, metadata=INTERNAL)
     displays: dict[str, str] = field(default_factory=dict, metadata=INTERNAL)
     notes: list[str] = field(default_factory=list, metadata=INTERNAL)
-    sources: dict[str, list[str]] = field(default_factory=dict, metadata=INTERNAL)  # lines of files with findings
+    # The text of the files with findings (the text report quotes their lines): one string each, split
+    # only by that report.
+    sources: dict[str, str] = field(default_factory=dict, metadata=INTERNAL)
 
     def at_or_above(self, severity: Severity) -> list[Finding]:
         return [f for f in self.findings if f.severity.rank >= severity.rank]

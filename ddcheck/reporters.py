@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 from . import __version__
 from .findings import Finding, FixSafety, ScanResult, Severity
+from .sources import split_lines
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -18,7 +19,7 @@ STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: 
 FORMATS = ("text", "json", "sarif", "github")
 
 
-def render(result: ScanResult, fmt: str, stream: IO[str], console: Callable[[], Console], source_lines=None) -> None:
+def render(result: ScanResult, fmt: str, stream: IO[str], console: Callable[[], Console], source_texts=None) -> None:
     """Machine formats go straight to ``stream``; text goes through the rich ``console()`` (made, and
     rich loaded, only for text)."""
     if fmt == "json":
@@ -28,14 +29,14 @@ def render(result: ScanResult, fmt: str, stream: IO[str], console: Callable[[], 
     elif fmt == "github":
         stream.write(to_github(result))
     else:
-        text(result, console(), source_lines or {})
+        text(result, console(), source_texts or {})
 
 
 def to_json(result: ScanResult) -> str:
     return result.to_json(indent=1)
 
 
-def text(result: ScanResult, console: Console, source_lines: dict[str, list[str]]) -> None:
+def text(result: ScanResult, console: Console, source_texts: dict[str, str]) -> None:
     from rich.markup import escape
     from rich.text import Text
 
@@ -46,7 +47,7 @@ def text(result: ScanResult, console: Console, source_lines: dict[str, list[str]
         by_file[f.path].append(f)
     for path, items in by_file.items():
         console.print(Text(path, style="bold underline"))
-        lines = source_lines.get(path)
+        lines = split_lines(source_texts[path]) if path in source_texts else None
         for f in items:
             head = Text.assemble((f"{path}:{f.line}:{f.column + 1}: ", "bold"), (f"{f.rule} ", "bold"),
                                  (f"[{f.severity.value}] ", STYLE[f.severity]), f.message)

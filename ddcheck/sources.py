@@ -20,6 +20,17 @@ from typing import Callable
 
 PACKAGE_VERSION_RE = re.compile(r"^sglang==(?P<version>[0-9][0-9A-Za-z.+\-]*)$")
 # Directories that never hold code we scan; skipping them keeps a git checkout scan fast.
+# Physical lines as Python's tokenizer counts them: ended by \n, \r\n or \r only (``str.splitlines``
+# also splits on form feeds, U+2028 and other separators Python allows inside a line, which would
+# shift every later line number and column).
+LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def split_lines(text: str) -> list[str]:
+    """``text``'s physical lines, each with its line ending (see LINE_RE)."""
+    return LINE_RE.findall(text)
+
+
 SKIPPED_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".mypy_cache", "build", "dist"}
 
 

@@ -73,7 +73,7 @@ class TreeIndex:
 class ChunkResult:
     findings: list = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)  # display -> message
-    sources: dict[str, list[str]] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # display -> text, of the files with findings
 
 
 def _defines(definition: re.Pattern, data: bytes) -> bool:
@@ -213,5 +213,5 @@ class ChunkAnalysis:
     def finish(self) -> ChunkResult:
         self.out.findings = self.engine.findings()
         for r in self.engine.reported.values():
-            self.out.sources.setdefault(r.fp.model.source.display, r.fp.model.lines)
+            self.out.sources.setdefault(r.fp.model.source.display, r.fp.model.text)
         return self.out

@@ -10,12 +10,11 @@ import tokenize
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from ..sources import SourceFile
+from ..sources import SourceFile, split_lines
 from .exprs import dotted, every_node, is_c_valued, is_exact_c, self_attr
 from .vocabulary import Vocabulary
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
-LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 BYTE_LINE_RE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
@@ -155,10 +154,8 @@ class ModuleModel:
 
     @cached_property
     def lines(self) -> list[str]:
-        """Physical lines as Python's tokenizer counts them: ended by \\n, \\r\\n or \\r only
-        (``str.splitlines`` also splits on form feeds, U+2028 and other separators Python allows
-        inside a line, which would shift every later line number and column)."""
-        return LINE_RE.findall(self.text)
+        """Physical lines as Python's tokenizer counts them (:func:`ddcheck.sources.split_lines`)."""
+        return split_lines(self.text)
 
     @cached_property
     def parents(self) -> dict[int, tuple[ast.AST, str]]:

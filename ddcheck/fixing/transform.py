@@ -10,8 +10,9 @@ import bisect
 
 import libcst as cst
 
-from ..analysis.module import LINE_RE, SourceError, decode, encoding_of, statement_lines
+from ..analysis.module import SourceError, decode, encoding_of, statement_lines
 from ..findings import Edit, Finding
+from ..sources import LINE_RE
 
 
 class FixError(Exception):
