@@ -5,7 +5,8 @@ framework: typer converts every parameter through pydantic, ~0.1 s before any wo
 of one file. Everything else - ``--help``, the other commands, any argument this parser would not
 read exactly as typer does - goes to the typer app in :mod:`ddcheck.cli`, which owns the command line
 and its help. tests/test_workflow.py holds the two to the same options and the same output.
-``DDCHECK_FAST_ENTRY=0`` sends every command through typer.
+``DDCHECK_FAST_ENTRY=0`` sends every command through typer. ``main`` is the process: a plain scan
+ends it with ``os._exit`` once the output is flushed.
 """
 
 from __future__ import annotations
@@ -67,10 +68,21 @@ def main() -> None:
         gc.disable()
         kw = parse_scan(args[1:])
         if kw is not None:
-            sys.exit(_run_scan(kw))
+            _exit(_run_scan(kw))
     from .cli import main as typer_main
 
     typer_main()
+
+
+def _exit(code: int) -> None:
+    """End the process as soon as the output is out: the interpreter's teardown frees everything a
+    scan built and collects garbage once more (~20 ms of a whole-tree scan), for nothing."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # the reader went away (`ddcheck scan | head`): nothing left to tell it
+        pass
+    os._exit(code)
 
 
 def _run_scan(kw: dict) -> int:

@@ -796,10 +796,14 @@ def test_a_plain_json_scan_loads_no_cli_framework(tmp_path):
     """What keeps `ddcheck scan FILE` (pre-commit) fast: neither typer, pydantic nor rich is loaded for
     a JSON scan of a file without a [tool.ddcheck] table (text output loads rich, help loads typer)."""
     p = backend_copy(tmp_path)
-    code = ("import sys\nfrom ddcheck.entry import main\n"
+    # the fast entry ends the process with os._exit once its output is out: what was loaded is read there
+    code = ("import os, sys\nfrom ddcheck.entry import main\n"
             f"sys.argv = ['ddcheck', 'scan', '--format', 'json', {str(p)!r}]\n"
-            "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
-            "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'typer', 'pydantic', 'rich', 'libcst', 'click'})\n"
-            "print(code, loaded, file=sys.stderr)\n")
+            "real_exit = os._exit\n"
+            "def report(code):\n"
+            "    loaded = sorted({m.split('.')[0] for m in sys.modules} & {'typer', 'pydantic', 'rich', 'libcst', 'click'})\n"
+            "    print(code, loaded, file=sys.stderr, flush=True)\n"
+            "    real_exit(code)\n"
+            "os._exit = report\nmain()\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert json.loads(proc.stdout)["findings"] and proc.stderr.strip().splitlines()[-1] == "1 []", proc.stderr
