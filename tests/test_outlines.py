@@ -82,3 +82,29 @@ def test_fresh_outlines_hands_out_each_parsed_module_once(tmp_path):
     assert analysis.fresh_outlines() == []
     analysis.load("pkg.mid")
     assert [o.relpath for o in analysis.fresh_outlines()] == ["pkg/mid.py"]
+
+
+def test_prepared_findings_load_what_threading_w_reads_and_change_no_finding(tmp_path):
+    """A worker loads a helper's callers between candidates (ChunkAnalysis.prepare_findings), so
+    that its findings() at the end has nothing left to parse; what it finds is what it finds without."""
+    pkg = _package(tmp_path, override=False)
+    (pkg / "caller.py").write_text(
+        "from .mid import Mid\n\n\nclass Caller(Mid):\n    def init_forward_metadata(self, forward_batch):\n"
+        "        if forward_batch.forward_mode.is_target_verify():\n"
+        "            self._verify_layout(forward_batch.seq_lens)\n")
+    tree = open_target(str(pkg))
+    backend = next(i for i, f in enumerate(tree.files) if f.relpath.endswith("backend.py"))
+    plain = ChunkAnalysis(tree, DEFAULT_VOCABULARY)
+    plain.add(backend)
+    expected = plain.finish().findings
+    prepared = ChunkAnalysis(tree, DEFAULT_VOCABULARY)
+    prepared.add(backend)
+    assert "pkg.caller" not in prepared.models
+    prepared.prepare_findings()
+    loaded = set(prepared.models)
+    assert "pkg.caller" in loaded  # a subclass that calls the helper: its call must hand W in
+    found = prepared.finish().findings
+    assert set(prepared.models) == loaded  # findings() parsed nothing more
+    assert [(f.line, f.message, f.fix) for f in found] == [(f.line, f.message, f.fix) for f in expected]
+    [fix] = [f.fix for f in found if f.function == "Backend._verify_layout"]
+    assert any(e.path == "pkg/caller.py" for e in fix.edits)  # the subclass's call is among the edits

@@ -210,6 +210,11 @@ class ChunkAnalysis:
                 self.out.errors[model.source.display] = f"too deeply nested to analyse ({type(exc).__name__})"
                 self.engine.forget(model.source.relpath)
 
+    def prepare_findings(self) -> None:
+        """With the whole name index at hand (:meth:`use_index`), between candidates: load what the
+        findings of the helpers reported so far will need (:meth:`Engine.prepare_threads`)."""
+        self.engine.prepare_threads()
+
     def finish(self) -> ChunkResult:
         self.out.findings = self.engine.findings()
         for r in self.engine.reported.values():

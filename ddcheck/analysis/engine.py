@@ -102,6 +102,7 @@ class Engine:
     # function node id -> its pass as an entry point with nothing tainted: what _caller_pass would run
     _entry_passes: dict[int, FunctionPass] = field(default_factory=dict)
     _threads: dict[int, object] = field(default_factory=dict)  # helper node id -> _thread_edits, per findings()
+    _prepared: set = field(default_factory=set)  # reports prepare_threads() has seen, helpers (node ids) it loaded for
     # method name -> where the tree uses it, for threading W into helpers
     method_uses: Callable[[str], MethodUses | None] = lambda name: MethodUses()
     # dotted module name -> its outline, which another process may have parsed; None: from load_module
@@ -324,6 +325,24 @@ class Engine:
     def findings(self) -> list[Finding]:
         self._threads.clear()  # threads are planned over everything analysed by now
         return [self._finding(r) for r in self.reported.values()]
+
+    def prepare_threads(self) -> None:
+        """Load now what threading W into the helpers reported so far will read of other modules (their
+        callers and definers, parsed or outlined), so a worker does it while candidates are still being
+        handed out, not all at the end. Decides nothing: findings() plans every thread afresh."""
+        for key, r in list(self.reported.items()):
+            func = r.fp.func
+            if key in self._prepared or id(func.node) in self._prepared:
+                continue
+            self._prepared.add(key)
+            # the common case findings() threads W for (see _finding): C itself read where no verify
+            # input is in scope
+            if r.hint is None and r.kind != FALLBACK and r.exact and func.cls \
+                    and all(n == "self" for n in _names(r.c_expr)) and _free_of(func, r.fp.model, THREADED):
+                at = r.anchor if r.anchor is not None else _statement_of(r.fp.model, r.node)
+                if r.fp.spec_info_expr(at) is None:
+                    self._prepared.add(id(func.node))
+                    self._thread_edits(r.fp.model, func, frozenset())  # through callers that are helpers too
 
     def _refill(self, r: Reported, spec_info: str | None) -> tuple[str, str] | None:
         """(W expression, "arange" | "fill") for a read of a buffer a refill with W rebuilds (offsets

@@ -191,6 +191,8 @@ def _work(conn, share: list[int], workers: int) -> None:
         def keep(tag, payload) -> None:
             if tag == INDEX:
                 parts.append(pickle.loads(payload))
+                if len(parts) == workers:  # every share's index: name questions can be answered
+                    analysis.use_index(parts, pending)
             else:
                 analysis.outlines.update((o.relpath, o) for o in pickle.loads(payload))
 
@@ -200,19 +202,24 @@ def _work(conn, share: list[int], workers: int) -> None:
                 keep(*message)
             return message[1]
 
+        if workers == 1:
+            analysis.use_index(parts, pending)
         conn.send(("ok", (NEXT, None)))
         while (pos := next_candidate()) is not None:
             conn.send(("ok", (NEXT, None)))  # asked before analysing this one: no wait for the answer
             analysis.add(pos)
+            if len(parts) == workers:
+                # the callers of the helpers found so far: loaded while candidates are handed out, so
+                # the workers' ends (findings()) are short and even
+                analysis.prepare_findings()
             fresh = analysis.fresh_outlines()
             if fresh:  # the relpaths for the hand-out; the rest pickled, for the parent to pass on unread
                 outlines = pickle.dumps(fresh, protocol=pickle.HIGHEST_PROTOCOL)
                 conn.send(("ok", (OUTLINES, ([o.relpath for o in fresh], outlines))))
-        # Only a helper's callers and definers need the index, and only once all is analysed: every
-        # other share's index, and the outlines sent so far.
+        # The findings need every share's index (a helper's callers and definers), and take the
+        # outlines sent so far.
         while len(parts) < workers or conn.poll():
             keep(*conn.recv())
-        analysis.use_index(parts, pending)
         conn.send(("ok", (RESULT, analysis.finish())))
     except KeyboardInterrupt:
         pass  # Ctrl-C reached the parent too: it stops the scan and says so
