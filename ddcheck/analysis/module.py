@@ -198,8 +198,13 @@ class ModuleModel:
         hit = self._lines_with.get((word, fold))
         if hit is None:
             # found in the text and mapped to lines: most words are on few lines of a large module
-            text, starts, hit = self.text, self._line_starts, []
-            find = re.compile(re.escape(word), re.IGNORECASE).search if fold else None
+            text, starts, hit, find = self.text, self._line_starts, [], None
+            if fold:
+                folded = text.lower()
+                if len(folded) == len(text):  # each character lowered to one: offsets hold
+                    text, word = folded, word.lower()
+                else:
+                    find = re.compile(re.escape(word), re.IGNORECASE).search
             at = _find(text, word, 0, find)
             while at >= 0:
                 line = bisect.bisect_right(starts, at)
@@ -211,7 +216,16 @@ class ModuleModel:
     @cached_property
     def _line_starts(self) -> list[int]:
         """Offset in ``text`` of each line's start, then of its end."""
-        return list(itertools.accumulate(map(len, self.lines), initial=0))
+        if "\r" in self.text or "lines" in self.__dict__:
+            return list(itertools.accumulate(map(len, self.lines), initial=0))
+        # Only \n ends lines: found without making the list of lines most modules never need.
+        starts = [0]
+        starts.extend(itertools.accumulate(len(line) + 1 for line in self.text.split("\n")))
+        if self.text.endswith("\n") or not self.text:
+            starts.pop()  # no line after the last newline
+        else:
+            starts[-1] -= 1  # the last line has no newline
+        return starts
 
     def spans(self, node: ast.AST, word: str, fold: bool = False) -> bool:
         """Whether a line from ``node``'s first to its last holds ``word`` (in any case, with ``fold``)."""
@@ -228,7 +242,10 @@ class ModuleModel:
         return {}
 
     def text_of(self, node: ast.AST) -> str:
-        return "".join(self.lines[node.lineno - 1 : node.end_lineno])
+        """The lines ``node`` spans, whole."""
+        starts = self._line_starts
+        last = min(node.end_lineno or node.lineno, len(starts) - 1)
+        return self.text[starts[node.lineno - 1] : starts[last]]
 
     def column(self, line: int, byte_col: int) -> int:
         """ast columns are UTF-8 byte offsets; findings use characters."""
