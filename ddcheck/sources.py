@@ -64,7 +64,13 @@ class SourceFile:
     def module(self) -> str:
         """Dotted module name derived from ``relpath`` (``a/b/__init__.py`` -> ``a.b``)."""
         # string operations, not PurePosixPath: a tree index asks this of every file of the tree
-        folder, _, name = self.relpath.rstrip("/").rpartition("/")
+        r = self.relpath
+        stem = r[:-3] if r.endswith(".py") else ""
+        if stem and "." not in stem and "//" not in stem and stem[0] != "/" and stem[-1] != "/":
+            # nearly every file (a/b/c.py): no empty or "." parts, one suffix
+            name = stem.replace("/", ".")
+            return name[:-9] if name.endswith(".__init__") else "" if name == "__init__" else name
+        folder, _, name = r.rstrip("/").rpartition("/")
         dot = name.rfind(".")
         if 0 < dot < len(name) - 1:  # PurePath.with_suffix("") drops the last suffix only
             name = name[:dot]
