@@ -15,6 +15,7 @@ import sys
 import zipfile
 import zlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
@@ -50,10 +51,21 @@ class SourceFile:
     relpath: str
     _read: Callable[[], bytes] = field(repr=False, compare=False)
     disk: str | None = field(default=None, compare=False)  # the file on disk, if it is one
-    stamp: tuple[int, int] | None = field(default=None, compare=False)  # (size, mtime_ns) when listed
 
     def read_bytes(self) -> bytes:
         return self._read()
+
+    @cached_property
+    def stamp(self) -> tuple[int, int, int, int] | None:
+        """(size, mtime_ns, ctime_ns, inode) of a file on disk, taken when first asked (the result cache
+        asks; a scan without it never stats the tree's thousands of files). None for other files."""
+        if self.disk is None:
+            return None
+        try:
+            st = os.stat(self.disk)
+        except OSError:
+            return None
+        return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
 
     @property
     def disk_path(self) -> Path | None:
@@ -255,15 +267,10 @@ def _open_dir(path: Path) -> SourceTree:
                 if e.name not in SKIPPED_DIRS and not e.name.startswith("."):
                     subdirs.append((e.path, f"{rel}{printable(e.name)}/"))
             elif e.name.endswith(".py"):
-                try:
-                    st = e.stat()
-                    stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-                except OSError:
-                    stamp = None
                 # Names that are not UTF-8 (legal on Linux) are read through their own path, and shown
                 # and keyed escaped (\xff), so no output or cache key ever holds a lone surrogate.
                 files.append(SourceFile(display=printable(e.path), relpath=rel + printable(e.name),
-                                        _read=lambda p=e.path: read_regular(p), disk=e.path, stamp=stamp))
+                                        _read=lambda p=e.path: read_regular(p), disk=e.path))
         stack.extend(reversed(subdirs))
     files.sort(key=lambda f: f.relpath)
     return SourceTree(label=str(path), kind="dir", files=files, root=path)

@@ -120,19 +120,14 @@ def test_a_worker_error_that_cannot_be_pickled_comes_back_as_its_traceback(tmp_p
         _scan(pkg, 2)
 
 
-def test_shares_cover_every_file_once_in_order_and_by_size():
-    class File:
-        def __init__(self, size):
-            self.stamp = (size, 0, 0, 0)
-
-    class Tree:
-        files = [File(s) for s in (100, 1, 1, 1, 100, 1, 50, 50, 0)]
-
-    shares = workers._shares(Tree(), list(range(9)), 2)
-    assert [p for s in shares for p in s] == list(range(9))
-    sizes = [sum(Tree.files[p].stamp[0] for p in s) for s in shares]
-    assert max(sizes) - min(sizes) <= 100  # the largest file
-    assert workers._shares(Tree(), [3], 4) == [[3]]
+def test_shares_cover_every_file_once_in_order_and_interleaved():
+    positions = [0, 2, 3, 5, 7, 8, 9, 12, 13]
+    shares = workers._shares(positions, 2)
+    assert sorted(p for s in shares for p in s) == positions
+    assert all(s == sorted(s) for s in shares)
+    assert [len(s) for s in shares] == [5, 4]
+    assert shares[0][:2] == [0, 3]  # every other file: each folder's files go to both workers
+    assert workers._shares([3], 4) == [[3]]
 
 
 def test_handout_gives_each_candidate_once_preferring_what_a_worker_parsed_already():
