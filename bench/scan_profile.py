@@ -7,7 +7,8 @@ Times, in this process (imports excluded, cyclic GC off as in a scan):
   per process:
   triage      reading its files, checking they decode, the byte prefilter (candidates: files the
               analysis parses)
-  index       the method-name index of the files it read (which files may call or define a helper)
+  index       the method-name index of the files it read, built as triage reads them (which files
+              may call or define a helper); not counted in triage
   analysis    parsing and analysing the candidates it was handed; of that, the time in
               ``ModuleModel.parse``, in the search for a helper's callers and definers (parsing and
               indexing excluded), and in ``findings()`` at the end (threading W into helpers); how many
@@ -66,10 +67,10 @@ def _instrument() -> None:
         COUNTS["analysed"] = COUNTS.get("analysed", 0) + 1
         return add(self, pos)
     chunk.ChunkAnalysis.add = counted_add
-    index_part = names.index_part
-    names.index_part = _timed("index", index_part)  # the lazy index of a single process
-    triage.index_part = _timed("index", index_part)  # a worker's share
-    run_triage = _timed("triage", triage.triage)
+    index_into = _timed("index", names.index_into)
+    names.index_into = index_into  # files outside the scanned ones, indexed on the first question
+    triage.index_into = index_into  # each file as triage reads it
+    run_triage = _timed("triage", triage.triage, exclude=("index",))
 
     def counted_triage(tree, positions, vocab):
         SPENT.clear()
@@ -84,7 +85,7 @@ def _instrument() -> None:
 
     def report(self):
         t, indexed = time.perf_counter(), SPENT.get("index", 0.0)
-        out = finish(self)  # a single process indexes the tree here, on the first helper's question
+        out = finish(self)  # files outside the scanned ones are indexed here, on the first question
         SPENT["findings"] = time.perf_counter() - t - (SPENT.get("index", 0.0) - indexed)
         SPENT["analysis"] = SPENT.get("analysis", 0.0) + SPENT["findings"]
         (SHARED / str(os.getpid())).write_text("\n".join(PARSED))

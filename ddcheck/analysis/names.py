@@ -26,13 +26,18 @@ def index_part(texts: list[tuple[int, bytes]]) -> Part:
     """name -> the positions (in the tree's file list) of the files that call or define it."""
     part: Part = {}
     for pos, data in texts:
-        for name in set(CALLED_RE.findall(data)).union(DEFINED_RE.findall(data)):
-            hit = part.get(name)
-            if hit is None:
-                part[name] = [pos]
-            else:
-                hit.append(pos)
+        index_into(part, pos, data)
     return part
+
+
+def index_into(part: Part, pos: int, data: bytes) -> None:
+    """Add the names file ``pos`` (its bytes ``data``) calls or defines to ``part``."""
+    for name in set(CALLED_RE.findall(data)).union(DEFINED_RE.findall(data)):
+        hit = part.get(name)
+        if hit is None:
+            part[name] = [pos]
+        else:
+            hit.append(pos)
 
 
 class NameIndex:

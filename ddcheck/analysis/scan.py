@@ -52,6 +52,8 @@ def _scan_tree(result: ScanResult, tree: SourceTree, vocab: Vocabulary, wants_pa
     if pooled is None:
         found = triage(tree, positions, vocab)
         analysis = ChunkAnalysis(tree, vocab, found.texts)
+        triaged = set(positions)
+        analysis.use_index([found.index], [i for i in range(len(tree.files)) if i not in triaged])
         for pos, _ in found.candidates:
             analysis.add(pos)
         pooled = found, [analysis.finish()]

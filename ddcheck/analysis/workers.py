@@ -20,7 +20,7 @@ from dataclasses import replace
 from ..sources import SourceTree
 from . import channel
 from .chunk import ChunkAnalysis, ChunkResult
-from .triage import Triage, index_texts, triage
+from .triage import Triage, triage
 from .vocabulary import Vocabulary
 
 _FORKED: tuple | None = None  # (tree, vocab, pending positions) inherited by the forked workers
@@ -175,9 +175,9 @@ def _work(conn, share: list[int], workers: int) -> None:
     tree, vocab, pending = _FORKED
     try:
         found = triage(tree, share, vocab)
-        conn.send(("ok", replace(found, texts={})))  # the parent needs what triage learnt, not the bytes
-        # Indexed while the parent waits for the other shares' triage to hand out the candidates.
-        own = index_texts(found)
+        own = found.index
+        # the parent needs what triage learnt, not the bytes; the index goes to the other workers
+        conn.send(("ok", replace(found, texts={}, index={})))
         conn.send(("ok", (INDEX, pickle.dumps(own, protocol=pickle.HIGHEST_PROTOCOL))))
         analysis = ChunkAnalysis(tree, vocab, found.texts)
         parts = [own]
