@@ -168,3 +168,51 @@ def test_checkout_layout_resolves_absolute_imports(tmp_path):
         (pkg / f.name).write_text(f.read_text().replace("from .verify_mask import", "from pkg.verify_mask import"))
     got = [(Path(f.path).name, f.line, f.rule) for f in scan([str(tmp_path)], settings=Settings()).findings]
     assert got == [("backend.py", 13, "DD001")]
+
+
+FORWARD_MODE_SOURCE = "sglang/srt/model_executor/forward_batch_info.py"
+
+
+@pytest.mark.parametrize("version", ["0.5.5", "0.5.16", "0.5.23"])
+def test_forward_mode_parsed_alone_is_the_class_the_whole_module_gives(wheel, version):
+    """The mode table reads only ForwardMode (ddcheck/analysis/module.py parse_class): cut from the
+    module's text at the next line of code at column 0, it must be node for node, line for line, the
+    class a parse of the whole ~100 KB module holds."""
+    import ast
+    import zipfile
+
+    from ddcheck.analysis.module import parse_class
+    from ddcheck.analysis.modes import ModeTable
+
+    with zipfile.ZipFile(wheel(version)) as zf:
+        text = zf.read(FORWARD_MODE_SOURCE).decode()
+    alone = parse_class(text, "ForwardMode")
+    whole = next(n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ClassDef) and n.name == "ForwardMode")
+    assert alone is not None
+    assert ast.dump(alone, include_attributes=True) == ast.dump(whole, include_attributes=True)
+    assert ModeTable.from_class(alone, "").covers["is_target_verify"] is True
+
+
+@pytest.mark.parametrize("text", [
+    'X = """\nclass ForwardMode:\n    pass\n"""\nclass ForwardMode:\n    def is_a(self):\n        return True\n',
+    'class ForwardMode:\n    doc = """\ncolumn 0 inside a string\n"""\n',
+    'class ForwardMode(\nIntEnum):\n    A = 1\n',
+    '@unique\nclass ForwardMode:\n    A = 1\n',
+    'class ForwardMode:\r\n    A = 1\r\n',
+    'class Other:\n    pass\n',
+], ids=["named twice", "string past the cut", "bracket past the cut", "decorated", "CR line ends", "absent"])
+def test_forward_mode_not_cut_alone_where_its_lines_are_not_the_class_alone(text):
+    """Then the module is parsed whole, as before (None from parse_class)."""
+    from ddcheck.analysis.module import parse_class
+
+    assert parse_class(text, "ForwardMode") is None
+
+
+def test_forward_mode_parsed_alone_keeps_line_numbers_and_stops_at_column_zero_code():
+    from ddcheck.analysis.module import parse_class
+
+    text = ('import enum\n\n\nclass ForwardMode(enum.IntEnum):\n    A = 1\n\n    # indented comment\n'
+            '# a comment at column 0\n    def is_a(self):\n        return self == ForwardMode.A\n\n\ndef after():\n    pass\n')
+    node = parse_class(text, "ForwardMode")
+    assert (node.lineno, node.end_lineno) == (4, 10)
+    assert [type(s).__name__ for s in node.body] == ["Assign", "FunctionDef"]

@@ -4,6 +4,7 @@ engine over the candidates."""
 
 from __future__ import annotations
 
+import ast
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -11,7 +12,8 @@ from pathlib import Path
 
 from ..sources import SourceFile, SourceTree
 from .engine import Engine, MethodUses, is_test_module
-from .module import ModuleModel, Outline, SourceError
+from .modes import FORWARD_MODE_CLASS, FORWARD_MODE_MODULE
+from .module import ModuleModel, Outline, SourceError, decode, parse_class
 from .names import NameIndex, Part
 from .vocabulary import Vocabulary
 
@@ -128,7 +130,7 @@ class ChunkAnalysis:
         self.out = ChunkResult()
         self.engine = Engine(vocab=vocab, load_module=self.load, width_api=width_api(tree),
                              inherited_c_attrs=INHERITED_C_ATTRS, method_uses=self.method_uses,
-                             outline_of=self.outline_of)
+                             outline_of=self.outline_of, mode_class=self.mode_class)
 
     def use_index(self, parts: list[Part], unindexed: list[int]) -> None:
         """Answer name questions from these index parts (and index ``unindexed`` on the first one)."""
@@ -164,6 +166,18 @@ class ChunkAnalysis:
             except (SourceError, OSError) as exc:
                 self.out.errors[f.display] = str(exc)
         return self.models[module]
+
+    def mode_class(self) -> tuple[ast.ClassDef, str] | None:
+        """The target's ForwardMode class alone (its module is ~100 KB, of which the mode table needs
+        this class), unless the module is parsed already; None: parse the module."""
+        f = self.index.lookup(FORWARD_MODE_MODULE)
+        if f is None or FORWARD_MODE_MODULE in self.models:
+            return None
+        try:
+            node = parse_class(decode(self.read(f)), FORWARD_MODE_CLASS)
+        except (SourceError, OSError):
+            return None
+        return None if node is None else (node, f.display)
 
     def outline_of(self, module: str) -> Outline | None:
         """The module's outline: from its model here, else as another process sent it, else parsed."""

@@ -107,6 +107,8 @@ class Engine:
     method_uses: Callable[[str], MethodUses | None] = lambda name: MethodUses()
     # dotted module name -> its outline, which another process may have parsed; None: from load_module
     outline_of: Callable[[str], Outline | None] | None = None
+    # the target's ForwardMode class parsed alone, and where it is; None: from its module, parsed whole
+    mode_class: Callable[[], tuple[ast.ClassDef, str] | None] | None = None
     _locals: dict[int, dict[tuple[int, str], str]] = field(default_factory=dict)  # function -> (anchor, W) -> name
     _other_calls_memo: dict[tuple, list[ast.Call]] = field(default_factory=dict)  # (module id, name) -> calls
 
@@ -114,8 +116,12 @@ class Engine:
     def modes(self) -> ModeTable:
         """The target's own ForwardMode predicates (parsed on first use), else upstream's."""
         if self._modes is None:
-            model = self.load_module(FORWARD_MODE_MODULE)
-            table = ModeTable.from_module(model.tree, model.source.display) if model is not None else None
+            found = self.mode_class() if self.mode_class is not None else None
+            if found is not None:
+                table = ModeTable.from_class(*found)
+            else:
+                model = self.load_module(FORWARD_MODE_MODULE)
+                table = ModeTable.from_module(model.tree, model.source.display) if model is not None else None
             self._modes = table or ModeTable()
         return self._modes
 

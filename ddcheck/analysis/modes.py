@@ -16,6 +16,7 @@ from .exprs import dotted
 
 VERIFY_MEMBER = "TARGET_VERIFY"
 FORWARD_MODE_MODULE = "sglang.srt.model_executor.forward_batch_info"
+FORWARD_MODE_CLASS = "ForwardMode"
 
 # Upstream SGLang's predicates, for targets without their own ForwardMode.
 DEFAULT_COVERS: dict[str, bool] = {
@@ -36,9 +37,11 @@ class ModeTable:
 
     @classmethod
     def from_module(cls, tree: ast.Module, label: str) -> "ModeTable | None":
-        node = next((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ForwardMode"), None)
-        if node is None:
-            return None
+        node = next((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == FORWARD_MODE_CLASS), None)
+        return None if node is None else cls.from_class(node, label)
+
+    @classmethod
+    def from_class(cls, node: ast.ClassDef, label: str) -> "ModeTable":
         methods = {f.name: f for f in node.body if isinstance(f, ast.FunctionDef) and f.name.startswith("is_")}
         table = cls(covers={}, source=label)
         for name in methods:

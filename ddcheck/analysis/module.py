@@ -90,6 +90,35 @@ def _find(text: str, word: str, start: int, search) -> int:
     return m.start() if m else -1
 
 
+def parse_class(text: str, name: str) -> ast.ClassDef | None:
+    """The module-level class ``name`` parsed from its own lines (numbered as in the module): from its
+    ``class`` line to the next line of code at column 0. None where that is not the class alone - the
+    name at column 0 twice, a decorator, a string or bracket reaching past the cut (then the cut does
+    not parse), ``\r`` line ends - for the caller to parse the whole module."""
+    if "\r" in text:
+        return None
+    heads = list(re.finditer(rf"^class[ \t]+{re.escape(name)}\b", text, re.M))
+    if len(heads) != 1:
+        return None
+    start = heads[0].start()
+    before = text[:start].rstrip().rpartition("\n")[2]
+    if before.startswith("@"):
+        return None
+    body = text.find("\n", start)
+    nxt = _COLUMN0_CODE.search(text, body + 1) if body >= 0 else None
+    block = text[start : nxt.start() if nxt else len(text)]
+    try:
+        tree = ast.parse("\n" * text.count("\n", 0, start) + block)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.ClassDef) or tree.body[0].name != name:
+        return None
+    return tree.body[0]
+
+
+_COLUMN0_CODE = re.compile(r"^[^\s#]", re.M)
+
+
 @dataclass
 class FunctionInfo:
     qualname: str
