@@ -216,3 +216,37 @@ def test_forward_mode_parsed_alone_keeps_line_numbers_and_stops_at_column_zero_c
     node = parse_class(text, "ForwardMode")
     assert (node.lineno, node.end_lineno) == (4, 10)
     assert [type(s).__name__ for s in node.body] == ["Assign", "FunctionDef"]
+
+
+BACKEND_READING_C = (
+    "class B:\n"
+    "    def __init__(self, server_args):\n"
+    "        self.n = server_args.speculative_num_draft_tokens\n\n"
+    "    def lens(self, seq_lens):\n"
+    "        return seq_lens + self.n\n"
+)
+
+
+@pytest.mark.parametrize("verify, analysed", [
+    ("    # the target_verify path calls lens()\n", False),
+    ("    def f(self, mode):\n        if mode.is_target_verify():\n            return self.lens(0)\n", True),
+    ("    x = 1  # target_verify: a comment after code still counts, to be safe\n", True),
+], ids=["comment line only", "code", "comment after code"])
+def test_triage_counts_verify_markers_in_code_not_on_comment_lines(verify, analysed):
+    """A comment neither tests for verify nor names a function: a file whose only mention of verify
+    is on comment lines starts no verify path of its own (ddcheck/analysis/triage.py)."""
+    from ddcheck.analysis.triage import needs_analysis
+    from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY
+
+    assert needs_analysis((BACKEND_READING_C + verify).encode(), DEFAULT_VOCABULARY) is analysed
+
+
+def test_triage_reads_lines_ended_by_carriage_returns_alone():
+    """Python ends a line at \\r too: a comment first line must not hide the rest of the file."""
+    from ddcheck.analysis.triage import needs_analysis
+    from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY
+
+    source = "# a backend\n" + BACKEND_READING_C + \
+        "    def f(self, mode):\n        if mode.is_target_verify():\n            return self.lens(0)\n"
+    assert needs_analysis(source.encode(), DEFAULT_VOCABULARY)
+    assert needs_analysis(source.replace("\n", "\r").encode(), DEFAULT_VOCABULARY)

@@ -15,8 +15,9 @@ from .module import SourceError, check_decodes, decode, parse_source
 from .names import Part, index_into
 from .vocabulary import Vocabulary
 
-# A file can start a verify path only if it tests for it or names a function for it; helper
-# modules reached from such a file are loaded on demand whatever they contain.
+# A file can start a verify path only if its code tests for it or names a function for it (a
+# comment does neither); helper modules reached from such a file are loaded on demand whatever they
+# contain.
 VERIFY_MARKERS = (b"target_verify", b"TARGET_VERIFY")
 
 
@@ -24,19 +25,33 @@ def _markers(vocab: Vocabulary) -> tuple[bytes, ...]:
     return tuple(dict.fromkeys(VERIFY_MARKERS + tuple(m.encode() for m in vocab.verify_function_markers)))
 
 
+def in_code(data: bytes, words: tuple[bytes, ...]) -> bool:
+    """Whether one of ``words`` is on a line that is not a comment line (``#`` its first character)."""
+    for word in words:
+        at = data.find(word)
+        while at >= 0:
+            start = max(data.rfind(b"\n", 0, at), data.rfind(b"\r", 0, at)) + 1
+            if not data[start:at].lstrip().startswith(b"#"):
+                return True
+            ends = [e for e in (data.find(b"\n", at), data.find(b"\r", at)) if e >= 0]
+            at = data.find(word, min(ends)) if ends else -1
+    return False
+
+
 def needs_analysis(data: bytes, vocab: Vocabulary) -> bool:
-    """Byte prefilter: C must be read somewhere other than the ``self.X = ...`` that stores it,
-    in a file that talks about verification at all. Over-approximates; the analysis decides."""
+    """Byte prefilter: C must be read somewhere other than the ``self.X = ...`` that stores it, in
+    a file whose code talks about verification at all (comment lines count for neither).
+    Over-approximates; the analysis decides."""
     tokens = vocab.prefilter_tokens
     # C's name first: it is in fewer files than the verify markers, so most files cost one search
     if not vocab.extra_c_attrs and not any(t in data for t in tokens):
         return False
-    if not any(m in data for m in _markers(vocab)):
+    if not in_code(data, _markers(vocab)):
         return False
     if vocab.extra_c_attrs:
         return True
     names: set[bytes] = set()
-    lines = data.split(b"\n")
+    lines = data.splitlines()  # \r alone ends a line too
     for i, line in enumerate(lines):
         if not any(t in line for t in tokens):
             continue
@@ -91,7 +106,7 @@ def triage(tree: SourceTree, positions: list[int], vocab: Vocabulary) -> Triage:
             continue
         if suppressions.MARKER in data:
             out.suppressions[pos] = suppressions.parse(decode(data))
-        if needs_analysis(data, vocab) or explicit and any(m in data for m in _markers(vocab)):
+        if needs_analysis(data, vocab) or explicit and in_code(data, _markers(vocab)):
             out.candidates.append((pos, len(data)))
             out.texts[pos] = data
         elif explicit:
