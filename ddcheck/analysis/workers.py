@@ -11,6 +11,7 @@ the outlines of the modules it parsed as it goes, and the parent passes them on.
 
 from __future__ import annotations
 
+import marshal
 import pickle
 import queue
 import threading
@@ -178,13 +179,15 @@ def _work(conn, share: list[int], workers: int) -> None:
         own = found.index
         # the parent needs what triage learnt, not the bytes; the index goes to the other workers
         conn.send(("ok", replace(found, texts={}, index={})))
-        conn.send(("ok", (INDEX, pickle.dumps(own, protocol=pickle.HIGHEST_PROTOCOL))))
+        # marshal: a part (bytes -> positions) is dumped and loaded in half pickle's time, and both
+        # ends are this interpreter
+        conn.send(("ok", (INDEX, marshal.dumps(own))))
         analysis = ChunkAnalysis(tree, vocab, found.texts)
         parts = [own]
 
         def keep(tag, payload) -> None:
             if tag == INDEX:
-                parts.append(pickle.loads(payload))
+                parts.append(marshal.loads(payload))
                 if len(parts) == workers:  # every share's index: name questions can be answered
                     analysis.use_index(parts, pending)
             else:
