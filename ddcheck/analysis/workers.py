@@ -1,10 +1,11 @@
-"""Forked workers for a large tree: each reads and triages a share of the files and indexes their
-method names; the shares' indexes are exchanged; then each analyses candidates, one at a time as it
-asks for them (largest first), so the workers end together however long a candidate takes.
+"""Forked workers for a large tree (:mod:`.channel`): each reads, triages and indexes a share of the
+files (every n-th one); the shares' indexes are exchanged; then each analyses candidates, one at a
+time as it asks for them (largest first), so the workers end together however long a candidate
+takes, and between candidates loads what threading W into the helpers found so far will read.
 
-Reading, triage and indexing are half or more of a cold scan's work and need nothing from other
-files, so they run in the workers too, not in the parent before it forks. A worker keeps the bytes
-of its own share; the few other files it needs (a helper, a caller) it reads again. A module one
+Reading, triage and indexing are a third of a cold scan's work and need nothing from other files,
+so they run in the workers too, not in the parent before it forks. A worker keeps the bytes of its
+share's candidates; the few other files it needs (a helper, a caller) it reads again. A module one
 worker parsed, another need not parse only to learn what its classes derive from: each worker sends
 the outlines of the modules it parsed as it goes, and the parent passes them on.
 """
