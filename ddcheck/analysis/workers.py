@@ -204,7 +204,6 @@ def _work(conn, share: list[int], workers: int) -> None:
             analysis.use_index(parts, pending)
         conn.send(("ok", (NEXT, None)))
         while (pos := next_candidate()) is not None:
-            conn.send(("ok", (NEXT, None)))  # asked before analysing this one: no wait for the answer
             analysis.add(pos)
             if len(parts) == workers:
                 # the callers of the helpers found so far: loaded while candidates are handed out, so
@@ -214,6 +213,9 @@ def _work(conn, share: list[int], workers: int) -> None:
             if fresh:  # the relpaths for the hand-out; the rest pickled, for the parent to pass on unread
                 outlines = pickle.dumps(fresh, protocol=pickle.HIGHEST_PROTOCOL)
                 conn.send(("ok", (OUTLINES, ([o.relpath for o in fresh], outlines))))
+            # asked once the hand-out knows what this one parsed: a candidate parsed here as another's
+            # caller is then analysed here too, not parsed again by a worker that asked ahead
+            conn.send(("ok", (NEXT, None)))
         # The findings need every share's index (a helper's callers and definers), and take the
         # outlines sent so far.
         while len(parts) < workers or conn.poll():
