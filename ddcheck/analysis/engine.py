@@ -185,8 +185,6 @@ class Engine:
         via = site.via
         if via is not None and via.in_verify and via.origin is None:
             return  # a local bound on the verify path is judged at its binding (see _alias)
-        if not site.in_verify:
-            return
         verdict = classify(site.node, fp.model.parents, self.vocab)
         if site.buffer_line:
             # A buffer laid out with C at start-up: whatever it feeds is laid out with C.

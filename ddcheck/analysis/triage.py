@@ -26,7 +26,7 @@ def _markers(vocab: Vocabulary) -> tuple[bytes, ...]:
 
 
 def in_code(data: bytes, words: tuple[bytes, ...]) -> bool:
-    """Whether one of ``words`` is on a line that is not a comment line (``#`` its first character)."""
+    """Whether one of ``words`` is on a line that is not a comment line (``#`` its first non-blank)."""
     for word in words:
         at = data.find(word)
         while at >= 0:

@@ -57,7 +57,6 @@ class Site:
     path are not recorded: nothing is judged there."""
 
     node: ast.expr
-    in_verify: bool
     anchor: ast.stmt | None  # first statement of the verify block
     via: Def | None = None
     buffer_line: int = 0  # a read of a buffer laid out with C at start-up (that line)
@@ -274,19 +273,19 @@ class FunctionPass:
             return
         if is_c_read(node, self.c_attrs, self.vocab):
             if verify:
-                self.sites.append(Site(node, verify, anchor))
+                self.sites.append(Site(node, anchor))
             return
         line = self._buffer_read(node) if self.buffers else 0
         if line:
             if verify:
-                self.sites.append(Site(node, verify, anchor, buffer_line=line))
+                self.sites.append(Site(node, anchor, buffer_line=line))
             return
         if isinstance(node, ast.Name):
             if verify and node.id in self.c_names and isinstance(node.ctx, ast.Load):
                 ds = self.reaching(node.id, node)
                 c_defs = [d for d in ds if d.kind == "c"]
                 if c_defs:
-                    self.sites.append(Site(node, verify, anchor, via=c_defs[-1]))
+                    self.sites.append(Site(node, anchor, via=c_defs[-1]))
             return
         if isinstance(node, ast.Call) and verify:
             self.verify_calls.append((node, anchor))
@@ -301,7 +300,7 @@ class FunctionPass:
         verify (its branch is on the path) or a ``:=`` binding: neither can be where none of its lines
         holds ``else`` / ``:=``, and three reads in four are off the path."""
         first = getattr(node, "lineno", None)
-        if first is None:  # a keyword-less part (comprehension, arguments): looked into
+        if first is None:  # a part without a position (comprehension, arguments): looked into
             return True
         last = node.end_lineno or first
         return self.model.holds(first, last, "else") or self.model.holds(first, last, ":=")
