@@ -241,11 +241,9 @@ def read_regular(path: Path | str) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file (a FIFO, socket or device is never read)")
         # os.read, not a file object: a tree scan reads thousands of files and the object costs more
-        # than the read. A read short of what was asked is the end (os.read retries if interrupted);
-        # a full one: the file has grown since its size was taken, read on to its end.
+        # than the read. Read on to the end: the file may have grown since its size was taken, and a
+        # short read is not the end on every file system (FUSE may return less than asked).
         data, rest = os.read(fd, st.st_size + 1), []
-        if len(data) <= st.st_size:
-            return data
         while more := os.read(fd, 1 << 16):
             rest.append(more)
         return data + b"".join(rest) if rest else data
