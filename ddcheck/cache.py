@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import zipfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -52,6 +51,11 @@ def key(trees: list[SourceTree], settings_json: str) -> str | None:
 
     h = hashlib.blake2b(digest_size=20)
     h.update(f"{VERSION}\0{sys.version}\0{_code_digest()}\0{settings_json}".encode())
+    bad_zip: tuple[type[Exception], ...] = ()
+    if any(t.kind == "wheel" for t in trees):  # zipfile is loaded for wheels only
+        import zipfile
+
+        bad_zip = (zipfile.BadZipFile,)
     try:
         for tree in trees:
             if tree.kind == "wheel" and tree.wheel is not None:
@@ -69,7 +73,7 @@ def key(trees: list[SourceTree], settings_json: str) -> str | None:
                     h.update(f"{f.relpath}\0{digest}\n".encode())
             else:
                 return None
-    except (OSError, zipfile.BadZipFile, ValueError):
+    except (OSError, ValueError, *bad_zip):
         return None  # unreadable now: the scan reports it, uncached
     return h.hexdigest()
 

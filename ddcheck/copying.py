@@ -17,7 +17,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from .sources import MEMBER_ERRORS, PACKAGE_VERSION_RE, open_target
+from .sources import PACKAGE_VERSION_RE, member_errors, open_target
 
 MAX_FILE_BYTES = 256 << 20  # one member or file; nothing in an sglang tree comes near it
 MAX_TOTAL_BYTES = 4 << 30  # the whole copy
@@ -78,7 +78,7 @@ def _copy_wheel(wheel: Path, out_dir: Path, report: CopyReport) -> None:
                             raise OSError("larger than its header says")
                         out.write(chunk)
                 os.replace(tmp, dest)
-            except (*MEMBER_ERRORS, OSError) as exc:
+            except (*member_errors(), OSError) as exc:
                 tmp.unlink(missing_ok=True)
                 report.skipped.append((name, f"corrupt or unreadable member ({type(exc).__name__}: {exc})"))
                 continue

@@ -22,6 +22,14 @@ class _NotPlain(Exception):
     """Arguments this parser leaves to typer (its errors and help are typer's)."""
 
 
+class _Formatter(argparse.HelpFormatter):
+    """A width of its own: argparse's default asks the terminal through shutil (~3 ms to load) each
+    time it checks an argument, and this parser's help and usage are never shown (typer's are)."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=100)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # noqa: D102 - argparse would print and exit
         raise _NotPlain(message)
@@ -31,7 +39,8 @@ def scan_parser() -> argparse.ArgumentParser:
     """``ddcheck scan``'s options as :func:`ddcheck.cli.scan` declares them (no help: typer's)."""
     from .findings import Severity
 
-    p = _Parser(prog="ddcheck scan", add_help=False, allow_abbrev=False)
+    p = _Parser(prog="ddcheck scan", usage="ddcheck scan [OPTIONS] [TARGETS]...", add_help=False,
+                allow_abbrev=False, formatter_class=_Formatter)
     p.add_argument("targets", nargs="*")
     p.add_argument("--format", "-f", dest="fmt", default="text")
     p.add_argument("--fail-on", dest="fail_on", choices=[s.value for s in Severity])

@@ -12,11 +12,12 @@ import os
 import re
 import stat
 import sys
-import zipfile
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    import zipfile
 
 PACKAGE_VERSION_RE = re.compile(r"^sglang==(?P<version>[0-9][0-9A-Za-z.+\-]*)$")
 # Directories that never hold code we scan; skipping them keeps a git checkout scan fast.
@@ -215,7 +216,7 @@ def open_target(target: str) -> SourceTree:
         return _open_dir(path)
     if not path.is_file():
         raise TargetError(f"{target}: not a regular file (a FIFO, socket or device is never read)")
-    if path.suffix == ".whl" or path.suffix == ".zip" and zipfile.is_zipfile(path):
+    if path.suffix == ".whl" or path.suffix == ".zip" and _zipfile().is_zipfile(path):
         return _open_wheel(path, label=str(path))
     return SourceTree(label=str(path), kind="file", root=path.parent,
                       files=[_disk_file(path, display=str(path), relpath=path.name)])
@@ -283,10 +284,17 @@ def _open_dir(path: Path) -> SourceTree:
     return SourceTree(label=str(path), kind="dir", files=files, root=path)
 
 
+def _zipfile():
+    """The zipfile module, loaded for wheels only (~3 ms a directory scan does without)."""
+    import zipfile
+
+    return zipfile
+
+
 def _open_wheel(wheel: Path, label: str) -> SourceTree:
     try:
         zf = _zip(wheel)
-    except (zipfile.BadZipFile, OSError) as exc:
+    except (_zipfile().BadZipFile, OSError) as exc:
         raise TargetError(f"{wheel}: not a readable wheel ({exc})") from exc
     files = []
     for info in zf.infolist():
@@ -305,13 +313,19 @@ def _zip(path: Path) -> zipfile.ZipFile:
     # One handle per process: scan workers are forked, and a shared file offset would race.
     key = (os.getpid(), str(path))
     if key not in _ZIPS:
-        _ZIPS[key] = zipfile.ZipFile(path)
+        _ZIPS[key] = _zipfile().ZipFile(path)
     return _ZIPS[key]
 
 
 MAX_SOURCE_BYTES = 64 << 20  # no Python source of a real tree comes near this
-# What reading a bad archive member raises: CRC mismatch, encryption, unsupported compression, truncation.
-MEMBER_ERRORS = (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError, zlib.error)
+
+
+def member_errors() -> tuple[type[BaseException], ...]:
+    """What reading a bad archive member raises: CRC mismatch, encryption, unsupported compression,
+    truncation."""
+    import zlib
+
+    return _zipfile().BadZipFile, RuntimeError, NotImplementedError, EOFError, zlib.error
 
 
 def _member_reader(wheel: Path, member: str) -> Callable[[], bytes]:
@@ -324,7 +338,7 @@ def _member_reader(wheel: Path, member: str) -> Callable[[], bytes]:
         try:
             with zf.open(info) as fh:
                 data = fh.read(MAX_SOURCE_BYTES + 1)
-        except MEMBER_ERRORS as exc:
+        except member_errors() as exc:
             raise OSError(errno.EIO, f"corrupt archive member ({type(exc).__name__}: {exc})") from exc
         if len(data) > MAX_SOURCE_BYTES:
             raise OSError(errno.EFBIG, f"member larger than its header says, over the {MAX_SOURCE_BYTES >> 20} MiB cap")
