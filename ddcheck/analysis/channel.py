@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import pickle
 import select
-import signal
 import struct
 from typing import Callable
 
@@ -93,6 +92,8 @@ class Worker:
 
     def kill(self) -> None:
         try:
+            import signal  # only to stop a scan half-way
+
             os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
