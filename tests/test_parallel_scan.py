@@ -166,3 +166,45 @@ def test_name_index_holds_every_file_that_calls_or_defines_a_name():
     assert index.files("größe") == [0, 6]
     assert index.files("helper_two") == [1]
     assert index.files("missing") == []
+
+
+def _echo(conn, times: int) -> None:
+    for _ in range(times):
+        conn.send(conn.recv())
+
+
+def test_a_channel_carries_messages_larger_than_a_pipe_both_ways_and_ends_with_eof():
+    """analysis/channel.py: a message of several MB crosses whole (written and read in parts), and a
+    worker that has returned leaves an EOFError, not a hang."""
+    from ddcheck.analysis import channel
+
+    if not channel.can_fork():
+        pytest.skip("no fork here")
+    worker = channel.Worker(_echo, (2,))
+    try:
+        big = {"index": [os.urandom(1 << 16) for _ in range(80)]}  # ~5 MB
+        for message in (big, ("small", 1)):
+            worker.channel.send(message)
+            assert worker.channel.recv() == message
+        with pytest.raises(EOFError):
+            worker.channel.recv()
+    finally:
+        worker.channel.close()
+        worker.join()
+
+
+def test_tree_lookups_find_every_name_ending_with_a_suffix_in_order():
+    """chunk.TreeIndex._ending_with answers from one string of all the names what asking each name
+    answers, remembered lookups and a name holding a newline included."""
+    from ddcheck.analysis.chunk import TreeIndex
+
+    class Tree:
+        kind, root, files = "dir", None, []
+
+    index = TreeIndex(Tree())
+    index.by_module.update({"python.sglang.srt.x": 1, "sglang.srt.x": 2, "srt.xx": 3, "x": 4, "a.srt.x": 5})
+    expected = [m for m in index.by_module if m.endswith(".srt.x")]
+    assert index._ending_with(".srt.x") == expected == ["python.sglang.srt.x", "sglang.srt.x", "a.srt.x"]
+    assert index.lookup("srt.x") == 5  # the shortest name that matches: a.srt.x
+    index.by_module["odd\nname.srt.x"] = 6
+    assert index._ending_with(".srt.x") == [m for m in index.by_module if m.endswith(".srt.x")]
