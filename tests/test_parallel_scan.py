@@ -208,3 +208,18 @@ def test_tree_lookups_find_every_name_ending_with_a_suffix_in_order():
     assert index.lookup("srt.x") == 5  # the shortest name that matches: a.srt.x
     index.by_module["odd\nname.srt.x"] = 6
     assert index._ending_with(".srt.x") == [m for m in index.by_module if m.endswith(".srt.x")]
+
+
+def test_a_fork_refused_leaves_the_scan_to_this_process_and_no_pipe_open(tmp_path, monkeypatch):
+    pkg = _tree(tmp_path)
+    expected = _scan(pkg, 1).to_json()
+    def open_fds() -> int | None:
+        return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+
+    def refused():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    before = open_fds()
+    monkeypatch.setattr(os, "fork", refused)
+    assert _scan(pkg, 2).to_json() == expected
+    assert open_fds() == before  # the pipes made for the worker are closed again

@@ -74,7 +74,12 @@ class Worker:
     def __init__(self, target: Callable, args: tuple, others: list[Channel] = ()) -> None:
         down_r, down_w = _pipe()
         up_r, up_w = _pipe()
-        self.pid = os.fork()
+        try:
+            self.pid = os.fork()
+        except OSError:  # no process to be had (limits, memory): the caller scans in this process
+            for fd in (down_r, down_w, up_r, up_w):
+                os.close(fd)
+            raise
         if self.pid == 0:  # the worker
             status = 1
             try:
