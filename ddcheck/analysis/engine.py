@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import bisect
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Callable
 
 from ..findings import Edit, Finding, FixPlan, FixSafety
@@ -781,6 +782,7 @@ def per_step_value(spec_info: str, c_expr: str, width_api: str) -> str:
     return f'getattr({spec_info}, "draft_token_num", None) or {c}'
 
 
+@lru_cache(maxsize=1024)  # a tree spells C a few ways, asked of every finding: parsed once each
 def _is_simple(expr: str) -> bool:
     try:
         return isinstance(ast.parse(expr, mode="eval").body, (ast.Name, ast.Attribute))
@@ -788,11 +790,12 @@ def _is_simple(expr: str) -> bool:
         return False
 
 
-def _names(expr: str) -> list[str]:
+@lru_cache(maxsize=1024)
+def _names(expr: str) -> tuple[str, ...]:
     try:
-        return [n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)]
+        return tuple(n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name))
     except SyntaxError:
-        return []
+        return ()
 
 
 def _statement_of(model: ModuleModel, node: ast.AST) -> ast.stmt | None:
