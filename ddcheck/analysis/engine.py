@@ -103,7 +103,8 @@ class Engine:
     # function node id -> its pass as an entry point with nothing tainted: what _caller_pass would run
     _entry_passes: dict[int, FunctionPass] = field(default_factory=dict)
     _threads: dict[int, object] = field(default_factory=dict)  # helper node id -> _thread_edits, per findings()
-    _prepared: set = field(default_factory=set)  # reports prepare_threads() has seen, helpers (node ids) it loaded for
+    _prepared_reports: set[tuple] = field(default_factory=set)  # reported keys prepare_threads() has seen
+    _prepared_helpers: set[int] = field(default_factory=set)  # helper node ids it loaded the callers of
     # method name -> where the tree uses it, for threading W into helpers
     method_uses: Callable[[str], MethodUses | None] = lambda name: MethodUses()
     # dotted module name -> its outline, which another process may have parsed; None: from load_module
@@ -337,17 +338,16 @@ class Engine:
         handed out, not all at the end. Decides nothing: findings() plans every thread afresh."""
         for key, r in list(self.reported.items()):
             func = r.fp.func
-            if key in self._prepared or id(func.node) in self._prepared:
+            if key in self._prepared_reports or id(func.node) in self._prepared_helpers:
                 continue
-            self._prepared.add(key)
+            self._prepared_reports.add(key)
             # the common case findings() threads W for (see _finding): C itself read where no verify
             # input is in scope
             if r.hint is None and r.kind != FALLBACK and r.exact and func.cls \
-                    and all(n == "self" for n in _names(r.c_expr)) and _free_of(func, r.fp.model, THREADED):
-                at = r.anchor if r.anchor is not None else _statement_of(r.fp.model, r.node)
-                if r.fp.spec_info_expr(at) is None:
-                    self._prepared.add(id(func.node))
-                    self._thread_edits(r.fp.model, func, frozenset())  # through callers that are helpers too
+                    and all(n == "self" for n in _names(r.c_expr)) and _free_of(func, r.fp.model, THREADED) \
+                    and _verify_input_at(r)[1] is None:
+                self._prepared_helpers.add(id(func.node))
+                self._thread_edits(r.fp.model, func, frozenset())  # through callers that are helpers too
 
     def _refill(self, r: Reported, spec_info: str | None) -> tuple[str, str] | None:
         """(W expression, "arange" | "fill") for a read of a buffer a refill with W rebuilds (offsets
@@ -624,8 +624,7 @@ class Engine:
         stmt_text, stmt_line = _statement(model, r.node)
         l1, c1, l2, c2 = model.span(r.node)
         symbol = model.code(r.node)
-        at = r.anchor if r.anchor is not None else _statement_of(model, r.node)
-        spec_info = r.fp.spec_info_expr(at)
+        at, spec_info = _verify_input_at(r)
         unbound = [n for n in _names(r.c_expr) if n != "self" and not r.fp.bound_at(n, at)]
         fix = None
         replacement = None
@@ -796,6 +795,13 @@ def _names(expr: str) -> tuple[str, ...]:
         return tuple(n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name))
     except SyntaxError:
         return ()
+
+
+def _verify_input_at(r: Reported) -> tuple[ast.stmt | None, str | None]:
+    """Where a finding's fix binds W (its verify block, else its statement) and how the verify input
+    is spelled there (None: not in scope)."""
+    at = r.anchor if r.anchor is not None else _statement_of(r.fp.model, r.node)
+    return at, r.fp.spec_info_expr(at)
 
 
 def _statement_of(model: ModuleModel, node: ast.AST) -> ast.stmt | None:

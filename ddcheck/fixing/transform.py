@@ -12,7 +12,7 @@ import libcst as cst
 
 from ..analysis.module import SourceError, decode, encoding_of, statement_lines
 from ..findings import Edit, Finding
-from ..sources import LINE_RE
+from ..sources import split_lines
 
 
 class FixError(Exception):
@@ -40,7 +40,7 @@ def rewrite(source: bytes, findings: list[Finding], extra: list[Edit] = ()) -> b
         text = decode(source)
     except SourceError as exc:
         raise FixError(str(exc)) from exc
-    lines = LINE_RE.findall(text)
+    lines = split_lines(text)
     edits = list({(e.line, e.column, e.end_line, e.end_column, e.text): e for e in [
         *(e for f in findings for e in f.fix.edits if not e.path or e.path == f.relpath), *extra]}.values())
     new_text = apply_edits(text, edits, lines)
@@ -56,7 +56,7 @@ def rewrite(source: bytes, findings: list[Finding], extra: list[Edit] = ()) -> b
 def apply_edits(text: str, edits: list[Edit], lines: list[str] | None = None) -> str:
     """``text`` with ``edits`` made (positions as the analysis gives them, all in the old text);
     raises FixError when one falls outside the text or two overlap."""
-    lines = LINE_RE.findall(text) if lines is None else lines
+    lines = split_lines(text) if lines is None else lines
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line))
@@ -106,7 +106,7 @@ def _check(lines: list[str], new_text: str, findings: list[Finding], edits: list
     shifts = [0]
     for _, n in added:
         shifts.append(shifts[-1] + n)
-    new_lines = LINE_RE.findall(new_text)
+    new_lines = split_lines(new_text)
     for first, last in merged:
         a = first + shifts[bisect.bisect_left(keys, first)]
         b = last + shifts[bisect.bisect_right(keys, last)]
