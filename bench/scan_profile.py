@@ -13,6 +13,9 @@ Times, in this process (imports excluded, cyclic GC off as in a scan):
               ``ModuleModel.parse``, in the search for a helper's callers and definers (parsing and
               indexing excluded), and in ``findings()`` at the end (threading W into helpers); how many
               modules it parsed, and (for workers) how many of those another worker parsed too
+  (one process) how much of the function code in the modules it parsed the verify-path pass walked
+  faults      the page faults the process took (fresh memory, mostly for syntax trees); what one
+              costs on this machine is printed first (64 MB touched a page at a time)
 Usage: python bench/scan_profile.py [--version 0.5.23] [--jobs 2]
 """
 
@@ -20,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import gc
+import mmap
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -30,13 +35,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_scan import tree_for  # noqa: E402
 
-from ddcheck.analysis import chunk, module, names, scan, triage, workers  # noqa: E402
+from ddcheck.analysis import chunk, module, names, scan, triage, verify_path, workers  # noqa: E402
 from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY  # noqa: E402
 from ddcheck.sources import open_target  # noqa: E402
 
 SPENT: dict[str, float] = {}
 COUNTS: dict[str, int] = {}
 PARSED: list[str] = []  # relpaths this process parsed
+MODELS: list = []  # the modules this process parsed (kept for walked_share())
+WALKED: set[int] = set()  # functions (node ids) the verify-path pass ran over
 SHARED = Path(tempfile.mkdtemp(prefix="ddcheck-profile-"))  # each process writes its PARSED here
 
 
@@ -58,8 +65,16 @@ def _instrument() -> None:
 
     def recorded_parse(cls, source, *args, **kwargs):
         PARSED.append(source.relpath)
-        return parse(cls, source, *args, **kwargs)
+        model = parse(cls, source, *args, **kwargs)
+        MODELS.append(model)
+        return model
     module.ModuleModel.parse = classmethod(recorded_parse)
+    run = verify_path.FunctionPass.run
+
+    def recorded_run(self):
+        WALKED.add(id(self.func.node))
+        return run(self)
+    verify_path.FunctionPass.run = recorded_run
     chunk.ChunkAnalysis._method_uses = _timed("search", chunk.ChunkAnalysis._method_uses, exclude=("parse", "index"))
     add = _timed("analysis", chunk.ChunkAnalysis.add)
 
@@ -75,6 +90,7 @@ def _instrument() -> None:
     def counted_triage(tree, positions, vocab):
         SPENT.clear()
         PARSED.clear()
+        COUNTS["faults"] = _faults()
         COUNTS["analysed"] = 0
         out = run_triage(tree, positions, vocab)
         COUNTS["candidates"] = len(out.candidates)
@@ -93,9 +109,38 @@ def _instrument() -> None:
               f"{COUNTS['candidates']} candidates), index {SPENT.get('index', 0):.2f} s, analysis "
               f"{SPENT.get('analysis', 0):.2f} s of {COUNTS['analysed']} candidates (parse {SPENT.get('parse', 0):.2f} s "
               f"of {len(PARSED)} modules, caller/definer search {SPENT.get('search', 0):.2f} s, findings() "
-              f"{SPENT['findings']:.2f} s)", flush=True)
+              f"{SPENT['findings']:.2f} s); {_faults() - COUNTS['faults']} page faults", flush=True)
         return out
     chunk.ChunkAnalysis.finish = report
+
+
+def _faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def fault_cost() -> float:
+    """Microseconds per page fault on this machine: 64 MB of fresh memory touched a page at a time."""
+    size = 64 << 20
+    buf = mmap.mmap(-1, size)
+    before, t = _faults(), time.perf_counter()
+    for off in range(0, size, mmap.PAGESIZE):
+        buf[off] = 1
+    spent, faults = time.perf_counter() - t, _faults() - before
+    buf.close()
+    return spent / max(faults, 1) * 1e6
+
+
+def walked_share() -> tuple[int, int]:
+    """(bytes of the functions the verify-path pass ran over, bytes of all functions) in the modules
+    this process parsed: how much of what is parsed the analysis walks."""
+    walked = total = 0
+    for m in MODELS:
+        for f in m.functions.values():
+            if "<locals>" not in f.qualname:
+                size = len(m.text_of(f.node).encode())
+                total += size
+                walked += size if id(f.node) in WALKED else 0
+    return walked, total
 
 
 def main() -> int:
@@ -107,13 +152,18 @@ def main() -> int:
     gc.disable()
     t = time.perf_counter()
     tree = open_target(str(root))
-    print(f"sglang {args.version}: {len(tree.files)} files; open {time.perf_counter() - t:.3f} s")
+    print(f"sglang {args.version}: {len(tree.files)} files; open {time.perf_counter() - t:.3f} s; "
+          f"a page fault costs {fault_cost():.1f} us here")
     _instrument()
     for jobs in (1, args.jobs):
         print(f"  scan, {jobs} process{'es' if jobs > 1 else ''}:")
         t = time.perf_counter()
         scan.scan_trees([tree], DEFAULT_VOCABULARY, jobs=jobs)
         print(f"    wall {time.perf_counter() - t:.2f} s")
+        if jobs == 1:
+            walked, total = walked_share()
+            print(f"    the verify-path pass ran over {walked / 1e6:.2f} of the {total / 1e6:.2f} MB of functions "
+                  f"in the {len(MODELS)} modules parsed")
         parsed = [set(p.read_text().split("\n")) - {""} for p in SHARED.iterdir()]
         if len(parsed) > 1:
             twice = {r for r in set().union(*parsed) if sum(r in p for p in parsed) > 1}
