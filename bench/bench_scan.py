@@ -13,6 +13,9 @@ Children run with bytecode caching on, as an installed ddcheck does (PYTHONDONTW
 in some sandboxes, would make every run compile ddcheck from source), after one warm-up run. They
 run `python -m ddcheck` in the current directory, which Python searches first: to time another
 checkout, run this script from that checkout's directory (with PYTHONPATH pointing there too).
+Time a user's start-up: run it with the python of a venv where ddcheck is installed as the README
+installs it (`pip install .`). An editable install (`pip install -e .`) adds an import hook that
+every start of that interpreter runs, ddcheck's or not; the bench says which install it timed.
 ruff and the cold scan run in turns (ruff, ddcheck, ruff, ...), so a machine that speeds up or
 slows down during the bench moves both; the ratio printed is the median of each turn's ratio.
 Usage: python bench/bench_scan.py [--version 0.5.23] [--runs 5]
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import shutil
 import statistics
@@ -66,6 +70,24 @@ def in_turns(first: list[str], second: list[str], runs: int) -> tuple[float, flo
             statistics.median(b / a for a, b in pairs))
 
 
+def install_kind() -> str:
+    """How this interpreter has ddcheck installed: a user's start-up or a developer's."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("ddcheck")
+    except metadata.PackageNotFoundError:
+        return "ddcheck not installed in this interpreter"
+    try:
+        editable = json.loads(dist.read_text("direct_url.json") or "{}").get("dir_info", {}).get("editable")
+    except ValueError:
+        editable = None
+    if editable:
+        return ("editable install: its import hook runs at every start of this interpreter, a cost a "
+                "user's `pip install .` does not have")
+    return "regular install (as the README installs it)"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--version", default="0.5.23")
@@ -102,6 +124,7 @@ def main() -> int:
     rows.append(("python -c pass (interpreter start)", wall([sys.executable, "-c", "pass"], args.runs)))
     rows.append(("ddcheck rules (a command through typer)", wall([sys.executable, "-m", "ddcheck", "rules"], args.runs)))
     print(f"sglang {args.version}: {len(files)} files, {size:.0f} MB; median of {args.runs} runs; python {sys.version.split()[0]}")
+    print(f"  {install_kind()}; the code timed is this directory's")
     for name, t in rows:
         print(f"  {name:<45} {t:6.2f} s")
     if ratio is not None:
