@@ -39,11 +39,13 @@ def open_targets(targets: list[str]) -> tuple[list[SourceTree], list[FileError]]
     return trees, errors
 
 
-def scan(targets: list[str] | None = None, *, settings: Settings | None = None, use_cache: bool = True) -> ScanResult:
+def scan(targets: list[str] | None = None, *, settings: Settings | None = None, use_cache: bool = True,
+         quoted: bool = True) -> ScanResult:
     """Scan files, directories, wheels or ``sglang==VER`` targets; None scans the default target.
 
     Suppression comments and ``select``/``ignore`` are applied; targets that cannot be opened are
-    reported in ``errors``.
+    reported in ``errors``. ``quoted=False``: a result answered from the cache may come without
+    ``sources`` (the text of the files with findings, which only the text report quotes).
     """
     notes = []
     if not targets:
@@ -53,7 +55,7 @@ def scan(targets: list[str] | None = None, *, settings: Settings | None = None, 
         settings = load_settings(Path(targets[0]) if Path(targets[0]).exists() else Path.cwd())
     trees, open_errors = open_targets(targets)
     k = cache.key(trees, settings.key()) if use_cache and not open_errors else None
-    result = cache.load(k) if k else None
+    result = cache.load(k, sources=quoted) if k else None
     if result is None:
         result = scan_trees_with_settings(trees, settings)
         # A read error can go away with no change to the file's size or mtime (permissions): not kept.

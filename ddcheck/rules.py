@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -62,6 +61,8 @@ def rules_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def all_rules() -> dict[str, Rule]:
+    import tomllib  # not for a scan answered from the cache, which only asks where the rules live
+
     out = {}
     for folder in sorted(p for p in rules_dir().iterdir() if (p / "rule.toml").is_file()):
         data = tomllib.loads((folder / "rule.toml").read_text(encoding="utf-8"))

@@ -87,7 +87,7 @@ def scan_command(targets: list[str] | None, fmt: str = "text", fail_on: Severity
         if "==" not in t and not Path(t).exists():
             raise UsageError(f"{t}: no such file or directory")
     settings = resolve_settings((targets or [None])[0], config, select, ignore, fail_on)
-    result = run_scan(list(targets or []), settings=settings, use_cache=not no_cache)
+    result = run_scan(list(targets or []), settings=settings, use_cache=not no_cache, quoted=fmt == "text")
     if write_baseline or baseline:
         from . import baseline as bl
     if write_baseline:

@@ -282,6 +282,40 @@ def test_cache_is_keyed_by_content(tmp_path, monkeypatch):
     assert "0" * 32 in memo.read_text()  # the forged digest was the one used (its stamp matched)
 
 
+def test_an_unchanged_tree_is_answered_without_the_digest_memo(tmp_path, monkeypatch):
+    """Where no file's stat stamp changed, the key is found under the stamps and the digest memo is not
+    read; a file written again with the same bytes (new stamp) still hits, through the memo."""
+    cache, tree, path, src, first = _cached_tree(tmp_path, monkeypatch)
+    entries = sorted((cache / "scan").glob("*.json"))
+    (memo,) = (cache / "scan" / "digests").glob("*.json")
+    memo.unlink()
+    assert scan([str(tree)], settings=Settings()).to_json() == first.to_json()
+    assert not memo.exists()  # the memo was not needed, so not written again
+    assert sorted((cache / "scan").glob("*.json")) == entries  # a hit: nothing new stored
+    path.unlink()
+    path.write_text(src)  # the same bytes, a new inode and times
+    assert scan([str(tree)], settings=Settings()).to_json() == first.to_json()
+    assert memo.exists() and sorted((cache / "scan").glob("*.json")) == entries
+    assert len(list((cache / "scan" / "stamps").glob("*.json"))) == 2  # the new stamps lead to the same key
+    path.write_text(src.replace("self.max_extend_len = self.num_draft_tokens", "self.max_extend_len = 0", 1))
+    assert len(scan([str(tree)], settings=Settings()).findings) == len(first.findings) - 1
+
+
+def test_a_report_without_quotes_does_not_read_the_sources(tmp_path, monkeypatch):
+    """The text of the files with findings is kept apart: a JSON report's hit does without it, the text
+    report's needs it (and scans again when it is gone)."""
+    cache, tree, _, _, first = _cached_tree(tmp_path, monkeypatch)
+    assert first.sources
+    (texts,) = (cache / "scan" / "sources").glob("*.json")
+    texts.unlink()
+    entries = sorted((cache / "scan").glob("*.json"))
+    unquoted = scan([str(tree)], settings=Settings(), quoted=False)
+    assert unquoted.to_json() == first.to_json() and not unquoted.sources and not texts.exists()
+    quoted = scan([str(tree)], settings=Settings())
+    assert quoted.sources == first.sources and texts.exists()
+    assert sorted((cache / "scan").glob("*.json")) == entries
+
+
 def test_cache_holds_data_not_code_and_survives_corruption(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("DDCHECK_CACHE", str(cache))

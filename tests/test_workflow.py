@@ -807,3 +807,25 @@ def test_a_plain_json_scan_loads_no_cli_framework(tmp_path):
             "os._exit = report\nmain()\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert json.loads(proc.stdout)["findings"] and proc.stderr.strip().splitlines()[-1] == "1 []", proc.stderr
+
+
+def test_a_repeat_scan_answered_from_the_cache_loads_no_analysis(tmp_path):
+    """A repeat JSON scan of an unchanged tree is the result cache's: neither the analysis nor the TOML
+    reader (rule definitions, a [tool.ddcheck] table: there is none here) is loaded."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    backend_copy(tree)
+    env = {**os.environ, "DDCHECK_CACHE": str(tmp_path / "cache")}
+    code = ("import os, sys\nfrom ddcheck.entry import main\n"
+            f"sys.argv = ['ddcheck', 'scan', '--format', 'json', {str(tree)!r}]\n"
+            "real_exit = os._exit\n"
+            "def report(code):\n"
+            "    loaded = sorted(set(sys.modules) & {'tomllib', 'ddcheck.analysis.engine', 'ddcheck.analysis.scan'})\n"
+            "    print(code, loaded, file=sys.stderr, flush=True)\n"
+            "    real_exit(code)\n"
+            "os._exit = report\nmain()\n")
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+                           env=env, cwd=tmp_path) for _ in range(2)]
+    assert runs[0].stdout == runs[1].stdout and json.loads(runs[1].stdout)["findings"]
+    assert "'ddcheck.analysis.engine'" in runs[0].stderr.strip().splitlines()[-1], runs[0].stderr  # it did scan
+    assert runs[1].stderr.strip().splitlines()[-1] == "1 []", runs[1].stderr
