@@ -138,7 +138,8 @@ def test_handout_gives_each_candidate_once_preferring_what_a_worker_parsed_alrea
     class Tree:
         files = [File(f"m{i}.py") for i in range(6)]
 
-    handout = workers._Handout(Tree(), [5, 4, 3, 2, 1, 0], 2)  # largest first
+    handout = workers._Handout(Tree(), 2)
+    handout.add([(pos, 10 * pos) for pos in range(6)])  # (position, size): m5 the largest
     assert handout.take(0) == 5  # nothing parsed anywhere: the largest
     handout.parsed[0].add("m2.py")  # worker 0 parsed m2 as a helper
     handout.parsed[1].add("m4.py")
@@ -149,6 +150,25 @@ def test_handout_gives_each_candidate_once_preferring_what_a_worker_parsed_alrea
     handout.parsed[1].add("m0.py")
     assert handout.take(0) == 0  # only a module the other parsed is left: it is handed out all the same
     assert handout.take(0) is None and handout.take(1) is None
+
+
+def test_handout_takes_in_each_triage_as_it_comes():
+    """Candidates are handed out while another worker's triage is still running: what arrives later
+    joins the rest by size (largest first), and nothing is handed out twice."""
+    class File:
+        def __init__(self, relpath):
+            self.relpath = relpath
+
+    class Tree:
+        files = [File(f"m{i}.py") for i in range(6)]
+
+    handout = workers._Handout(Tree(), 2)
+    assert handout.take(0) is None  # nothing found yet
+    handout.add([(1, 10), (3, 30)])  # the first worker's triage
+    assert handout.take(0) == 3
+    handout.add([(2, 20), (4, 40), (0, 20)])  # the second's: m4 is now the largest left
+    assert [handout.take(1), handout.take(0), handout.take(1), handout.take(0)] == [4, 0, 2, 1]
+    assert handout.take(0) is None
 
 
 def test_name_index_holds_every_file_that_calls_or_defines_a_name():
