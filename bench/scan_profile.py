@@ -13,7 +13,10 @@ Times, in this process (imports excluded, cyclic GC off as in a scan):
               ``ModuleModel.parse``, in the search for a helper's callers and definers (parsing and
               indexing excluded), and in ``findings()`` at the end (threading W into helpers); how many
               modules it parsed, and (for workers) how many of those another worker parsed too
-  (one process) how much of the function code in the modules it parsed the verify-path pass walked
+  (one process) how much of the function code in the modules it parsed the verify-path pass walked,
+              and what checking those modules' syntax would cost without building their syntax trees:
+              ``compile`` to bytecode (it catches every syntax error ``ast.parse`` does) against
+              ``ast.parse``, best of 3 each
   faults      the page faults the process took (fresh memory, mostly for syntax trees); what one
               costs on this machine is printed first (64 MB touched a page at a time)
 Usage: python bench/scan_profile.py [--version 0.5.23] [--jobs 2]
@@ -143,6 +146,28 @@ def walked_share() -> tuple[int, int]:
     return walked, total
 
 
+def syntax_check_cost() -> tuple[float, float]:
+    """(seconds to compile the modules this process parsed to bytecode, seconds to ``ast.parse`` them),
+    best of three each: a whole-file syntax check that builds no syntax tree, against the parse."""
+    import ast
+
+    texts = [(m.text, m.source.display) for m in MODELS]
+    best = {}
+    for name, fn in (("compile", lambda t, d: compile(t, d, "exec", dont_inherit=True)),
+                     ("parse", lambda t, d: ast.parse(t, d))):
+        runs = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for text, display in texts:
+                try:
+                    fn(text, display)
+                except SyntaxError:  # compile also refuses what parses (`return` outside a function)
+                    pass
+            runs.append(time.perf_counter() - t0)
+        best[name] = min(runs)
+    return best["compile"], best["parse"]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--version", default="0.5.23")
@@ -164,6 +189,8 @@ def main() -> int:
             walked, total = walked_share()
             print(f"    the verify-path pass ran over {walked / 1e6:.2f} of the {total / 1e6:.2f} MB of functions "
                   f"in the {len(MODELS)} modules parsed")
+            compiled, parsed_t = syntax_check_cost()
+            print(f"    their syntax checked by compiling to bytecode: {compiled:.2f} s; ast.parse: {parsed_t:.2f} s")
         parsed = [set(p.read_text().split("\n")) - {""} for p in SHARED.iterdir()]
         if len(parsed) > 1:
             twice = {r for r in set().union(*parsed) if sum(r in p for p in parsed) > 1}
