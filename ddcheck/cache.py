@@ -7,9 +7,10 @@ reading every file of an unchanged tree again, digests are remembered per file u
 stamp (size, mtime, ctime, inode: an edit changes ctime, which no user can set back), one small file
 per tree under ``scan/digests/``; a file whose stamp changed is read and hashed again. Where no
 stamp changed at all, the content key computed last time is found under a key of the stamps
-(``scan/stamps/``) and the memo is not read. The text of the files with findings, which only the text
-report quotes, is kept apart (``scan/sources/``). Entries are JSON (a cache restored from elsewhere can hold data, never code), validated on load
-(a corrupt entry is a miss and is rewritten), and at most ``MAX_ENTRIES`` are kept.
+(``scan/stamps/``) and the memo is not read. The text of the files with findings, which only the
+text report quotes, is kept apart (``scan/sources/``). Entries are JSON (a cache restored from
+elsewhere can hold data, never code), validated on load (a corrupt entry is a miss and is
+rewritten), and at most ``MAX_ENTRIES`` of each kind are kept.
 """
 
 from __future__ import annotations
@@ -125,14 +126,7 @@ class _Alias:
         return k if isinstance(k, str) and KEY_RE.fullmatch(k) else None
 
     def store(self, k: str) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(k), encoding="utf-8")
-            os.replace(tmp, self.path)
-            _prune(self.path.parent)
-        except (OSError, ValueError):
-            pass  # a read-only cache only costs speed
+        _write(self.path, k)
 
 
 KEY_RE = re.compile(r"[0-9a-f]{40}")
@@ -175,15 +169,7 @@ class _Digests:
     def save(self) -> None:
         if not self.changed:
             return
-        known = self.known if len(self.known) <= MAX_DIGESTS else {}
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(known), encoding="utf-8")
-            os.replace(tmp, self.path)
-            _prune(self.path.parent)
-        except (OSError, TypeError, ValueError):
-            pass  # a read-only cache only costs speed
+        _write(self.path, self.known if len(self.known) <= MAX_DIGESTS else {})
 
 
 def _path(k: str) -> Path:
@@ -229,16 +215,22 @@ def store(k: str, result) -> None:
         "suppressions": {d: [{**asdict(x), "used": sorted(x.used)} for x in v] for d, v in result.suppressions.items()},
         "displays": result.displays,
     }
-    # the sources first: an entry is never there without them
-    for path, value in ((_sources_path(k), result.sources), (_path(k), data)):
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(value), encoding="utf-8")
-            os.replace(tmp, path)
-            _prune(path.parent)
-        except (OSError, TypeError, ValueError):
-            return  # a read-only cache only costs speed
+    if _write(_sources_path(k), result.sources):  # the sources first: an entry is never there without them
+        _write(_path(k), data)
+
+
+def _write(path: Path, value) -> bool:
+    """``value`` as JSON at ``path``, whole or not at all (through a temporary file), then the
+    folder pruned; False where it could not be written (a read-only cache only costs speed)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(value), encoding="utf-8")
+        os.replace(tmp, path)
+        _prune(path.parent)
+    except (OSError, TypeError, ValueError):
+        return False
+    return True
 
 
 def _prune(folder: Path) -> None:
