@@ -130,7 +130,8 @@ def test_shares_cover_every_file_once_in_order_and_interleaved():
     assert workers._shares([3], 4) == [[3]]
 
 
-def test_handout_gives_each_candidate_once_preferring_what_a_worker_parsed_already():
+def _six_modules():
+    """A stand-in tree of files m0.py ... m5.py (the hand-out reads their relpaths only)."""
     class File:
         def __init__(self, relpath):
             self.relpath = relpath
@@ -138,7 +139,11 @@ def test_handout_gives_each_candidate_once_preferring_what_a_worker_parsed_alrea
     class Tree:
         files = [File(f"m{i}.py") for i in range(6)]
 
-    handout = workers._Handout(Tree(), 2)
+    return Tree()
+
+
+def test_handout_gives_each_candidate_once_preferring_what_a_worker_parsed_already():
+    handout = workers._Handout(_six_modules(), 2)
     handout.add([(pos, 10 * pos) for pos in range(6)])  # (position, size): m5 the largest
     assert handout.take(0) == 5  # nothing parsed anywhere: the largest
     handout.parsed[0].add("m2.py")  # worker 0 parsed m2 as a helper
@@ -155,14 +160,7 @@ def test_handout_gives_each_candidate_once_preferring_what_a_worker_parsed_alrea
 def test_handout_takes_in_each_triage_as_it_comes():
     """Candidates are handed out while another worker's triage is still running: what arrives later
     joins the rest by size (largest first), and nothing is handed out twice."""
-    class File:
-        def __init__(self, relpath):
-            self.relpath = relpath
-
-    class Tree:
-        files = [File(f"m{i}.py") for i in range(6)]
-
-    handout = workers._Handout(Tree(), 2)
+    handout = workers._Handout(_six_modules(), 2)
     assert handout.take(0) is None  # nothing found yet
     handout.add([(1, 10), (3, 30)])  # the first worker's triage
     assert handout.take(0) == 3
