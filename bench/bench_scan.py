@@ -49,9 +49,10 @@ def tree_for(version: str) -> Path:
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def once(cmd: list[str]) -> float:
+def once(cmd: list[str], **kw) -> float:
+    """Wall seconds of one run of ``cmd``, its output discarded (``kw``: for subprocess.run)."""
     t = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **{"env": ENV, **kw})
     return time.perf_counter() - t
 
 

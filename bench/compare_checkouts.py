@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_scan import ENV, tree_for  # noqa: E402
+from bench_scan import ENV, once, tree_for  # noqa: E402
 
 
 def main() -> int:
@@ -41,10 +39,7 @@ def main() -> int:
     times: dict[Path, list[float]] = {r: [] for r in roots}
     with tempfile.TemporaryDirectory() as scratch:
         def run(root: Path) -> float:
-            t = time.perf_counter()
-            subprocess.run(cmd, cwd=scratch, env={**ENV, "PYTHONPATH": str(root)},
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-            return time.perf_counter() - t
+            return once(cmd, cwd=scratch, env={**ENV, "PYTHONPATH": str(root)})
 
         for root in roots:  # bytecode written, page cache warm
             run(root)

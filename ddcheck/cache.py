@@ -22,7 +22,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-from .sources import SourceTree, cache_dir, content_hash
+from .sources import SourceTree, lazy_zipfile, cache_dir, content_hash
 
 VERSION = 6  # 6: sources apart from the entry
 MAX_ENTRIES = 32
@@ -65,16 +65,13 @@ def _content_key(trees: list[SourceTree], head: bytes) -> str | None:
     import hashlib  # a single-file scan is never cached, nor hashes
 
     h = hashlib.blake2b(head, digest_size=20)
-    bad_zip: tuple[type[Exception], ...] = ()
-    if any(t.kind == "wheel" for t in trees):  # zipfile is loaded for wheels only
-        import zipfile
-
-        bad_zip = (zipfile.BadZipFile,)
+    # zipfile is loaded for wheels only
+    bad_zip = (lazy_zipfile().BadZipFile,) if any(t.kind == "wheel" for t in trees) else ()
     try:
         for tree in trees:
             if tree.kind == "wheel" and tree.wheel is not None:
                 h.update(f"wheel\0{Path(tree.wheel).resolve()}\n".encode())
-                with zipfile.ZipFile(tree.wheel) as zf:
+                with lazy_zipfile().ZipFile(tree.wheel) as zf:
                     for info in zf.infolist():
                         h.update(f"{info.filename}\0{info.file_size}\0{info.CRC}\n".encode())
             elif tree.kind == "dir" and tree.root is not None:

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     import zipfile
 
 PACKAGE_VERSION_RE = re.compile(r"^sglang==(?P<version>[0-9][0-9A-Za-z.+\-]*)$")
-# Directories that never hold code we scan; skipping them keeps a git checkout scan fast.
 # Physical lines as Python's tokenizer counts them: ended by \n, \r\n or \r only (``str.splitlines``
 # also splits on form feeds, U+2028 and other separators Python allows inside a line, which would
 # shift every later line number and column).
@@ -32,6 +31,7 @@ def split_lines(text: str) -> list[str]:
     return LINE_RE.findall(text)
 
 
+# Directories that never hold code we scan; skipping them keeps a git checkout scan fast.
 SKIPPED_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".mypy_cache", "build", "dist"}
 
 
@@ -216,7 +216,7 @@ def open_target(target: str) -> SourceTree:
         return _open_dir(path)
     if not path.is_file():
         raise TargetError(f"{target}: not a regular file (a FIFO, socket or device is never read)")
-    if path.suffix == ".whl" or path.suffix == ".zip" and _zipfile().is_zipfile(path):
+    if path.suffix == ".whl" or path.suffix == ".zip" and lazy_zipfile().is_zipfile(path):
         return _open_wheel(path, label=str(path))
     return SourceTree(label=str(path), kind="file", root=path.parent,
                       files=[_disk_file(path, display=str(path), relpath=path.name)])
@@ -284,7 +284,7 @@ def _open_dir(path: Path) -> SourceTree:
     return SourceTree(label=str(path), kind="dir", files=files, root=path)
 
 
-def _zipfile():
+def lazy_zipfile():
     """The zipfile module, loaded for wheels only (~3 ms a directory scan does without)."""
     import zipfile
 
@@ -294,7 +294,7 @@ def _zipfile():
 def _open_wheel(wheel: Path, label: str) -> SourceTree:
     try:
         zf = _zip(wheel)
-    except (_zipfile().BadZipFile, OSError) as exc:
+    except (lazy_zipfile().BadZipFile, OSError) as exc:
         raise TargetError(f"{wheel}: not a readable wheel ({exc})") from exc
     files = []
     for info in zf.infolist():
@@ -313,7 +313,7 @@ def _zip(path: Path) -> zipfile.ZipFile:
     # One handle per process: scan workers are forked, and a shared file offset would race.
     key = (os.getpid(), str(path))
     if key not in _ZIPS:
-        _ZIPS[key] = _zipfile().ZipFile(path)
+        _ZIPS[key] = lazy_zipfile().ZipFile(path)
     return _ZIPS[key]
 
 
@@ -325,7 +325,7 @@ def member_errors() -> tuple[type[BaseException], ...]:
     truncation."""
     import zlib
 
-    return _zipfile().BadZipFile, RuntimeError, NotImplementedError, EOFError, zlib.error
+    return lazy_zipfile().BadZipFile, RuntimeError, NotImplementedError, EOFError, zlib.error
 
 
 def _member_reader(wheel: Path, member: str) -> Callable[[], bytes]:

@@ -44,32 +44,23 @@ class TreeIndex:
 
     tree: SourceTree
     by_module: dict[str, SourceFile] = field(default_factory=dict)
-    _joined: str | None = "\n"  # the names of by_module, each ended by a newline (None: a name holds one)
-    _joined_count: int = 0  # how many of them _joined holds (by_module only grows)
+    # last dotted part -> the names of by_module with it, in order (a name ending with ".x.y" ends with
+    # ".y"), for the first _indexed names (by_module only grows)
+    _by_last: dict[str, list[str]] = field(default_factory=dict)
+    _indexed: int = 0
 
     def __post_init__(self) -> None:
         for f in self.tree.files:
             self.by_module.setdefault(f.module, f)
 
     def _ending_with(self, suffix: str) -> list[str]:
-        """The names in ``by_module`` (files and remembered lookups) that end with ``suffix``: found in
-        one string of them all, not by asking each of thousands of names."""
-        if self._joined is not None and len(self.by_module) != self._joined_count:
-            new = list(itertools.islice(self.by_module, self._joined_count, None))
-            self._joined += "".join(f"{m}\n" for m in new)
-            self._joined_count = len(self.by_module)
-            if any("\n" in m for m in new):  # a file name with a newline in it (Linux allows it)
-                self._joined = None
-        if self._joined is None:
-            return [m for m in self.by_module if m.endswith(suffix)]
-        text, out = self._joined, []
-        at = text.find(suffix + "\n")
-        while at >= 0:
-            start = text.rfind("\n", 0, at) + 1
-            end = at + len(suffix)
-            out.append(text[start:end])
-            at = text.find(suffix + "\n", end + 1)
-        return out
+        """The names in ``by_module`` (files and remembered lookups) that end with ``suffix``, in order:
+        read from those with its last dotted part, not by asking each of thousands of names."""
+        if len(self.by_module) != self._indexed:
+            for m in itertools.islice(self.by_module, self._indexed, None):
+                self._by_last.setdefault(m.rpartition(".")[2], []).append(m)
+            self._indexed = len(self.by_module)
+        return [m for m in self._by_last.get(suffix.rpartition(".")[2], ()) if m.endswith(suffix)]
 
     def lookup(self, module: str) -> SourceFile | None:
         if module in self.by_module:

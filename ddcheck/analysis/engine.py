@@ -104,7 +104,6 @@ class Engine:
     _entry_passes: dict[int, FunctionPass] = field(default_factory=dict)
     _threads: dict[int, object] = field(default_factory=dict)  # helper node id -> _thread_edits, per findings()
     _prepared_reports: set[tuple] = field(default_factory=set)  # reported keys prepare_threads() has seen
-    _prepared_helpers: set[int] = field(default_factory=set)  # helper node ids it loaded the callers of
     # method name -> where the tree uses it, for threading W into helpers
     method_uses: Callable[[str], MethodUses | None] = lambda name: MethodUses()
     # dotted module name -> its outline, which another process may have parsed; None: from load_module
@@ -337,17 +336,12 @@ class Engine:
         callers and definers, parsed or outlined), so a worker does it while candidates are still being
         handed out, not all at the end. Decides nothing: findings() plans every thread afresh."""
         for key, r in list(self.reported.items()):
-            func = r.fp.func
-            if key in self._prepared_reports or id(func.node) in self._prepared_helpers:
+            if key in self._prepared_reports:
                 continue
             self._prepared_reports.add(key)
-            # the common case findings() threads W for (see _finding): C itself read where no verify
-            # input is in scope
-            if r.hint is None and r.kind != FALLBACK and r.exact and func.cls \
-                    and all(n == "self" for n in _names(r.c_expr)) and _free_of(func, r.fp.model, THREADED) \
-                    and _verify_input_at(r)[1] is None:
-                self._prepared_helpers.add(id(func.node))
-                self._thread_edits(r.fp.model, func, frozenset())  # through callers that are helpers too
+            # the case findings() threads W for (see _finding): no verify input in scope
+            if r.hint is None and r.kind != FALLBACK and _verify_input_at(r)[1] is None:
+                self._threaded(r)  # memoized per helper until findings() starts afresh
 
     def _refill(self, r: Reported, spec_info: str | None) -> tuple[str, str] | None:
         """(W expression, "arange" | "fill") for a read of a buffer a refill with W rebuilds (offsets

@@ -8,7 +8,7 @@ import itertools
 import re
 import tokenize
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from ..sources import SourceFile, split_lines
 from .exprs import dotted, every_node, is_c_valued, is_exact_c, self_attr
@@ -73,14 +73,11 @@ def decode(data: bytes) -> str:
 # (shared instances), so those fields are not walked; names and constants hold nothing to walk into.
 UNLINKED_FIELDS = frozenset({"ctx", "op", "ops"})
 LEAVES = frozenset({ast.Name, ast.Constant})
-_LINK_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
+@lru_cache(maxsize=None)
 def _link_fields(t: type) -> tuple[str, ...]:
-    fields = _LINK_FIELDS.get(t)
-    if fields is None:
-        fields = _LINK_FIELDS[t] = tuple(f for f in t._fields if f not in UNLINKED_FIELDS)
-    return fields
+    return tuple(f for f in t._fields if f not in UNLINKED_FIELDS)
 
 
 def _find(text: str, word: str, start: int, search) -> int:

@@ -44,16 +44,17 @@ def _scan_tree(result: ScanResult, tree: SourceTree, vocab: Vocabulary, wants_pa
                  if wants_path(f.relpath, f.disk) and (only is None or f.relpath in only)]
     result.files_scanned += len(positions)
     jobs = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
+    triaged = set(positions)
+    unread = [i for i in range(len(tree.files)) if i not in triaged]  # indexed on demand, for lookups only
     pooled = None
     if jobs > 1 and len(positions) >= PARALLEL_MIN_FILES:
         from . import workers
 
-        pooled = workers.run(tree, positions, vocab, jobs)
+        pooled = workers.run(tree, positions, unread, vocab, jobs)
     if pooled is None:
         found = triage(tree, positions, vocab)
         analysis = ChunkAnalysis(tree, vocab, found.texts)
-        triaged = set(positions)
-        analysis.use_index([found.index], [i for i in range(len(tree.files)) if i not in triaged])
+        analysis.use_index([found.index], unread)
         for pos, _ in found.candidates:
             analysis.add(pos)
         pooled = found, [analysis.finish()]

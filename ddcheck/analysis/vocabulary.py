@@ -7,6 +7,7 @@ that renames the attribute does not need a new ddcheck release.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 # Attribute names whose value *is* the start-up width C, whatever object they hang off.
 C_SOURCE_ATTRS = frozenset({"speculative_num_draft_tokens"})
@@ -63,7 +64,7 @@ class Vocabulary:
     def is_verify_function(self, name: str) -> bool:
         return any(m in name for m in self.verify_function_markers)
 
-    @property
+    @cached_property  # asked of every file triage reads
     def prefilter_tokens(self) -> tuple[bytes, ...]:
         return tuple(n.encode() for n in sorted(self.c_source_attrs | self.extra_c_attrs))
 

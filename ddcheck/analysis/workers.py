@@ -26,24 +26,24 @@ from .chunk import ChunkAnalysis, ChunkResult
 from .triage import Triage, triage
 from .vocabulary import Vocabulary
 
-_FORKED: tuple | None = None  # (tree, vocab, pending positions) inherited by the forked workers
+_FORKED: tuple | None = None  # (tree, vocab, unread positions) inherited by the forked workers
 # What a worker sends: what its triage learnt (TRIAGE), what the parent passes on to the others (INDEX,
 # OUTLINES), a request for its next candidate (NEXT, answered with a position or None), its RESULT.
 TRIAGE, INDEX, OUTLINES, NEXT, RESULT = "triage", "index", "outlines", "next", "result"
 
 
-def run(tree: SourceTree, positions: list[int], vocab: Vocabulary, jobs: int) -> tuple[Triage, list[ChunkResult]] | None:
-    """Triage ``positions`` of ``tree`` and analyse the candidates in ``jobs`` forked workers; None
-    where workers cannot be forked or one died (the caller then scans in this process)."""
+def run(tree: SourceTree, positions: list[int], unread: list[int], vocab: Vocabulary,
+        jobs: int) -> tuple[Triage, list[ChunkResult]] | None:
+    """Triage ``positions`` of ``tree`` and analyse the candidates in ``jobs`` forked workers (the
+    ``unread`` files are indexed on demand, for lookups only); None where workers cannot be forked or
+    one died (the caller then scans in this process)."""
     if not channel.can_fork():
         return None
     from ..rules import all_rules
 
     all_rules()  # read once here, not in each worker as it reports its findings
-    wanted = set(positions)
-    pending = [i for i in range(len(tree.files)) if i not in wanted]  # indexed on demand, for lookups only
     global _FORKED
-    _FORKED = (tree, vocab, pending)
+    _FORKED = (tree, vocab, unread)
     procs: list[channel.Worker] = []
     outboxes: list[_Outbox] = []
     done = False
@@ -120,12 +120,11 @@ class _Handout:
     def take(self, worker: int) -> int | None:
         if not self.left:
             return None
-        mine = self.parsed[worker]
-        others = set().union(*(p for i, p in enumerate(self.parsed) if i != worker))
-        relpaths = [self.tree.files[pos].relpath for _, pos in self.left]
-        at = next((k for k, r in enumerate(relpaths) if r in mine), None)
+        files, mine = self.tree.files, self.parsed[worker]
+        at = next((k for k, (_, pos) in enumerate(self.left) if files[pos].relpath in mine), None)
         if at is None:
-            at = next((k for k, r in enumerate(relpaths) if r not in others), 0)
+            others = set().union(*(p for i, p in enumerate(self.parsed) if i != worker))
+            at = next((k for k, (_, pos) in enumerate(self.left) if files[pos].relpath not in others), 0)
         return self.left.pop(at)[1]
 
 
@@ -178,7 +177,7 @@ def _shares(positions: list[int], jobs: int) -> list[list[int]]:
 
 
 def _work(conn, share: list[int], workers: int) -> None:
-    tree, vocab, pending = _FORKED
+    tree, vocab, unread = _FORKED
     try:
         found = triage(tree, share, vocab)
         own = found.index
@@ -195,7 +194,7 @@ def _work(conn, share: list[int], workers: int) -> None:
             if tag == INDEX:
                 parts.append(marshal.loads(payload))
                 if len(parts) == workers:  # every share's index: name questions can be answered
-                    analysis.use_index(parts, pending)
+                    analysis.use_index(parts, unread)
             else:
                 analysis.outlines.update((o.relpath, o) for o in pickle.loads(payload))
 
@@ -206,7 +205,7 @@ def _work(conn, share: list[int], workers: int) -> None:
             return message[1]
 
         if workers == 1:
-            analysis.use_index(parts, pending)
+            analysis.use_index(parts, unread)
         while (pos := next_candidate()) is not None:
             analysis.add(pos)
             if len(parts) == workers:
