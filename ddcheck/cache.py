@@ -92,7 +92,7 @@ def _content_key(trees: list[SourceTree], head: bytes) -> str | None:
 class _Alias:
     """The content key of directory trees whose every file still has the stat stamp it had when that
     key was computed, stored under a key of the stamps: a repeat scan of an unchanged tree then loads
-    no digest memo (on sglang, a JSON of 4,700 digests: ~15 ms with its lookups). A stamp changes
+    no digest memo (on sglang, a JSON of 4,700 digests, each looked up). A stamp changes
     with any edit (its ctime), which is what the digest memo trusts too; a changed stamp falls back
     to the content key, so touching a file still hits the cached result."""
 
@@ -180,7 +180,7 @@ def _sources_path(k: str) -> Path:
 
 def load(k: str, sources: bool = True):
     """The result stored under ``k``, None on a miss. ``sources``: with the text of the files that have
-    findings (only the text report quotes them; on sglang they are ~85 % of an entry's bytes)."""
+    findings (only the text report quotes them; on sglang they are most of an entry's bytes)."""
     from .findings import ScanResult, file_error_from_dict, finding_from_dict
     from .suppressions import Suppression
 
