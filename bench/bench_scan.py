@@ -46,6 +46,11 @@ def tree_for(version: str) -> Path:
     return root / "sglang"
 
 
+def changed_file(tree: Path) -> Path:
+    """The backend file the one-file figure scans, edited before each run."""
+    return tree / "srt" / "layers" / "attention" / "flashattention_backend.py"
+
+
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
@@ -98,7 +103,7 @@ def main() -> int:
     files = list(tree.rglob("*.py"))
     size = sum(p.stat().st_size for p in files) / 1e6
     ddcheck = [sys.executable, "-m", "ddcheck", "scan", "--format", "json"]
-    changed = tree / "srt" / "layers" / "attention" / "flashattention_backend.py"
+    changed = changed_file(tree)
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
     rows = []
     cold = [*ddcheck, "--no-cache", str(tree)]

@@ -22,7 +22,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-from .sources import SourceTree, lazy_zipfile, cache_dir, content_hash
+from .sources import SourceTree, blake2b, cache_dir, content_hash, lazy_zipfile
 
 VERSION = 6  # 6: sources apart from the entry
 MAX_ENTRIES = 32
@@ -30,28 +30,47 @@ MAX_DIGESTS = 50_000  # remembered file digests of one tree; beyond it the memo 
 
 
 @lru_cache(maxsize=1)
-def _code_digest() -> str:
-    import hashlib
-
-    h = hashlib.blake2b(digest_size=16)
-    root = Path(__file__).resolve().parent
-    for p in sorted(root.rglob("*.py")):
-        h.update(p.relative_to(root).as_posix().encode())
-        h.update(p.read_bytes())
+def code_digest() -> str:
+    """ddcheck's own code and rule definitions, by each file's path and stat stamp (size, mtime, ctime,
+    inode), as the digest memo trusts a tree's files: an edit or a reinstall changes it, and no file is
+    read (reading and hashing them all cost a repeat scan more than the rest of its key)."""
     from .rules import rules_dir  # rule definitions decide severities: part of the code
 
-    rules = rules_dir()
-    for p in sorted(rules.rglob("*.toml")):
-        h.update(p.relative_to(rules).as_posix().encode())
-        h.update(p.read_bytes())
+    package = Path(__file__).resolve().parent
+    rules = rules_dir().resolve()
+    return stamps_digest([package] if rules.is_relative_to(package) else [package, rules])
+
+
+def stamps_digest(roots: list[Path]) -> str:
+    """A digest of the path and stat stamp of every ``.py`` and ``.toml`` file under ``roots``."""
+    h = blake2b(digest_size=16)
+    for root in roots:
+        h.update(f"{root}\n".encode())
+        for rel, st in sorted(_walk(str(root), "")):
+            h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\n".encode())
     return h.hexdigest()
+
+
+def _walk(folder: str, rel: str):
+    """(relpath, stat) of the code and rule files under ``folder`` (not the bytecode caches)."""
+    try:
+        with os.scandir(folder) as listing:
+            entries = list(listing)
+    except OSError:  # gone: its files are simply not in the digest
+        return
+    for e in entries:
+        if e.is_dir(follow_symlinks=False):
+            if e.name != "__pycache__":
+                yield from _walk(e.path, f"{rel}{e.name}/")
+        elif e.name.endswith((".py", ".toml")):
+            yield f"{rel}{e.name}", e.stat()
 
 
 def key(trees: list[SourceTree], settings_json: str) -> str | None:
     """None when a tree cannot be keyed cheaply (a single file: its helpers live elsewhere)."""
     if not trees or any(t.kind not in ("wheel", "dir") for t in trees):
         return None
-    head = f"{VERSION}\0{sys.version}\0{_code_digest()}\0{settings_json}".encode()
+    head = f"{VERSION}\0{sys.version}\0{code_digest()}\0{settings_json}".encode()
     alias = _Alias.of(trees, head)
     if alias is not None and (known := alias.load()) is not None:
         return known
@@ -62,9 +81,7 @@ def key(trees: list[SourceTree], settings_json: str) -> str | None:
 
 
 def _content_key(trees: list[SourceTree], head: bytes) -> str | None:
-    import hashlib  # a single-file scan is never cached, nor hashes
-
-    h = hashlib.blake2b(head, digest_size=20)
+    h = blake2b(head, digest_size=20)
     # zipfile is loaded for wheels only
     bad_zip = (lazy_zipfile().BadZipFile,) if any(t.kind == "wheel" for t in trees) else ()
     try:
@@ -102,9 +119,7 @@ class _Alias:
     @classmethod
     def of(cls, trees: list[SourceTree], head: bytes) -> "_Alias | None":
         """None unless every tree is a directory whose files all have stamps."""
-        import hashlib
-
-        h = hashlib.blake2b(head, digest_size=20)
+        h = blake2b(head, digest_size=20)
         for tree in trees:
             if tree.kind != "dir" or tree.root is None:
                 return None
@@ -126,6 +141,21 @@ class _Alias:
         _write(self.path, k)
 
 
+def for_code(name: str, make, valid):
+    """``make()``, a JSON value that depends only on ddcheck's code and rule definitions, kept under
+    :func:`code_digest` (``scan/code/``) and made again where what is kept fails ``valid``."""
+    path = cache_dir() / "scan" / "code" / f"{name}-{code_digest()}.json"
+    try:
+        value = json.loads(path.read_bytes())
+        if valid(value):
+            return value
+    except Exception:  # noqa: BLE001 - missing or corrupt: made again
+        pass
+    value = make()
+    _write(path, value)
+    return value
+
+
 KEY_RE = re.compile(r"[0-9a-f]{40}")
 
 
@@ -134,9 +164,7 @@ class _Digests:
     per tree root under ``scan/digests/``, so a scan loads only its own)."""
 
     def __init__(self, root: Path):
-        import hashlib
-
-        name = hashlib.blake2b(str(root).encode(), digest_size=10).hexdigest()
+        name = blake2b(str(root).encode(), digest_size=10).hexdigest()
         self.path = cache_dir() / "scan" / "digests" / f"{name}.json"
         self.changed = False
         try:

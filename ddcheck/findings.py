@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import Any, Literal, get_args
+
+TYPE_CHECKING = False  # read by type checkers as typing.TYPE_CHECKING; a scan does not load typing
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Severity(str, Enum):
@@ -32,7 +35,7 @@ class FixSafety(str, Enum):
     unsafe = "unsafe"
 
 
-EditKind = Literal["replace", "bind", "refill", "add_parameter", "add_keyword"]
+EDIT_KINDS = ("replace", "bind", "refill", "add_parameter", "add_keyword")
 INTERNAL = {"internal": True}  # field metadata: kept for the fixer, baseline and cache, not in the JSON schema
 
 
@@ -45,7 +48,7 @@ class Edit:
     of C), ``bind`` (W bound at the top of the verify block), ``refill`` (a start-up buffer refilled
     before it is read), ``add_parameter`` / ``add_keyword`` (W threaded into a helper from its callers)."""
 
-    kind: EditKind
+    kind: str  # one of EDIT_KINDS
     line: int
     column: int
     end_line: int
@@ -54,7 +57,7 @@ class Edit:
     path: str = ""
 
     def __post_init__(self) -> None:
-        if self.kind not in get_args(EditKind):
+        if self.kind not in EDIT_KINDS:
             raise ValueError(f"unknown edit kind {self.kind!r}")
 
 

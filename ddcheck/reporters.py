@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import IO, TYPE_CHECKING, Callable
 from urllib.parse import quote
 
 from . import __version__
 from .findings import Finding, FixSafety, ScanResult, Severity
 from .sources import split_lines
 
+TYPE_CHECKING = False  # read by type checkers as typing.TYPE_CHECKING; a scan does not load typing
 if TYPE_CHECKING:
+    from typing import IO
+
     from rich.console import Console
 
 STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}

@@ -61,17 +61,39 @@ def rules_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def all_rules() -> dict[str, Rule]:
-    import tomllib  # not for a scan answered from the cache, which only asks where the rules live
+    """Every rule by id. The definitions are read from TOML once per installed code and kept as JSON in
+    the cache folder (:func:`ddcheck.cache.for_code`): loading tomllib would cost a scan of one file
+    more than the rules do."""
+    from .cache import for_code
 
-    out = {}
+    try:
+        return _by_id(for_code("rules", _definitions, _plain))
+    except (TypeError, ValueError):  # a kept copy that does not fit the definition: read the TOML
+        return _by_id(_definitions())
+
+
+def _definitions() -> list[dict]:
+    import tomllib
+
+    out = []
     for folder in sorted(p for p in rules_dir().iterdir() if (p / "rule.toml").is_file()):
         data = tomllib.loads((folder / "rule.toml").read_text(encoding="utf-8"))
         for name, key in (("bad.py", "bad_example"), ("good.py", "good_example")):
             if (folder / name).is_file():
                 data[key] = (folder / name).read_text(encoding="utf-8")
-        rule = Rule(**data)
-        out[rule.id] = rule
+        out.append(data)
     return out
+
+
+def _plain(value) -> bool:
+    """What the kept JSON must be before it is trusted as definitions (Rule then checks the keys)."""
+    return isinstance(value, list) and all(
+        isinstance(d, dict) and all(isinstance(v, (str, bool)) for v in d.values()) for d in value)
+
+
+def _by_id(definitions: list[dict]) -> dict[str, Rule]:
+    rules = [Rule(**d) for d in definitions]
+    return {r.id: r for r in rules}
 
 
 def get_rule(rule_id: str) -> Rule | None:

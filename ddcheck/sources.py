@@ -12,10 +12,12 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Callable
 
+TYPE_CHECKING = False  # read by type checkers as typing.TYPE_CHECKING; a scan does not load typing
 if TYPE_CHECKING:
     import zipfile
 
@@ -348,6 +350,19 @@ def _member_reader(wheel: Path, member: str) -> Callable[[], bytes]:
 
 
 def content_hash(data: bytes) -> str:
-    import hashlib  # OpenSSL's bindings load with it: not for a scan that never hashes
+    return blake2b(data, digest_size=16).hexdigest()
 
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+def blake2b(data: bytes = b"", *, digest_size: int):
+    """A BLAKE2b hash object, from CPython's own ``_blake2`` (what ``hashlib.blake2b`` is): importing
+    hashlib loads OpenSSL's bindings first, which costs a repeat scan more than its hashing."""
+    return _blake2b()(data, digest_size=digest_size)
+
+
+@lru_cache(maxsize=1)
+def _blake2b():
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # a Python built without its own BLAKE2
+        from hashlib import blake2b
+    return blake2b

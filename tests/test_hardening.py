@@ -451,3 +451,50 @@ def test_fix_out_of_a_wheel_checks_every_member(tmp_path):
     assert not (out / "sglang" / "srt" / "broken.py").exists()
     assert not list(out.rglob("*.ddcheck-copy"))  # no partial file left behind
     assert "(ddcheck fix)" in (out / "sglang" / "srt" / "layers" / "attention" / "backend.py").read_text()
+
+
+def test_the_code_digest_follows_each_file_stamp_not_bytecode_or_docs(tmp_path):
+    """The code part of every cache key: a rewrite of a code or rule file changes it (even with the same
+    bytes: a reinstall), bytecode caches and other files do not."""
+    from ddcheck.cache import stamps_digest
+
+    pkg = tmp_path / "pkg"
+    (pkg / "__pycache__").mkdir(parents=True)
+    (pkg / "a.py").write_text("x = 1\n")
+    (pkg / "rule.toml").write_text('id = "DD001"\n')
+    first = stamps_digest([pkg])
+    (pkg / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    (pkg / "README.md").write_text("docs")
+    assert stamps_digest([pkg]) == first
+    for name in ("a.py", "rule.toml"):
+        before = stamps_digest([pkg])
+        (pkg / name).write_bytes((pkg / name).read_bytes())
+        assert stamps_digest([pkg]) != before, name
+    assert stamps_digest([pkg, tmp_path / "gone"]) != stamps_digest([pkg])  # roots are part of it
+
+
+@pytest.mark.parametrize("tamper, used", [
+    (lambda d: d[0].update(summary="kept"), True),      # fits the definition: it is what is read
+    (lambda d: d[0].update(severity="fatal"), False),   # not a severity
+    (lambda d: d[0].update(extra="x"), False),          # a key the definition does not have
+    (lambda d: d[0].pop("name"), False),                # a key it lacks
+    (lambda d: d[0].update(name=1), False),             # not text
+    (lambda d: d.clear() or d.append("DD001"), False),  # not a definition at all
+], ids=["fits", "severity", "extra-key", "missing-key", "int", "not-a-dict"])
+def test_kept_rule_definitions_are_data_checked_before_use(tmp_path, monkeypatch, tamper, used):
+    """Rule definitions are read from TOML once per code and kept as JSON: what is kept must fit the
+    definition, or the TOML is read again."""
+    import json
+
+    from ddcheck import rules
+
+    monkeypatch.setenv("DDCHECK_CACHE", str(tmp_path / "cache"))
+    toml = rules._by_id(rules._definitions())
+    assert rules.all_rules.__wrapped__() == toml
+    (kept,) = (tmp_path / "cache" / "scan" / "code").glob("rules-*.json")
+    data = json.loads(kept.read_text())
+    tamper(data)
+    kept.write_text(json.dumps(data))
+    again = rules.all_rules.__wrapped__()
+    assert (again != toml) is used
+    assert used == (next(iter(again.values())).summary == "kept")

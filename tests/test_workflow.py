@@ -809,23 +809,46 @@ def test_a_plain_json_scan_loads_no_cli_framework(tmp_path):
     assert json.loads(proc.stdout)["findings"] and proc.stderr.strip().splitlines()[-1] == "1 []", proc.stderr
 
 
+def _scan_loading(argv: list[str], watched: set[str], **kw) -> subprocess.CompletedProcess:
+    """``ddcheck scan ARGV`` through the fast entry; its last stderr line is the exit code and which of
+    ``watched`` it loaded (beyond what the interpreter had loaded before it started)."""
+    code = ("import os, sys\nbefore = set(sys.modules)\nfrom ddcheck.entry import main\n"
+            f"sys.argv = ['ddcheck', 'scan', *{argv!r}]\n"
+            "real_exit = os._exit\n"
+            "def report(code):\n"
+            f"    loaded = sorted((set(sys.modules) - before) & set({sorted(watched)!r}))\n"
+            "    print(code, loaded, file=sys.stderr, flush=True)\n"
+            "    real_exit(code)\n"
+            "os._exit = report\nmain()\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False, **kw)
+
+
+# What a scan's start could load and does without: the TOML reader (rule definitions are kept as JSON
+# once read; a [tool.ddcheck] table: there is none here), hashlib (OpenSSL's bindings; BLAKE2 comes
+# from _blake2), typing (annotations only).
+START_UP = {"tomllib", "hashlib", "typing"}
+
+
 def test_a_repeat_scan_answered_from_the_cache_loads_no_analysis(tmp_path):
-    """A repeat JSON scan of an unchanged tree is the result cache's: neither the analysis nor the TOML
-    reader (rule definitions, a [tool.ddcheck] table: there is none here) is loaded."""
+    """A repeat JSON scan of an unchanged tree is the result cache's: the analysis is not loaded, nor
+    what the start of a scan does without."""
     tree = tmp_path / "tree"
     tree.mkdir()
     backend_copy(tree)
     env = {**os.environ, "DDCHECK_CACHE": str(tmp_path / "cache")}
-    code = ("import os, sys\nfrom ddcheck.entry import main\n"
-            f"sys.argv = ['ddcheck', 'scan', '--format', 'json', {str(tree)!r}]\n"
-            "real_exit = os._exit\n"
-            "def report(code):\n"
-            "    loaded = sorted(set(sys.modules) & {'tomllib', 'ddcheck.analysis.engine', 'ddcheck.analysis.scan'})\n"
-            "    print(code, loaded, file=sys.stderr, flush=True)\n"
-            "    real_exit(code)\n"
-            "os._exit = report\nmain()\n")
-    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
-                           env=env, cwd=tmp_path) for _ in range(2)]
+    watched = START_UP | {"ddcheck.analysis.engine", "ddcheck.analysis.scan"}
+    runs = [_scan_loading(["--format", "json", str(tree)], watched, env=env, cwd=tmp_path) for _ in range(2)]
     assert runs[0].stdout == runs[1].stdout and json.loads(runs[1].stdout)["findings"]
     assert "'ddcheck.analysis.engine'" in runs[0].stderr.strip().splitlines()[-1], runs[0].stderr  # it did scan
+    assert runs[1].stderr.strip().splitlines()[-1] == "1 []", runs[1].stderr
+
+
+def test_a_one_file_scan_loads_no_toml_reader_hashlib_or_typing(tmp_path):
+    """`ddcheck scan FILE` (pre-commit) reads the rule definitions from their kept JSON after the first
+    run, and needs neither hashlib nor typing."""
+    p = backend_copy(tmp_path)
+    env = {**os.environ, "DDCHECK_CACHE": str(tmp_path / "cache")}
+    runs = [_scan_loading(["--format", "json", str(p)], START_UP, env=env, cwd=tmp_path) for _ in range(2)]
+    assert runs[0].stdout == runs[1].stdout and json.loads(runs[1].stdout)["findings"]
+    assert "'tomllib'" in runs[0].stderr.strip().splitlines()[-1], runs[0].stderr  # definitions read once
     assert runs[1].stderr.strip().splitlines()[-1] == "1 []", runs[1].stderr

@@ -8,7 +8,7 @@ import os
 import pickle
 import select
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 HEADER = struct.Struct("!Q")
 

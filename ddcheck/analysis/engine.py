@@ -7,7 +7,7 @@ import ast
 import bisect
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Callable
+from collections.abc import Callable
 
 from ..findings import Edit, Finding, FixPlan, FixSafety
 from ..rules import severity_of

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 from ast import AST
-from typing import Iterator
+from collections.abc import Iterator
 
 from .vocabulary import MODE_PREDICATE_PREFIX, PER_STEP_CALL_MARKERS, VERIFY_ENUM_MEMBERS, Vocabulary
 

@@ -9,7 +9,7 @@ their share of it while they read the tree anyway).
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 # Supersets of the patterns the callers/definers search uses on a hit (``.name(``, ``def name(``):
 # identifier bytes include UTF-8's (>= 0x80) so non-ASCII names are indexed too. No ``\b`` before

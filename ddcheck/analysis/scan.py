@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from ..findings import FileError, ScanResult
 from ..sources import SourceTree

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable
+from collections.abc import Callable
 
 from .exprs import (arith_names, buffer_key, children, ends_flow, guard_polarity, is_c_read, is_c_valued, mentions_per_step,
                     every_node, self_attr, walk)
