@@ -29,11 +29,11 @@ def default_targets() -> tuple[list[str], str]:
                                "(pass a path, a wheel or sglang==VERSION to scan a real tree)")
 
 
-def open_targets(targets: list[str]) -> tuple[list[SourceTree], list[FileError]]:
+def open_targets(targets: list[str], stamped: bool = False) -> tuple[list[SourceTree], list[FileError]]:
     trees, errors = [], []
     for t in targets:
         try:
-            trees.append(open_target(t))
+            trees.append(open_target(t, stamped))
         except TargetError as exc:
             errors.append(FileError(path=t, message=str(exc)))
     return trees, errors
@@ -53,7 +53,7 @@ def scan(targets: list[str] | None = None, *, settings: Settings | None = None, 
         notes.append(note)
     if settings is None:
         settings = load_settings(Path(targets[0]) if Path(targets[0]).exists() else Path.cwd())
-    trees, open_errors = open_targets(targets)
+    trees, open_errors = open_targets(targets, stamped=use_cache)
     k = cache.key(trees, settings.key()) if use_cache and not open_errors else None
     result = cache.load(k, sources=quoted) if k else None
     if result is None:

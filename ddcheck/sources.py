@@ -69,8 +69,7 @@ class SourceFile:
         stamp = None
         if self.disk is not None:
             try:
-                st = os.stat(self.disk)
-                stamp = st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+                stamp = _stamp(os.stat(self.disk))
             except OSError:
                 pass
         self.__dict__["_stamp"] = stamp
@@ -205,8 +204,13 @@ def _cached_wheel(dest: Path, version: str) -> Path | None:
     return hits[0] if hits else None
 
 
-def open_target(target: str) -> SourceTree:
-    """Open a file, directory, wheel or ``sglang==VER`` as a :class:`SourceTree`."""
+def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+
+
+def open_target(target: str, stamped: bool = False) -> SourceTree:
+    """Open a file, directory, wheel or ``sglang==VER`` as a :class:`SourceTree`. ``stamped``: a
+    directory's files are stat'ed as they are listed (the result cache asks every file's stamp)."""
     m = PACKAGE_VERSION_RE.match(target.strip())
     if m:
         wheel = download_wheel(m.group("version"))
@@ -215,7 +219,7 @@ def open_target(target: str) -> SourceTree:
     if not path.exists():
         raise TargetError(f"{target}: no such file or directory")
     if path.is_dir():
-        return _open_dir(path)
+        return _open_dir(path, stamped)
     if not path.is_file():
         raise TargetError(f"{target}: not a regular file (a FIFO, socket or device is never read)")
     if path.suffix == ".whl" or path.suffix == ".zip" and lazy_zipfile().is_zipfile(path):
@@ -254,7 +258,7 @@ def read_regular(path: Path | str) -> bytes:
         os.close(fd)
 
 
-def _open_dir(path: Path) -> SourceTree:
+def _open_dir(path: Path, stamped: bool = False) -> SourceTree:
     # A package directory (site-packages/sglang) keeps its own name in relpath, so module names
     # and tree lookups read the same as for a wheel or a checkout.
     # A checkout's python/sglang may lack __init__.py (a namespace package): srt/ still marks it.
@@ -279,8 +283,14 @@ def _open_dir(path: Path) -> SourceTree:
             elif e.name.endswith(".py"):
                 # Names that are not UTF-8 (legal on Linux) are read through their own path, and shown
                 # and keyed escaped (\xff), so no output or cache key ever holds a lone surrogate.
-                files.append(SourceFile(display=printable(e.path), relpath=rel + printable(e.name),
-                                        _read=lambda p=e.path: read_regular(p), disk=e.path))
+                f = SourceFile(display=printable(e.path), relpath=rel + printable(e.name),
+                               _read=lambda p=e.path: read_regular(p), disk=e.path)
+                if stamped:
+                    try:
+                        f.__dict__["_stamp"] = _stamp(e.stat())
+                    except OSError:  # gone since it was listed: asked again, as a file would be
+                        pass
+                files.append(f)
         stack.extend(reversed(subdirs))
     files.sort(key=lambda f: f.relpath)
     return SourceTree(label=str(path), kind="dir", files=files, root=path)

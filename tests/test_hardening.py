@@ -498,3 +498,27 @@ def test_kept_rule_definitions_are_data_checked_before_use(tmp_path, monkeypatch
     again = rules.all_rules.__wrapped__()
     assert (again != toml) is used
     assert used == (next(iter(again.values())).summary == "kept")
+
+
+def test_a_listing_for_the_cache_stats_as_it_lists_and_one_without_stats_nothing(tmp_path, monkeypatch):
+    """The result cache asks every file's stat stamp: a stamped listing takes them as it lists (what a
+    later ``os.stat`` would say); a listing for a scan without the cache stats no file."""
+    from ddcheck import sources
+
+    (tmp_path / "pkg").mkdir()
+    for name in ("a.py", "pkg/b.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    stamped = sources.open_target(str(tmp_path), stamped=True)
+    disks = {f.disk for f in stamped.files}
+    calls = []
+    real_stat = os.stat
+    monkeypatch.setattr(sources.os, "stat", lambda p, *a, **k: calls.append(p) or real_stat(p, *a, **k))
+
+    def file_stats() -> int:
+        return sum(str(p) in disks for p in calls)
+
+    assert [f.stamp for f in stamped.files] == [sources._stamp(real_stat(f.disk)) for f in stamped.files]
+    assert file_stats() == 0  # the stamps were taken while listing
+    plain = sources.open_target(str(tmp_path))
+    assert not any("_stamp" in f.__dict__ for f in plain.files) and file_stats() == 0
+    assert [f.stamp for f in plain.files] == [f.stamp for f in stamped.files] and file_stats() == 2
