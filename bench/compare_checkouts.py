@@ -8,7 +8,8 @@ median and minimum wall of each checkout are printed, with the median of the tur
 first checkout. Cases, as bench_scan.py runs them:
   cold      `python -m ddcheck scan --no-cache --format json TREE`
   repeat    `python -m ddcheck scan --format json TREE` on the unchanged tree, its result cached
-  one-file  `python -m ddcheck scan --format json FILE` on one backend file, edited before each run
+  one-file  `python -m ddcheck scan FILE` (text report, to a pipe, as the pre-commit hook runs it) on
+            one backend file, edited before each run
 Usage: python bench/compare_checkouts.py CHECKOUT [CHECKOUT ...] [--case cold] [--runs 21] [--version 0.5.23]
 (a checkout of an older commit: `git worktree add /tmp/old <commit>`)
 """
@@ -40,9 +41,9 @@ def main() -> int:
         if not (root / "ddcheck" / "__init__.py").is_file():
             print(f"{root}: not a ddcheck checkout", file=sys.stderr)
             return 2
-    scan = [sys.executable, "-m", "ddcheck", "scan", "--format", "json"]
+    scan = [sys.executable, "-m", "ddcheck", "scan"]
     changed = changed_file(tree)
-    cmd = {"cold": [*scan, "--no-cache", str(tree)], "repeat": [*scan, str(tree)],
+    cmd = {"cold": [*scan, "--format", "json", "--no-cache", str(tree)], "repeat": [*scan, "--format", "json", str(tree)],
            "one-file": [*scan, str(changed)]}[args.case]
     original, edits = changed.read_bytes(), itertools.count()
     times: dict[Path, list[float]] = {r: [] for r in roots}

@@ -792,21 +792,67 @@ def test_what_the_fast_entry_does_not_read_goes_to_typer(argv):
     assert parse_scan(argv) is None
 
 
-def test_a_plain_json_scan_loads_no_cli_framework(tmp_path):
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_a_plain_scan_loads_no_cli_framework(tmp_path, fmt):
     """What keeps `ddcheck scan FILE` (pre-commit) fast: neither typer, pydantic nor rich is loaded for
-    a JSON scan of a file without a [tool.ddcheck] table (text output loads rich, help loads typer)."""
+    a scan of a file without a [tool.ddcheck] table whose report goes to a pipe (help loads typer; text
+    for a terminal, or with colours forced, loads rich)."""
     p = backend_copy(tmp_path)
-    # the fast entry ends the process with os._exit once its output is out: what was loaded is read there
-    code = ("import os, sys\nfrom ddcheck.entry import main\n"
-            f"sys.argv = ['ddcheck', 'scan', '--format', 'json', {str(p)!r}]\n"
-            "real_exit = os._exit\n"
-            "def report(code):\n"
-            "    loaded = sorted({m.split('.')[0] for m in sys.modules} & {'typer', 'pydantic', 'rich', 'libcst', 'click'})\n"
-            "    print(code, loaded, file=sys.stderr, flush=True)\n"
-            "    real_exit(code)\n"
-            "os._exit = report\nmain()\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
-    assert json.loads(proc.stdout)["findings"] and proc.stderr.strip().splitlines()[-1] == "1 []", proc.stderr
+    frameworks = {"typer", "pydantic", "rich", "libcst", "click"}
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    proc = _scan_loading(["--format", fmt, str(p)], frameworks, env=env)
+    assert proc.stderr.strip().splitlines()[-1] == "1 []", proc.stderr
+    assert json.loads(proc.stdout)["findings"] if fmt == "json" else "DD001 [error]" in proc.stdout
+    if fmt == "text":
+        forced = _scan_loading(["--format", fmt, str(p)], frameworks, env={**env, "FORCE_COLOR": "1"})
+        assert forced.stderr.strip().splitlines()[-1] == "1 ['rich']", forced.stderr
+        assert "\x1b[" in forced.stdout and re.sub(r"\x1b\[[0-9;]*m", "", forced.stdout) == proc.stdout
+
+
+@pytest.mark.parametrize("text, plain", [
+    ("wide 中文 and emoji 🎉, combining é", True),
+    ("rich markup [bold]x[/bold] and :smile: are text here", True),
+    ("an escape \x1b[31m passes through", True),
+    ("\ttab", False), ("bell \a", False), ("back\bspace", False), ("v\vt", False), ("form\ffeed", False),
+    ("carriage\rreturn", False), ("two\nlines", False), ("trailing space ", False), ("nbsp\xa0", False),
+])
+def test_text_goes_around_rich_only_where_rich_would_print_the_same(text, plain):
+    """The text report skips rich for a reader that is not a terminal, writing what rich would: the
+    same characters, where rich would rewrite none of them (it drops some control characters, expands
+    tabs, splits lines, trims trailing whitespace past the width); else rich prints it."""
+    import io
+
+    from rich.console import Console
+
+    from ddcheck.reporters import plain as is_plain, render
+
+    finding = Finding(rule="DD001", severity=Severity.error, path=f"p{text}.py", relpath="p.py", line=1, column=4,
+                      end_line=1, end_column=8, message=f"m {text}", hint=f"h {text}", function="f",
+                      symbol="C")
+    result = ScanResult(files_scanned=1, findings=[finding], errors=[FileError(path="q.py", message=text)])
+    result.notes = [text]
+    sources = {finding.path: f"def {text}:\n"}
+    ours, theirs = io.StringIO(), io.StringIO()
+    made = []
+
+    def console():
+        made.append(Console(file=theirs, soft_wrap=True, highlight=False))
+        return made[-1]
+
+    render(result, "text", ours, console, sources)
+    assert bool(made) is not plain
+    if plain:  # what rich writes when asked
+        console()
+        from ddcheck.reporters import text_lines, text as rich_text
+
+        rich_text(text_lines(result, sources), made[-1])
+        assert ours.getvalue() == theirs.getvalue() and text in ours.getvalue()
+    assert is_plain(io.StringIO(), [[("x", "")]]) and not is_plain(_Tty(), [[("x", "")]])
+
+
+class _Tty:
+    def isatty(self) -> bool:
+        return True
 
 
 def _scan_loading(argv: list[str], watched: set[str], **kw) -> subprocess.CompletedProcess:
