@@ -45,7 +45,7 @@ def scan(targets: list[str] | None = None, *, settings: Settings | None = None, 
 
     Suppression comments and ``select``/``ignore`` are applied; targets that cannot be opened are
     reported in ``errors``. ``quoted=False``: a result answered from the cache may come without
-    ``sources`` (the text of the files with findings, which only the text report quotes).
+    ``sources`` (the source lines the text report quotes).
     """
     notes = []
     if not targets:

@@ -7,10 +7,10 @@ reading every file of an unchanged tree again, digests are remembered per file u
 stamp (size, mtime, ctime, inode: an edit changes ctime, which no user can set back), one small file
 per tree under ``scan/digests/``; a file whose stamp changed is read and hashed again. Where no
 stamp changed at all, the content key computed last time is found under a key of the stamps
-(``scan/stamps/``) and the memo is not read. The text of the files with findings, which only the
-text report quotes, is kept apart (``scan/sources/``). Entries are JSON (a cache restored from
-elsewhere can hold data, never code), validated on load (a corrupt entry is a miss and is
-rewritten), and at most ``MAX_ENTRIES`` of each kind are kept.
+(``scan/stamps/``) and the memo is not read. The source lines the text report quotes are kept
+apart (``scan/sources/``). Entries are JSON (a cache restored from elsewhere can hold data, never
+code), validated on load (a corrupt entry is a miss and is rewritten), and at most ``MAX_ENTRIES``
+of each kind are kept.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .sources import SourceTree, blake2b, cache_dir, content_hash, lazy_zipfile
 
-VERSION = 6  # 6: sources apart from the entry
+VERSION = 7  # 7: only the quoted lines of the sources
 MAX_ENTRIES = 32
 MAX_DIGESTS = 50_000  # remembered file digests of one tree; beyond it the memo starts afresh
 
@@ -202,22 +202,23 @@ def _path(k: str) -> Path:
 
 
 def _sources_path(k: str) -> Path:
-    """The text of the files with findings, apart: a report other than text does not read them."""
+    """The lines the text report quotes, apart: a report other than text does not read them."""
     return cache_dir() / "scan" / "sources" / f"{k}.json"
 
 
 def load(k: str, sources: bool = True):
-    """The result stored under ``k``, None on a miss. ``sources``: with the text of the files that have
-    findings (only the text report quotes them; on sglang they are most of an entry's bytes)."""
+    """The result stored under ``k``, None on a miss. ``sources``: with the lines the text report quotes
+    (only it reads them)."""
     from .findings import ScanResult, file_error_from_dict, finding_from_dict
     from .suppressions import Suppression
 
     try:
         data = json.loads(_path(k).read_bytes())
-        texts = {}
+        quoted = {}
         if sources:
-            texts = json.loads(_sources_path(k).read_bytes())
-            if not (isinstance(texts, dict) and all(isinstance(t, str) for t in texts.values())):
+            kept = json.loads(_sources_path(k).read_bytes())
+            quoted = {d: {n: t for n, t in lines if type(n) is int and type(t) is str} for d, lines in kept.items()}
+            if any(len(quoted[d]) != len(lines) for d, lines in kept.items()):
                 return None
         return ScanResult(
             files_scanned=int(data["files_scanned"]),
@@ -225,7 +226,7 @@ def load(k: str, sources: bool = True):
             findings=[finding_from_dict(f) for f in data["findings"]],
             suppressions={d: [Suppression(**{**x, "used": set(x["used"])}) for x in v]
                           for d, v in data["suppressions"].items()},
-            displays=data["displays"], sources=texts)
+            displays=data["displays"], sources=quoted)
     except Exception:  # noqa: BLE001 - missing, corrupt or from another version: a miss
         return None
 
@@ -240,7 +241,8 @@ def store(k: str, result) -> None:
         "suppressions": {d: [{**asdict(x), "used": sorted(x.used)} for x in v] for d, v in result.suppressions.items()},
         "displays": result.displays,
     }
-    if _write(_sources_path(k), result.sources):  # the sources first: an entry is never there without them
+    quoted = {d: sorted(lines.items()) for d, lines in result.sources.items()}
+    if _write(_sources_path(k), quoted):  # the quoted lines first: an entry is never there without them
         _write(_path(k), data)
 
 

@@ -127,9 +127,9 @@ class ScanResult:
     suppressions: dict = field(default_factory=dict, metadata=INTERNAL)
     displays: dict[str, str] = field(default_factory=dict, metadata=INTERNAL)
     notes: list[str] = field(default_factory=list, metadata=INTERNAL)
-    # The text of the files with findings (the text report quotes their lines): one string each, split
-    # only by that report.
-    sources: dict[str, str] = field(default_factory=dict, metadata=INTERNAL)
+    # The lines the text report quotes, of the files with findings: display path -> {line number: that
+    # line, with its ending}.
+    sources: dict[str, dict[int, str]] = field(default_factory=dict, metadata=INTERNAL)
 
     def at_or_above(self, severity: Severity) -> list[Finding]:
         return [f for f in self.findings if f.severity.rank >= severity.rank]

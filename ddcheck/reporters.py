@@ -12,7 +12,6 @@ from urllib.parse import quote
 
 from . import __version__
 from .findings import Finding, FixSafety, ScanResult, Severity
-from .sources import split_lines
 
 TYPE_CHECKING = False  # read by type checkers as typing.TYPE_CHECKING; a scan does not load typing
 if TYPE_CHECKING:
@@ -49,20 +48,21 @@ def to_json(result: ScanResult) -> str:
 Line = list[tuple[str, str]]  # one line of the text report: (text, rich style) spans
 
 
-def text_lines(result: ScanResult, source_texts: dict[str, str]) -> list[Line]:
-    """The text report, line by line, with the styles a terminal shows."""
+def text_lines(result: ScanResult, source_texts: dict[str, dict[int, str]]) -> list[Line]:
+    """The text report, line by line, with the styles a terminal shows (``source_texts``: the lines it
+    quotes, as :attr:`ScanResult.sources` holds them)."""
     out: list[Line] = [[(note, "dim")] for note in result.notes]
     by_file: dict[str, list[Finding]] = defaultdict(list)
     for f in result.findings:
         by_file[f.path].append(f)
     for path, items in by_file.items():
         out.append([(path, "bold underline")])
-        lines = split_lines(source_texts[path]) if path in source_texts else None
+        quoted = source_texts.get(path, {})
         for f in items:
             out.append([(f"{path}:{f.line}:{f.column + 1}: ", "bold"), (f"{f.rule} ", "bold"),
                         (f"[{f.severity.value}] ", STYLE[f.severity]), (f.message, "")])
-            if lines and 0 < f.line <= len(lines):
-                src = lines[f.line - 1].rstrip("\n")
+            if f.line in quoted:
+                src = quoted[f.line].rstrip("\n")
                 out.append([(f"    {f.line:>5} | {src}", "dim")])
                 width = max(1, (f.end_column - f.column) if f.end_line == f.line else len(src) - f.column)
                 out.append([("          | " + " " * f.column + "^" * width, STYLE[f.severity])])
