@@ -128,7 +128,7 @@ class ScanResult:
     displays: dict[str, str] = field(default_factory=dict, metadata=INTERNAL)
     notes: list[str] = field(default_factory=list, metadata=INTERNAL)
     # The lines the text report quotes, of the files with findings: display path -> {line number: that
-    # line, with its ending}.
+    # line without its "\n"}.
     sources: dict[str, dict[int, str]] = field(default_factory=dict, metadata=INTERNAL)
 
     def at_or_above(self, severity: Severity) -> list[Finding]:

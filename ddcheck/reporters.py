@@ -62,7 +62,7 @@ def text_lines(result: ScanResult, source_texts: dict[str, dict[int, str]]) -> l
             out.append([(f"{path}:{f.line}:{f.column + 1}: ", "bold"), (f"{f.rule} ", "bold"),
                         (f"[{f.severity.value}] ", STYLE[f.severity]), (f.message, "")])
             if f.line in quoted:
-                src = quoted[f.line].rstrip("\n")
+                src = quoted[f.line]
                 out.append([(f"    {f.line:>5} | {src}", "dim")])
                 width = max(1, (f.end_column - f.column) if f.end_line == f.line else len(src) - f.column)
                 out.append([("          | " + " " * f.column + "^" * width, STYLE[f.severity])])

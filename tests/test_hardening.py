@@ -318,13 +318,14 @@ def test_a_report_without_quotes_does_not_read_the_sources(tmp_path, monkeypatch
 
 def test_only_the_quoted_lines_are_kept_and_they_quote_as_the_file_does(tmp_path, monkeypatch):
     """Of a file with findings, the text report quotes the lines the findings (and its suppression
-    comments) are on: only those are kept, as the file has them, and a repeat scan quotes the same."""
+    comments) are on: only those are kept, as the file has them (less the line break), and a repeat
+    scan quotes the same."""
     import json
 
     cache, tree, path, src, first = _cached_tree(tmp_path, monkeypatch)
     (display,) = first.sources
     lines = src.splitlines(keepends=True)
-    assert first.sources[display] == {f.line: lines[f.line - 1] for f in first.findings}
+    assert first.sources[display] == {f.line: lines[f.line - 1].rstrip("\n") for f in first.findings}
     (kept,) = (cache / "scan" / "sources").glob("*.json")
     assert json.loads(kept.read_text()) == {display: [[n, t] for n, t in sorted(first.sources[display].items())]}
     assert len(first.sources[display]) < len(lines)

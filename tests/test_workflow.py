@@ -831,7 +831,7 @@ def test_text_goes_around_rich_only_where_rich_would_print_the_same(text, plain)
                       symbol="C")
     result = ScanResult(files_scanned=1, findings=[finding], errors=[FileError(path="q.py", message=text)])
     result.notes = [text]
-    sources = {finding.path: {1: f"def {text}:\n"}}
+    sources = {finding.path: {1: f"def {text}:"}}
     ours, theirs = io.StringIO(), io.StringIO()
     made = []
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..sources import SourceFile, SourceTree
+from ..suppressions import MARKER
 from .engine import Engine, MethodUses, is_test_module
 from .modes import FORWARD_MODE_CLASS, FORWARD_MODE_MODULE
 from .module import ModuleModel, Outline, SourceError, decode, parse_class
@@ -89,7 +90,8 @@ class TreeIndex:
 class ChunkResult:
     findings: list = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)  # display -> message
-    sources: dict[str, str] = field(default_factory=dict)  # display -> text, of the files with findings
+    # of the files with findings, the lines the text report may quote (ScanResult.sources)
+    sources: dict[str, dict[int, str]] = field(default_factory=dict)
 
 
 def _defines(definition: re.Pattern, data: bytes) -> bool:
@@ -245,6 +247,13 @@ class ChunkAnalysis:
 
     def finish(self) -> ChunkResult:
         self.out.findings = self.engine.findings()
-        for r in self.engine.reported.values():
-            self.out.sources.setdefault(r.fp.model.source.display, r.fp.model.text)
+        at: dict[str, set[int]] = {}
+        for f in self.out.findings:
+            at.setdefault(f.path, set()).add(f.line)
+        models = {id(r.fp.model): r.fp.model for r in self.engine.reported.values()}
+        for model in models.values():
+            # the findings' lines, and the suppression comments' (a finding about one is quoted there)
+            lines = at.get(model.source.display, set()) | set(model.lines_with(MARKER.decode()))
+            quoted = self.out.sources.setdefault(model.source.display, {})
+            quoted.update((n, model.line(n).rstrip("\n")) for n in sorted(lines))
         return self.out

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 
 from ..findings import FileError, ScanResult
-from ..sources import SourceTree, split_lines
+from ..sources import SourceTree
 from .chunk import ChunkAnalysis, ChunkResult
 from .triage import Triage, triage
 from .vocabulary import DEFAULT_VOCABULARY, Vocabulary
@@ -68,21 +68,12 @@ def _collect(result: ScanResult, tree: SourceTree, found: Triage, chunks: list[C
         f = tree.files[pos]
         result.suppressions[f.display] = comments
         result.displays[f.display] = f.relpath
-    texts: dict[str, str] = {}
     for chunk in chunks:
         errors.update(chunk.errors)
-        texts.update(chunk.sources)
+        for display, quoted in chunk.sources.items():  # workers that both reached a file quote it alike
+            result.sources.setdefault(display, {}).update(quoted)
         result.findings.extend(chunk.findings)
     result.errors.extend(FileError(path=p, message=m) for p, m in errors.items())
-    # Of each file with findings, the lines the text report may quote: the findings' and its
-    # suppression comments' (a finding about the comment is quoted there).
-    wanted: dict[str, set[int]] = {}
-    for f in result.findings:
-        wanted.setdefault(f.path, set()).add(f.line)
-    for display, text in texts.items():
-        lines = split_lines(text)
-        at = wanted.get(display, set()) | {s.line for s in result.suppressions.get(display, ())}
-        result.sources[display] = {n: lines[n - 1] for n in sorted(at) if 0 < n <= len(lines)}
 
 
 def _dedup(findings: list) -> list:
