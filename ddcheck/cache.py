@@ -19,6 +19,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
@@ -33,7 +34,7 @@ MAX_DIGESTS = 50_000  # remembered file digests of one tree; beyond it the memo 
 def code_digest() -> str:
     """ddcheck's own code and rule definitions, by each file's path and stat stamp (size, mtime, ctime,
     inode), as the digest memo trusts a tree's files: an edit or a reinstall changes it, and no file is
-    read (reading and hashing them all cost a repeat scan more than the rest of its key)."""
+    read."""
     from .rules import rules_dir  # rule definitions decide severities: part of the code
 
     package = Path(__file__).resolve().parent
@@ -141,7 +142,7 @@ class _Alias:
         _write(self.path, k)
 
 
-def for_code(name: str, make, valid):
+def for_code(name: str, make: Callable[[], object], valid: Callable[[object], bool]):
     """``make()``, a JSON value that depends only on ddcheck's code and rule definitions, kept under
     :func:`code_digest` (``scan/code/``) and made again where what is kept fails ``valid``."""
     path = cache_dir() / "scan" / "code" / f"{name}-{code_digest()}.json"

@@ -62,12 +62,11 @@ def rules_dir() -> Path:
 @lru_cache(maxsize=1)
 def all_rules() -> dict[str, Rule]:
     """Every rule by id. The definitions are read from TOML once per installed code and kept as JSON in
-    the cache folder (:func:`ddcheck.cache.for_code`): loading tomllib would cost a scan of one file
-    more than the rules do."""
+    the cache folder (:func:`ddcheck.cache.for_code`), so a scan does not load the TOML reader."""
     from .cache import for_code
 
     try:
-        return _by_id(for_code("rules", _definitions, _plain))
+        return _by_id(for_code("rules", _definitions, _kept_shape))
     except (TypeError, ValueError):  # a kept copy that does not fit the definition: read the TOML
         return _by_id(_definitions())
 
@@ -85,7 +84,7 @@ def _definitions() -> list[dict]:
     return out
 
 
-def _plain(value) -> bool:
+def _kept_shape(value) -> bool:
     """What the kept JSON must be before it is trusted as definitions (Rule then checks the keys)."""
     return isinstance(value, list) and all(
         isinstance(d, dict) and all(isinstance(v, (str, bool)) for v in d.values()) for d in value)

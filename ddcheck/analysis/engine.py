@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import ast
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from collections.abc import Callable
 
 from ..findings import Edit, Finding, FixPlan, FixSafety
 from ..rules import severity_of

@@ -11,9 +11,9 @@ the per-step width.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from collections.abc import Callable
 
 from .exprs import (arith_names, buffer_key, children, ends_flow, guard_polarity, is_c_read, is_c_valued, mentions_per_step,
                     every_node, self_attr, walk)
