@@ -540,3 +540,16 @@ def test_a_listing_for_the_cache_stats_as_it_lists_and_one_without_stats_nothing
     plain = sources.open_target(str(tmp_path))
     assert not any("_stamp" in f.__dict__ for f in plain.files) and file_stats() == 0
     assert [f.stamp for f in plain.files] == [f.stamp for f in stamped.files] and file_stats() == 2
+
+
+@pytest.mark.parametrize("text", ["a = 1\nb = 2\n", "a = 1\nb = 2", "a = 1\r\nb = 2\r\n", "a = 1\rb = 2\n", "",
+                                  "\n\n", "s = '\u2028'\x0c\nt = 1\n"])
+def test_a_modules_line_is_the_physical_line_as_python_counts_them(text):
+    """The quoted lines come from the line table, one at a time: each is the line ``split_lines`` gives
+    (line ends \\n, \\r\\n or \\r only), and past the last there is none."""
+    from ddcheck.analysis.module import ModuleModel
+    from ddcheck.sources import SourceFile, split_lines
+
+    m = ModuleModel.parse(SourceFile(display="t.py", relpath="t.py", _read=lambda: text.encode()), text.encode())
+    lines = split_lines(text)
+    assert [m.line(n) for n in range(len(lines) + 2)] == [None, *lines, None]

@@ -255,5 +255,5 @@ class ChunkAnalysis:
             # the findings' lines, and the suppression comments' (a finding about one is quoted there)
             lines = at.get(model.source.display, set()) | set(model.lines_with(MARKER.decode()))
             quoted = self.out.sources.setdefault(model.source.display, {})
-            quoted.update((n, model.line(n).rstrip("\n")) for n in sorted(lines))
+            quoted.update((n, text.rstrip("\n")) for n in sorted(lines) if (text := model.line(n)) is not None)
         return self.out

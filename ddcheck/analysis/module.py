@@ -183,10 +183,11 @@ class ModuleModel:
         """Physical lines as Python's tokenizer counts them (:func:`ddcheck.sources.split_lines`)."""
         return split_lines(self.text)
 
-    def line(self, n: int) -> str:
-        """Physical line ``n`` (1-based) with its ending, as in :attr:`lines` (without splitting them all)."""
+    def line(self, n: int) -> str | None:
+        """Physical line ``n`` (1-based) with its ending, as in :attr:`lines` (without splitting them
+        all); None past the last."""
         starts = self._line_starts
-        return self.text[starts[n - 1]:starts[n]] if 0 < n < len(starts) else ""
+        return self.text[starts[n - 1]:starts[n]] if 0 < n < len(starts) else None
 
     @cached_property
     def parents(self) -> dict[int, tuple[ast.AST, str]]:
