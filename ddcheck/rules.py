@@ -65,10 +65,7 @@ def all_rules() -> dict[str, Rule]:
     the cache folder (:func:`ddcheck.cache.for_code`), so a scan does not load the TOML reader."""
     from .cache import for_code
 
-    try:
-        return _by_id(for_code("rules", _definitions, _kept_shape))
-    except (TypeError, ValueError):  # a kept copy that does not fit the definition: read the TOML
-        return _by_id(_definitions())
+    return _by_id(for_code("rules", _definitions, _fits))
 
 
 def _definitions() -> list[dict]:
@@ -84,10 +81,17 @@ def _definitions() -> list[dict]:
     return out
 
 
-def _kept_shape(value) -> bool:
-    """What the kept JSON must be before it is trusted as definitions (Rule then checks the keys)."""
-    return isinstance(value, list) and all(
-        isinstance(d, dict) and all(isinstance(v, (str, bool)) for v in d.values()) for d in value)
+def _fits(value) -> bool:
+    """Whether a kept copy is definitions: text and flags only, each a rule as Rule accepts it (else
+    it is read from the TOML again, and the copy rewritten)."""
+    if not (isinstance(value, list) and all(
+            isinstance(d, dict) and all(isinstance(v, (str, bool)) for v in d.values()) for d in value)):
+        return False
+    try:
+        _by_id(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _by_id(definitions: list[dict]) -> dict[str, Rule]:
