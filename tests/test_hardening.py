@@ -486,7 +486,9 @@ def test_the_code_digest_follows_each_file_stamp_not_bytecode_or_docs(tmp_path):
     assert stamps_digest([pkg]) == first
     for name in ("a.py", "rule.toml"):
         before = stamps_digest([pkg])
-        (pkg / name).write_bytes((pkg / name).read_bytes())
+        # as an install writes it: a new file put in place (a new inode, whatever the clock's grain)
+        (pkg / "new").write_bytes((pkg / name).read_bytes())
+        os.replace(pkg / "new", pkg / name)
         assert stamps_digest([pkg]) != before, name
     assert stamps_digest([pkg, tmp_path / "gone"]) != stamps_digest([pkg])  # roots are part of it
 
