@@ -110,6 +110,8 @@ class Finding:
 
 @dataclass
 class FileError:
+    """A file that could not be scanned, and why."""
+
     path: str
     message: str
 
@@ -119,6 +121,8 @@ class FileError:
 
 @dataclass
 class ScanResult:
+    """A scan's outcome: how many files it read, their findings and the files it could not scan."""
+
     version: int = 1
     files_scanned: int = 0
     errors: list[FileError] = field(default_factory=list)

@@ -17,6 +17,8 @@ SUPPRESSION_RE = re.compile(r"#\s*ddcheck:\s*ignore(?:\[(?P<rules>[^\]]*)\])?(?P
 
 @dataclass
 class Suppression:
+    """A ``# ddcheck: ignore[...]`` comment: where it is, the rules it names, its reason."""
+
     line: int
     column: int
     rules: list[str]

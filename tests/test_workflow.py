@@ -889,6 +889,23 @@ def test_a_repeat_scan_answered_from_the_cache_loads_no_analysis(tmp_path):
     assert runs[1].stderr.strip().splitlines()[-1] == "1 []", runs[1].stderr
 
 
+def test_a_one_file_scan_builds_no_docstring_from_a_signature(tmp_path):
+    """Each dataclass a scan loads has its own docstring: for one without, dataclasses makes one from
+    ``inspect.signature`` as the class is built, at every start."""
+    p = backend_copy(tmp_path)
+    code = ("import inspect, os, sys\nasked = []\nreal = inspect.signature\n"
+            "inspect.signature = lambda obj, *a, **k: asked.append(getattr(obj, '__qualname__', obj)) or real(obj, *a, **k)\n"
+            f"sys.argv = ['ddcheck', 'scan', {str(p)!r}]\n"
+            "real_exit = os._exit\n"
+            "def report(code):\n"
+            "    print(code, asked, file=sys.stderr, flush=True)\n"
+            "    real_exit(code)\n"
+            "os._exit = report\nfrom ddcheck.entry import main\nmain()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "DDCHECK_CACHE": str(tmp_path / "cache")})
+    assert proc.stderr.strip().splitlines()[-1] == "1 []", proc.stderr
+
+
 def test_a_one_file_scan_loads_no_toml_reader_hashlib_or_typing(tmp_path):
     """`ddcheck scan FILE` (pre-commit) reads the rule definitions from their kept JSON after the first
     run, and needs neither hashlib nor typing."""

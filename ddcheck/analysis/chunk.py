@@ -88,6 +88,8 @@ class TreeIndex:
 
 @dataclass
 class ChunkResult:
+    """What one chunk's analysis found: findings, files it could not analyse, lines to quote."""
+
     findings: list = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)  # display -> message
     # of the files with findings, the lines the text report may quote (ScanResult.sources)

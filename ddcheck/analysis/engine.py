@@ -36,6 +36,8 @@ class Origin:
 
 @dataclass
 class ParamUse:
+    """How a helper uses one of its parameters when handed C (a hazard kind, where it happens)."""
+
     kind: str
     what: str
     where: str  # "helper() at file:line"
@@ -86,6 +88,8 @@ def is_test_module(relpath: str) -> bool:
 
 @dataclass
 class Engine:
+    """The analysis of a tree's verify paths: follows each into its helpers and reports hazards."""
+
     vocab: Vocabulary
     load_module: Callable[..., ModuleModel | None]  # (dotted module name, needs_c=False) -> model (lazy)
     width_api: str = "draft_token_num"  # or "num_tokens_per_req", read from the target tree

@@ -34,6 +34,8 @@ RETURNS_C = "returns C as the verify width"
 
 @dataclass
 class Verdict:
+    """The judgement of one read of C: the kind of hazard (or none) and the call it feeds."""
+
     kind: str
     what: str = ""
     call: ast.Call | None = None

@@ -118,6 +118,8 @@ _COLUMN0_CODE = re.compile(r"^[^\s#]", re.M)
 
 @dataclass
 class FunctionInfo:
+    """A function or method of a module (``cls``: its class, None for a module-level function)."""
+
     qualname: str
     node: ast.FunctionDef
     cls: str | None
@@ -151,6 +153,8 @@ class Outline:
 
 @dataclass
 class ModuleModel:
+    """A parsed module: its text, syntax tree, functions, class bases and imports."""
+
     source: SourceFile
     text: str
     tree: ast.Module
@@ -433,6 +437,8 @@ class ModuleModel:
 
 @dataclass
 class ClassFacts:
+    """What a class holds of C: the attributes that carry it and the buffers laid out with it."""
+
     c_attrs: set[str]
     exact: set[str]
     # self.X (key None) or self.X["key"] -> line where it is laid out with C (arange(step=C), ...)

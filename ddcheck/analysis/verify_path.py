@@ -74,6 +74,8 @@ class Fill:
 
 @dataclass
 class FunctionPass:
+    """One pass over a function: where C flows, and which of its statements are on the verify path."""
+
     model: ModuleModel
     func: FunctionInfo
     entry_verify: bool

@@ -56,6 +56,8 @@ REPORTING_CALLS = frozenset({
 
 @dataclass(frozen=True)
 class Vocabulary:
+    """The names the analysis knows: C's attributes, the per-step widths, verify function markers."""
+
     c_source_attrs: frozenset[str] = C_SOURCE_ATTRS
     per_step_attrs: frozenset[str] = PER_STEP_ATTRS
     verify_function_markers: tuple[str, ...] = VERIFY_FUNCTION_MARKERS
