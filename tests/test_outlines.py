@@ -41,11 +41,12 @@ def _layout_fix(analysis: ChunkAnalysis):
 def _outlined(pkg: Path) -> ChunkAnalysis:
     """An analysis handed, as a worker is, the outlines of modules another process parsed."""
     tree = open_target(str(pkg))
-    elsewhere = ChunkAnalysis(tree, DEFAULT_VOCABULARY)
+    elsewhere, shared = ChunkAnalysis(tree, DEFAULT_VOCABULARY), []
+    elsewhere.share = shared.append
     for module in ("pkg.mid", "pkg.leaf", "pkg.other"):
         elsewhere.load(module)
     here = ChunkAnalysis(tree, DEFAULT_VOCABULARY)
-    here.outlines.update((o.relpath, o) for o in elsewhere.fresh_outlines())
+    here.outlines.update((o.relpath, o) for o in shared)
     assert set(here.outlines) == {"pkg/mid.py", "pkg/leaf.py", "pkg/other.py"}
     return here
 
@@ -69,19 +70,38 @@ def test_classes_that_do_not_derive_are_not_parsed_and_do_not_stop_the_fix(tmp_p
     assert not {"pkg.mid", "pkg.leaf", "pkg.other"} & set(here.models)
 
 
-def test_fresh_outlines_hands_out_each_parsed_module_once(tmp_path):
+def test_each_module_parsed_is_shared_once_as_it_is_parsed(tmp_path):
     tree = open_target(str(_package(tmp_path, override=True)))
-    analysis = ChunkAnalysis(tree, DEFAULT_VOCABULARY)
+    analysis, shared = ChunkAnalysis(tree, DEFAULT_VOCABULARY), []
+    analysis.share = shared.append
     analysis.load("pkg.leaf")
     analysis.load("pkg.missing")  # not in the tree: nothing to outline
-    first = analysis.fresh_outlines()
-    assert [o.relpath for o in first] == ["pkg/leaf.py"]
-    assert first[0].class_bases == {"Leaf": ["Base"]}
-    assert first[0].imports == {"Base": ("pkg.mid", "Mid")}
-    assert first[0].methods == {"_verify_layout": ["Leaf"]}
-    assert analysis.fresh_outlines() == []
+    assert [o.relpath for o in shared] == ["pkg/leaf.py"]
+    assert shared[0].class_bases == {"Leaf": ["Base"]}
+    assert shared[0].imports == {"Base": ("pkg.mid", "Mid")}
+    assert shared[0].methods == {"_verify_layout": ["Leaf"]}
+    analysis.load("pkg.leaf")
+    assert len(shared) == 1
     analysis.load("pkg.mid")
-    assert [o.relpath for o in analysis.fresh_outlines()] == ["pkg/mid.py"]
+    assert [o.relpath for o in shared] == ["pkg/leaf.py", "pkg/mid.py"]
+
+
+def test_an_outline_sent_while_a_worker_analyses_is_taken_in_before_parsing_for_it(tmp_path):
+    """A worker that needs a module's outline first takes in what the others sent meanwhile (a worker
+    shares each outline as it parses the module): it parses the module only when none came."""
+    tree = open_target(str(_package(tmp_path, override=True)))
+    elsewhere, shared = ChunkAnalysis(tree, DEFAULT_VOCABULARY), []
+    elsewhere.share = shared.append
+    elsewhere.load("pkg.leaf")
+    here, asked = ChunkAnalysis(tree, DEFAULT_VOCABULARY), []
+
+    def catch_up():
+        asked.append(1)
+        here.outlines.update((o.relpath, o) for o in shared)
+
+    here.catch_up = catch_up
+    assert here.outline_of("pkg.leaf") == shared[0] and asked and "pkg.leaf" not in here.models
+    assert here.outline_of("pkg.mid").relpath == "pkg/mid.py" and "pkg.mid" in here.models  # none came: parsed
 
 
 def test_prepared_findings_load_what_threading_w_reads_and_change_no_finding(tmp_path):

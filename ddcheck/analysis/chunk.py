@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,7 +121,11 @@ class ChunkAnalysis:
         self.use_index([], list(range(len(tree.files))))
         self.models: dict[str, ModuleModel | None] = {}
         self.outlines: dict[str, Outline] = {}  # relpath -> outline of a module another process parsed
-        self._shared = 0  # how many of self.models fresh_outlines() has handed out
+        # Set by a forked worker: ``share`` hands the outline of each module parsed here to the others as
+        # soon as it is parsed (not once its analysis is done: another worker that needs it meanwhile
+        # would parse the module again); ``catch_up`` takes in what the others have sent so far.
+        self.share: Callable[[Outline], None] | None = None
+        self.catch_up: Callable[[], None] | None = None
         self.uses: dict[str, MethodUses | None] = {}
         self.out = ChunkResult()
         self.engine = Engine(vocab=vocab, load_module=self.load, width_api=width_api(tree),
@@ -160,6 +165,9 @@ class ChunkAnalysis:
                 self.models[module] = ModuleModel.parse(f, self.read(f))
             except (SourceError, OSError) as exc:
                 self.out.errors[f.display] = str(exc)
+            else:
+                if self.share is not None:
+                    self.share(self.models[module].outline)
         return self.models[module]
 
     def mode_class(self) -> tuple[ast.ClassDef, str] | None:
@@ -178,16 +186,12 @@ class ChunkAnalysis:
         """The module's outline: from its model here, else as another process sent it, else parsed."""
         if module not in self.models:
             f = self.index.lookup(module)
+            if f is not None and f.relpath not in self.outlines and self.catch_up is not None:
+                self.catch_up()  # another worker may have parsed it since
             if f is not None and f.relpath in self.outlines:
                 return self.outlines[f.relpath]
         m = self.load(module)
         return m.outline if m is not None else None
-
-    def fresh_outlines(self) -> list[Outline]:
-        """The outlines of the modules parsed here since the last call (for the other processes)."""
-        models = list(self.models.values())[self._shared:]
-        self._shared += len(models)
-        return [m.outline for m in models if m is not None]
 
     def method_uses(self, name: str) -> MethodUses | None:
         """The tree's modules that call ``self.<name>(`` and define a ``<name>`` (outlined), and those

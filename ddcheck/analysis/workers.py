@@ -184,6 +184,11 @@ def _work(conn, share: list[int], workers: int) -> None:
         # the parent needs what triage learnt, not the bytes; the index goes to the other workers
         conn.send(("ok", (TRIAGE, replace(found, texts={}, index={}))))
         analysis = ChunkAnalysis(tree, vocab, found.texts)
+
+        def share(outline) -> None:  # the relpath for the hand-out; the rest pickled, for the parent to pass on unread
+            conn.send(("ok", (OUTLINES, ([outline.relpath], pickle.dumps([outline], protocol=pickle.HIGHEST_PROTOCOL)))))
+
+        analysis.share = share
         conn.send(("ok", (NEXT, None)))  # answered once some worker's triage found a candidate
         # marshal: a part (bytes -> positions) is dumped and loaded in half pickle's time, and both
         # ends are this interpreter
@@ -204,6 +209,12 @@ def _work(conn, share: list[int], workers: int) -> None:
                 keep(*message)
             return message[1]
 
+        def catch_up() -> None:
+            """Keep what the others sent so far: only index parts and outlines come between two NEXTs."""
+            while conn.poll():
+                keep(*conn.recv())
+
+        analysis.catch_up = catch_up
         if workers == 1:
             analysis.use_index(parts, unread)
         while (pos := next_candidate()) is not None:
@@ -212,10 +223,6 @@ def _work(conn, share: list[int], workers: int) -> None:
                 # the callers of the helpers found so far: loaded while candidates are handed out, so
                 # the workers' ends (findings()) are short and even
                 analysis.prepare_findings()
-            fresh = analysis.fresh_outlines()
-            if fresh:  # the relpaths for the hand-out; the rest pickled, for the parent to pass on unread
-                outlines = pickle.dumps(fresh, protocol=pickle.HIGHEST_PROTOCOL)
-                conn.send(("ok", (OUTLINES, ([o.relpath for o in fresh], outlines))))
             # asked once the hand-out knows what this one parsed: a candidate parsed here as another's
             # caller is then analysed here too, not parsed again by a worker that asked ahead
             conn.send(("ok", (NEXT, None)))
