@@ -128,3 +128,27 @@ def test_prepared_findings_load_what_threading_w_reads_and_change_no_finding(tmp
     assert [(f.line, f.message, f.fix) for f in found] == [(f.line, f.message, f.fix) for f in expected]
     [fix] = [f.fix for f in found if f.function == "Backend._verify_layout"]
     assert any(e.path == "pkg/caller.py" for e in fix.edits)  # the subclass's call is among the edits
+
+
+def test_callers_on_other_objects_are_parsed_smallest_first_until_one_settles_it(tmp_path):
+    """``_verify_layout`` takes no forward mode: any call of it on another object means W cannot be
+    threaded in. The smallest such caller is parsed and settles it; the larger one is never parsed,
+    and the finding is the one a tree without it gets."""
+    def layout_fix(pkg: Path, parsed: set[str]):
+        analysis = ChunkAnalysis(open_target(str(pkg)), DEFAULT_VOCABULARY)
+        fix = _layout_fix(analysis)
+        parsed.update(m for m, model in analysis.models.items() if model is not None)
+        return fix
+
+    alone, both = tmp_path / "a", tmp_path / "b"
+    alone.mkdir(), both.mkdir()
+    for root in (alone, both):
+        _package(root, override=False)
+        (root / "pkg" / "small.py").write_text("def step(backend, lens):\n    backend._verify_layout(lens)\n")
+    padding = "".join(f"\n\ndef pad_{i}(x):\n    return x + {i}\n" for i in range(300))
+    (both / "pkg" / "large.py").write_text(f"def run(b, lens):\n    b._verify_layout(lens)\n{padding}")
+    parsed_alone, parsed_both = set(), set()
+    assert layout_fix(alone / "pkg", parsed_alone) is None
+    assert layout_fix(both / "pkg", parsed_both) is None
+    assert "pkg.small" in parsed_both and "pkg.large" not in parsed_both
+    assert parsed_both == parsed_alone

@@ -196,7 +196,8 @@ class ChunkAnalysis:
     def method_uses(self, name: str) -> MethodUses | None:
         """The tree's modules that call ``self.<name>(`` and define a ``<name>`` (outlined), and those
         that call it on another object (``other.<name>(``, ``super().<name>(``; test code aside, which
-        is not on a serving path; parsed); None when one of those cannot be parsed. Memoized per name."""
+        is not on a serving path; named, for the engine to parse as it checks them); None when one of
+        those cannot be outlined or read as its module. Memoized per name."""
         if name not in self.uses:
             self.uses[name] = self._method_uses(name)
         return self.uses[name]
@@ -205,7 +206,7 @@ class ChunkAnalysis:
         word = name.encode()
         own, any_call = b"self." + word + b"(", b"." + word + b"("
         definition = re.compile(rb"def\s+" + re.escape(word) + rb"\s*\(")
-        uses = MethodUses()
+        uses, foreign_callers = MethodUses(), []
         for pos in self.names.files(name):
             f = self.tree.files[pos]
             data = self.read_at(pos)
@@ -215,18 +216,24 @@ class ChunkAnalysis:
             calls, defines = own in data, _defines(definition, data)
             if not (calls or foreign or defines):
                 continue
-            m = self.load(f.module) if foreign else None
-            o = self.outline_of(f.module) if m is None else m.outline
+            if foreign:
+                if getattr(self.index.lookup(f.module), "relpath", None) != f.relpath:
+                    return None  # a caller on another object that cannot be read as its module: cannot be judged
+                foreign_callers.append((len(data), f.relpath, f.module))
+            if not (calls or defines):
+                continue
+            o = self.outline_of(f.module)
             if o is None or o.relpath != f.relpath:
-                if foreign:  # a caller on another object that cannot be read: cannot be judged
+                if foreign:
                     return None
                 continue
             if calls:
                 uses.callers.append(o)
-            if foreign:
-                uses.foreign.append(m)
             if defines:
                 uses.definers.append(o)
+        # smallest first: one call there that W cannot be handed through settles the question, and the
+        # larger modules need not be parsed (an order of the tree alone, so each process asks alike)
+        uses.foreign = [module for _, _, module in sorted(foreign_callers)]
         return uses
 
     def add(self, pos: int) -> None:

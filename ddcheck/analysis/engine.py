@@ -62,11 +62,11 @@ class Reported:
 class MethodUses:
     """Where the tree uses a method name: modules calling ``self.<name>(`` and modules defining a
     ``<name>`` (outlined: only those with a class deriving from the helper's are parsed), modules
-    calling it on another object (test code aside)."""
+    calling it on another object (test code aside; named, parsed one by one as they are checked)."""
 
     callers: list[Outline] = field(default_factory=list)
     definers: list[Outline] = field(default_factory=list)
-    foreign: list[ModuleModel] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)  # dotted module names, in the order to check them
 
 
 @dataclass
@@ -483,7 +483,10 @@ class Engine:
             if o.relpath != here.relpath and any(self._derives(o, cls, here, func.cls) for cls in o.methods.get(func.name, ())):
                 return None
         mode = _mode_parameter(func)
-        for m in uses.foreign:
+        for module in uses.foreign:
+            m = self.load_module(module)
+            if m is None:  # a caller on another object that cannot be read: cannot be judged
+                return None
             for call in self._other_calls(m, func.name):
                 if not _hands_other_mode(func, mode, call):
                     return None
