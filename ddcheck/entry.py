@@ -11,7 +11,6 @@ ends it with ``os._exit`` once the output is flushed.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import sys
@@ -22,27 +21,33 @@ class _NotPlain(Exception):
     """Arguments this parser leaves to typer (its errors and help are typer's)."""
 
 
-class _Formatter(argparse.HelpFormatter):
-    """A width of its own: argparse's default asks the terminal through shutil (~3 ms to load) each
-    time it checks an argument, and this parser's help and usage are never shown (typer's are)."""
-
-    def __init__(self, prog: str) -> None:
-        super().__init__(prog, width=100)
+# What `ddcheck scan` reads when an option is not given (typer's defaults, tests/test_workflow.py).
+DEFAULTS = {"fmt": "text", "fail_on": None, "select": None, "ignore": None, "config": None, "baseline": None,
+            "write_baseline": None, "no_cache": False}
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # noqa: D102 - argparse would print and exit
-        raise _NotPlain(message)
+def scan_parser():
+    """``ddcheck scan``'s options as :func:`ddcheck.cli.scan` declares them (no help: typer's); an
+    ``argparse.ArgumentParser``, loaded only where an argument is an option."""
+    import argparse
 
-
-def scan_parser() -> argparse.ArgumentParser:
-    """``ddcheck scan``'s options as :func:`ddcheck.cli.scan` declares them (no help: typer's)."""
     from .findings import Severity
 
-    p = _Parser(prog="ddcheck scan", usage="ddcheck scan [OPTIONS] [TARGETS]...", add_help=False,
-                allow_abbrev=False, formatter_class=_Formatter)
+    class Formatter(argparse.HelpFormatter):
+        """A width of its own: argparse's default asks the terminal through shutil (~3 ms to load) each
+        time it checks an argument, and this parser's help and usage are never shown (typer's are)."""
+
+        def __init__(self, prog: str) -> None:
+            super().__init__(prog, width=100)
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str):  # noqa: D102 - argparse would print and exit
+            raise _NotPlain(message)
+
+    p = Parser(prog="ddcheck scan", usage="ddcheck scan [OPTIONS] [TARGETS]...", add_help=False,
+               allow_abbrev=False, formatter_class=Formatter)
     p.add_argument("targets", nargs="*")
-    p.add_argument("--format", "-f", dest="fmt", default="text")
+    p.add_argument("--format", "-f", dest="fmt")
     p.add_argument("--fail-on", dest="fail_on", choices=[s.value for s in Severity])
     p.add_argument("--select", action="append")
     p.add_argument("--ignore", action="append")
@@ -50,6 +55,7 @@ def scan_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline")
     p.add_argument("--write-baseline", dest="write_baseline")
     p.add_argument("--no-cache", dest="no_cache", action="store_true")
+    p.set_defaults(**DEFAULTS)
     return p
 
 
@@ -57,11 +63,14 @@ def parse_scan(args: list[str]) -> dict | None:
     """Keyword arguments of :func:`ddcheck.scan_command.scan_command`, or None to leave ``args`` to typer."""
     from .findings import Severity
 
-    try:
-        ns = scan_parser().parse_intermixed_args(args)
-    except _NotPlain:
-        return None
-    kw = vars(ns)
+    if not any(a.startswith("-") for a in args):
+        # targets alone, as pre-commit passes them: what the parser would read, without loading it
+        kw = {"targets": list(args), **DEFAULTS}
+    else:
+        try:
+            kw = vars(scan_parser().parse_intermixed_args(args))
+        except _NotPlain:
+            return None
     kw["fail_on"] = Severity(kw["fail_on"]) if kw["fail_on"] else None
     for name in ("config", "baseline", "write_baseline"):
         kw[name] = Path(kw[name]) if kw[name] is not None else None

@@ -760,6 +760,7 @@ FAST_ARGVS = [
     ["--select", "DD999", "backend.py"],                      # unknown rule id: usage error
     ["--format", "xml", "backend.py"],                        # unknown format: usage error
     ["missing.py"],                                           # no such file: usage error
+    ["backend.py", "missing.py"],                             # targets alone (pre-commit's form), one missing
     ["--baseline", "nope.json", "backend.py"],                # unreadable baseline: usage error
     ["--write-baseline", "b.json", "backend.py"],
     ["--format", "json", "--", "backend.py"],
@@ -782,6 +783,21 @@ def test_the_fast_scan_entry_prints_what_typer_prints(tmp_path, argv):
         runs.append((proc.returncode, proc.stdout.replace(str(work), "<dir>"), proc.stderr, written))
     assert runs[0] == runs[1]
     assert runs[0][0] in (0, 1, 2) and "Traceback" not in runs[0][2]
+
+
+def test_targets_alone_are_read_as_the_parser_reads_them_without_loading_it(tmp_path):
+    """pre-commit runs `ddcheck scan FILE...`: with no option among the arguments, the fast entry reads
+    them as its argparse parser would (every option at its default) and does not load argparse."""
+    from ddcheck.entry import parse_scan, scan_parser
+
+    argv = ["a.py", "dir/b.py", "", "c d.py"]
+    expected = vars(scan_parser().parse_intermixed_args(argv))
+    assert parse_scan(argv) == expected and parse_scan([]) == vars(scan_parser().parse_intermixed_args([]))
+    assert parse_scan(["a.py", "-fjson"])["fmt"] == "json"  # an option: the parser reads them
+    p = backend_copy(tmp_path)
+    proc = _scan_loading([str(p)], {"argparse"}, env={**os.environ, "DDCHECK_CACHE": str(tmp_path / "cache")})
+    assert proc.stderr.strip().splitlines()[-1] == "1 []", proc.stderr
+    assert "DD001 [error]" in proc.stdout
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["-h"], ["--no-such-option"], ["--fail-on", "loud"], ["--format"],
