@@ -254,6 +254,19 @@ def test_cache_misses_an_edit_that_keeps_size_and_mtime(tmp_path, monkeypatch):
     assert len(second.findings) == len(first.findings) - 1
 
 
+def test_the_stamps_key_is_the_same_in_another_process(tmp_path, monkeypatch):
+    """The key of an unchanged tree's stamps does not depend on the process that computes it: a scan in
+    a new process finds the content key under it and needs no digest memo."""
+    cache, tree, _, _, first = _cached_tree(tmp_path, monkeypatch)
+    (memo,) = (cache / "scan" / "digests").glob("*.json")
+    memo.unlink()
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-m", "ddcheck", "scan", "--format", "json", str(tree)],
+                              capture_output=True, text=True, timeout=120, check=False, env=os.environ)
+        assert proc.returncode == 1 and proc.stdout.strip() == first.to_json().strip(), proc.stderr
+        assert not memo.exists()
+
+
 def test_cache_is_keyed_by_content(tmp_path, monkeypatch):
     """The same bytes written again (new inode, times) hit; a forged digest memo cannot make an edit hit."""
     import json
