@@ -12,7 +12,7 @@ Times, in this process (imports excluded, cyclic GC off as in a scan):
   analysis    parsing and analysing the candidates it was handed; of that, the time in
               ``ModuleModel.parse``, in the search for a helper's callers and definers (parsing and
               indexing excluded), and in ``findings()`` at the end (threading W into helpers); how many
-              modules it parsed, and (for workers) how many of those another worker parsed too
+              modules it parsed, and (for workers) how many of those another worker parsed too (in MB of source)
   (one process) how much of the function code in the modules it parsed the verify-path pass walked,
               and what checking those modules' syntax would cost without building their syntax trees:
               ``compile`` to bytecode (it catches every syntax error ``ast.parse`` does) against
@@ -193,8 +193,12 @@ def main() -> int:
             print(f"    their syntax checked by compiling to bytecode: {compiled:.2f} s; ast.parse: {parsed_t:.2f} s")
         parsed = [set(p.read_text().split("\n")) - {""} for p in SHARED.iterdir()]
         if len(parsed) > 1:
+            size = {f.relpath: len(f.read_bytes()) for f in tree.files}
             twice = {r for r in set().union(*parsed) if sum(r in p for p in parsed) > 1}
-            print(f"    modules parsed: {sum(map(len, parsed))}, {len(twice)} of them by more than one worker")
+            mb = sum(size[r] for p in parsed for r in p) / 1e6
+            again = sum(size[r] * (sum(r in p for p in parsed) - 1) for r in twice) / 1e6
+            print(f"    modules parsed: {sum(map(len, parsed))} ({mb:.2f} MB), {len(twice)} of them by more than one "
+                  f"worker ({again:.2f} MB parsed again)")
         for p in SHARED.iterdir():
             p.unlink()
     SHARED.rmdir()
