@@ -28,6 +28,7 @@ Usage: python bench/bench_scan.py [--version 0.5.23] [--runs 5]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import itertools
 import json
@@ -54,6 +55,17 @@ def tree_for(version: str) -> Path:
 def changed_file(tree: Path) -> Path:
     """The backend file the one-file figure scans, edited before each run."""
     return tree / "srt" / "layers" / "attention" / "flashattention_backend.py"
+
+
+@contextlib.contextmanager
+def edited(path: Path):
+    """A function that makes a real change to ``path`` (nothing cached can answer a scan of it), to
+    call before each run; ``path`` is put back as it was on the way out."""
+    original, count = path.read_bytes(), itertools.count()
+    try:
+        yield lambda: path.write_bytes(original + f"\n# bench edit {next(count)}\n".encode())
+    finally:
+        path.write_bytes(original)
 
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -155,16 +167,9 @@ def main() -> int:
     rows.append(("ddcheck scan --no-cache (cold, whole tree)", cold_t))
     wall([*ddcheck, str(tree)], 1)  # warm the cache
     rows.append((REPEAT, wall([*ddcheck, str(tree)], args.runs)))
-    original, edits = changed.read_bytes(), itertools.count()
-
-    def edit() -> None:  # a real change before each run: nothing cached can answer it
-        changed.write_bytes(original + f"\n# bench edit {next(edits)}\n".encode())
-
-    try:
+    with edited(changed) as edit:
         rows.append((ONE_FILE, wall([*scan, str(changed)], args.runs, edit)))
         rows.append(("ddcheck scan --format json FILE (the same)", wall([*ddcheck, str(changed)], args.runs, edit)))
-    finally:
-        changed.write_bytes(original)
     rows.append(("python -c pass (interpreter start)", wall([sys.executable, "-c", "pass"], args.runs)))
     rows.append(("ddcheck rules (a command through typer)", wall([*start, "rules"], args.runs)))
     print(f"sglang {args.version}: {len(files)} files, {size:.0f} MB; median of {args.runs} runs; python {sys.version.split()[0]}")

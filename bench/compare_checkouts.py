@@ -17,7 +17,6 @@ Usage: python bench/compare_checkouts.py CHECKOUT [CHECKOUT ...] [--case cold] [
 from __future__ import annotations
 
 import argparse
-import itertools
 import statistics
 import sys
 import tempfile
@@ -25,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_scan import ENV, changed_file, once, tree_for  # noqa: E402
+from bench_scan import ENV, changed_file, edited, once, tree_for  # noqa: E402
 
 
 def main() -> int:
@@ -45,23 +44,19 @@ def main() -> int:
     changed = changed_file(tree)
     cmd = {"cold": [*scan, "--format", "json", "--no-cache", str(tree)], "repeat": [*scan, "--format", "json", str(tree)],
            "one-file": [*scan, str(changed)]}[args.case]
-    original, edits = changed.read_bytes(), itertools.count()
     times: dict[Path, list[float]] = {r: [] for r in roots}
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, edited(changed) as edit:
         def run(n: int, root: Path) -> float:
-            if args.case == "one-file":  # a real change before each run: nothing cached can answer it
-                changed.write_bytes(original + f"\n# bench edit {next(edits)}\n".encode())
+            if args.case == "one-file":
+                edit()
             env = {**ENV, "PYTHONPATH": str(root), "DDCHECK_CACHE": f"{scratch}/cache{n}"}
             return once(cmd, cwd=scratch, env=env)
 
-        try:
-            for n, root in enumerate(roots):  # bytecode written, page cache warm, result cached
-                run(n, root)
-            for _ in range(args.runs):
-                for n, root in enumerate(roots):
-                    times[root].append(run(n, root))
-        finally:
-            changed.write_bytes(original)
+        for n, root in enumerate(roots):  # bytecode written, page cache warm, result cached
+            run(n, root)
+        for _ in range(args.runs):
+            for n, root in enumerate(roots):
+                times[root].append(run(n, root))
     first = times[roots[0]]
     print(f"sglang {args.version}, {args.case} scan, {args.runs} turns; python {sys.version.split()[0]}")
     for root in roots:

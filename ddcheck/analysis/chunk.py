@@ -217,7 +217,7 @@ class ChunkAnalysis:
             if not (calls or foreign or defines):
                 continue
             if foreign:
-                if getattr(self.index.lookup(f.module), "relpath", None) != f.relpath:
+                if self.index.lookup(f.module) is not f:
                     return None  # a caller on another object that cannot be read as its module: cannot be judged
                 foreign_callers.append((len(data), f.relpath, f.module))
             if not (calls or defines):
