@@ -94,18 +94,29 @@ class Settings:
         return names
 
 
+def may_hold_table(text: str) -> bool:
+    """Whether TOML ``text`` can hold a ``tool.ddcheck`` table at all: every spelling of the key has
+    the word in it, bare or quoted, except a basic string that writes a letter as an escape."""
+    return "ddcheck" in text or "\\u" in text or "\\U" in text
+
+
 def find_pyproject(start: Path) -> Path | None:
     start = start.resolve()
     for folder in [start, *start.parents] if start.is_dir() else [start.parent, *start.parent.parents]:
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
-            import tomllib  # only where there is a pyproject.toml: a repeat scan does without it
-
             try:
                 text = candidate.read_text(encoding="utf-8")
-                data = tomllib.loads(text)
             except (UnicodeDecodeError, OSError):
                 continue
+            if not may_hold_table(text):
+                # the project's own pyproject.toml, found above each file pre-commit passes: not parsed
+                # (loading the TOML reader takes a one-file scan several ms)
+                continue
+            import tomllib
+
+            try:
+                data = tomllib.loads(text)
             except tomllib.TOMLDecodeError:
                 if "tool.ddcheck" in text:  # ours and broken: load_settings reports it (exit 2)
                     return candidate

@@ -383,6 +383,23 @@ def test_config_is_found_upwards_like_ruff(tmp_path):
     assert code == 1 and {r for r, _ in rules_at(data)} == {"DD001", "DD002"}
 
 
+@pytest.mark.parametrize("table", [
+    '[tool.ddcheck]\nignore = ["DD001"]\n',
+    '[tool."ddcheck"]\nignore = ["DD001"]\n',
+    "[tool]\nddcheck.ignore = ['DD001']\n",
+    'tool = { ddcheck = { ignore = ["DD001"] } }\n',
+    '[tool."\\u0064dcheck"]\nignore = ["DD001"]\n',  # the key written with an escape: no "ddcheck" in the text
+    '[tool."\\U00000064dcheck"]\nignore = ["DD001"]\n',
+])
+def test_every_spelling_of_the_table_is_found(tmp_path, table):
+    """A pyproject.toml without the word is not parsed (:func:`ddcheck.settings.may_hold_table`): each way
+    TOML spells the key still finds the table."""
+    p = backend_copy(tmp_path / "proj")
+    (tmp_path / "proj" / "pyproject.toml").write_text(table)
+    code, data = scan_json(str(p), cwd=tmp_path)
+    assert code == 0 and {r for r, _ in rules_at(data)} == {"DD002"}, table
+
+
 def test_command_line_overrides_config(tmp_path):
     p = backend_copy(tmp_path)
     (tmp_path / "pyproject.toml").write_text('[tool.ddcheck]\nselect = ["DD002"]\nfail-on = "warning"\n')
@@ -902,6 +919,19 @@ def test_a_repeat_scan_answered_from_the_cache_loads_no_analysis(tmp_path):
     runs = [_scan_loading(["--format", "json", str(tree)], watched, env=env, cwd=tmp_path) for _ in range(2)]
     assert runs[0].stdout == runs[1].stdout and json.loads(runs[1].stdout)["findings"]
     assert "'ddcheck.analysis.engine'" in runs[0].stderr.strip().splitlines()[-1], runs[0].stderr  # it did scan
+    assert runs[1].stderr.strip().splitlines()[-1] == "1 []", runs[1].stderr
+
+
+def test_a_one_file_scan_in_a_project_loads_no_toml_reader(tmp_path):
+    """pre-commit passes files of a project with its own pyproject.toml, without a [tool.ddcheck] table:
+    that file is not parsed, and the TOML reader is not loaded (after the first run, which reads the
+    rule definitions)."""
+    p = backend_copy(tmp_path / "proj" / "pkg")
+    (tmp_path / "proj" / "pyproject.toml").write_text(
+        '[project]\nname = "proj"\ndependencies = ["torch"]\n\n[tool.ruff]\nline-length = 120\n')
+    env = {**os.environ, "DDCHECK_CACHE": str(tmp_path / "cache")}
+    runs = [_scan_loading([str(p)], {"tomllib"}, env=env, cwd=tmp_path) for _ in range(2)]
+    assert runs[0].stdout == runs[1].stdout and "DD001" in runs[1].stdout
     assert runs[1].stderr.strip().splitlines()[-1] == "1 []", runs[1].stderr
 
 
