@@ -44,13 +44,21 @@ def code_digest() -> str:
 
 
 def stamps_digest(roots: list[Path]) -> str:
-    """A digest of the path and stat stamp of every ``.py`` and ``.toml`` file under ``roots``."""
+    """A digest of the path and stat stamp of every ``.py`` and ``.toml`` file under ``roots`` (a root
+    that is a file stands for itself)."""
     h = blake2b(digest_size=16)
     for root in roots:
         h.update(f"{root}\n".encode())
-        for rel, st in sorted(_walk(str(root), "")):
+        for rel, st in sorted(_walk(str(root), "") if root.is_dir() else _stat(root)):
             h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\n".encode())
     return h.hexdigest()
+
+
+def _stat(path: Path):
+    try:
+        yield "", path.stat()
+    except OSError:  # gone: not in the digest
+        return
 
 
 def _walk(folder: str, rel: str):
@@ -146,10 +154,10 @@ class _Alias:
         _write(self.path, k)
 
 
-def for_code(name: str, make: Callable[[], object], valid: Callable[[object], bool]):
-    """``make()``, a JSON value that depends only on ddcheck's code and rule definitions, kept under
-    :func:`code_digest` (``scan/code/``) and made again where what is kept fails ``valid``."""
-    path = cache_dir() / "scan" / "code" / f"{name}-{code_digest()}.json"
+def kept(name: str, sources: list[Path], make: Callable[[], object], valid: Callable[[object], bool]):
+    """``make()``, a JSON value that depends only on the files at or under ``sources``, kept under the
+    digest of their stamps (``scan/code/``) and made again where what is kept fails ``valid``."""
+    path = cache_dir() / "scan" / "code" / f"{name}-{stamps_digest(sources)}.json"
     try:
         value = json.loads(path.read_bytes())
         if valid(value):

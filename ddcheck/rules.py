@@ -61,11 +61,12 @@ def rules_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def all_rules() -> dict[str, Rule]:
-    """Every rule by id. The definitions are read from TOML once per installed code and kept as JSON in
-    the cache folder (:func:`ddcheck.cache.for_code`), so a scan does not load the TOML reader."""
-    from .cache import for_code
+    """Every rule by id. The definitions are read from TOML once and kept as JSON in the cache folder
+    (:func:`ddcheck.cache.kept`), under the stamps of what they are made from: the rule folders and this
+    module (which reads them). So a scan does not load the TOML reader, nor stat the rest of ddcheck."""
+    from .cache import kept
 
-    return _by_id(for_code("rules", _definitions, _fits))
+    return _by_id(kept("rules", [rules_dir(), Path(__file__)], _definitions, _fits))
 
 
 def _definitions() -> list[dict]:

@@ -504,6 +504,29 @@ def test_the_code_digest_follows_each_file_stamp_not_bytecode_or_docs(tmp_path):
         os.replace(pkg / "new", pkg / name)
         assert stamps_digest([pkg]) != before, name
     assert stamps_digest([pkg, tmp_path / "gone"]) != stamps_digest([pkg])  # roots are part of it
+    one = pkg / "a.py"  # a root that is a file: its own stamp
+    before = stamps_digest([one])
+    (pkg / "new").write_bytes(one.read_bytes())
+    os.replace(pkg / "new", one)
+    assert stamps_digest([one]) != before
+
+
+def test_kept_rule_definitions_are_keyed_by_their_sources_alone(tmp_path, monkeypatch):
+    """The rule definitions kept as JSON are found under the stamps of the rule folders and of
+    ``rules.py``, which reads them: a one-file scan does not stat the rest of ddcheck's code for them."""
+    from ddcheck import cache, rules
+
+    monkeypatch.setenv("DDCHECK_CACHE", str(tmp_path / "cache"))
+    first = rules.all_rules.__wrapped__()
+
+    def whole_code():
+        raise AssertionError("the whole code digest was asked for the rule definitions")
+
+    monkeypatch.setattr(cache, "code_digest", whole_code)
+    monkeypatch.setattr(rules, "_definitions", lambda: pytest.fail("read from TOML again"))
+    assert rules.all_rules.__wrapped__() == first
+    (kept,) = (tmp_path / "cache" / "scan" / "code").glob("rules-*.json")
+    assert kept.name == f"rules-{cache.stamps_digest([rules.rules_dir(), Path(rules.__file__)])}.json"
 
 
 @pytest.mark.parametrize("tamper, used", [
