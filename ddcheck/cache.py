@@ -154,19 +154,18 @@ class _Alias:
         _write(self.path, k)
 
 
-def kept(name: str, sources: list[Path], make: Callable[[], object], valid: Callable[[object], bool]):
-    """``make()``, a JSON value that depends only on the files at or under ``sources``, kept under the
-    digest of their stamps (``scan/code/``) and made again where what is kept fails ``valid``."""
+def kept(name: str, sources: list[Path], make: Callable[[], object], read: Callable[[object], object]):
+    """``read(make())``, where ``make()`` is a JSON value that depends only on the files at or under
+    ``sources``: kept under the digest of their stamps (``scan/code/``), and made again where what is
+    kept does not read (``read`` raises for a value that does not fit)."""
     path = cache_dir() / "scan" / "code" / f"{name}-{stamps_digest(sources)}.json"
     try:
-        value = json.loads(path.read_bytes())
-        if valid(value):
-            return value
-    except Exception:  # noqa: BLE001 - missing or corrupt: made again
+        return read(json.loads(path.read_bytes()))
+    except Exception:  # noqa: BLE001 - missing, corrupt or not fit to read: made again
         pass
     value = make()
     _write(path, value)
-    return value
+    return read(value)
 
 
 KEY_RE = re.compile(r"[0-9a-f]{40}")

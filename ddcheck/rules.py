@@ -66,7 +66,7 @@ def all_rules() -> dict[str, Rule]:
     module (which reads them). So a scan does not load the TOML reader, nor stat the rest of ddcheck."""
     from .cache import kept
 
-    return _by_id(kept("rules", [rules_dir(), Path(__file__)], _definitions, _fits))
+    return kept("rules", [rules_dir(), Path(__file__)], _definitions, _read)
 
 
 def _definitions() -> list[dict]:
@@ -82,17 +82,13 @@ def _definitions() -> list[dict]:
     return out
 
 
-def _fits(value) -> bool:
-    """Whether a kept copy is definitions: text and flags only, each a rule as Rule accepts it (else
-    it is read from the TOML again, and the copy rewritten)."""
+def _read(value) -> dict[str, Rule]:
+    """Kept definitions as rules: text and flags only, each a rule as Rule accepts it (else a TypeError
+    or ValueError, and they are read from the TOML again, the copy rewritten)."""
     if not (isinstance(value, list) and all(
             isinstance(d, dict) and all(isinstance(v, (str, bool)) for v in d.values()) for d in value)):
-        return False
-    try:
-        _by_id(value)
-    except (TypeError, ValueError):
-        return False
-    return True
+        raise TypeError("not rule definitions")
+    return _by_id(value)
 
 
 def _by_id(definitions: list[dict]) -> dict[str, Rule]:
