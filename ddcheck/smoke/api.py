@@ -71,6 +71,10 @@ def run_smoke(
     gives the verify-input class; by default the tree's DDTREE worker, if it has one. ``backend``: a
     name from :mod:`ddcheck.backends` (``ddcheck smoke --list-backends``); backends without runnable
     kernels are judged by the verify contract alone.
+
+    Every width runs, W < C included: the batch's tensors and the backend's output are backed by spare
+    rows, and rows a path writes past the batch are reported (``PathResult.out_of_bounds``) and make
+    it wrong. ``allow_out_of_bounds`` is deprecated: accepted, and does nothing.
     """
     args = dict(target=target, backend_file=backend_file, backend_source=backend_source, budget=budget,
                 num_draft_tokens=num_draft_tokens, device=device, seed=seed, allow_out_of_bounds=allow_out_of_bounds,
@@ -128,14 +132,10 @@ def _blank_report(args: dict) -> SmokeReport:
                        seed=args["seed"], graph_capture_width=args["graph_capture_width"])
 
 
-def _check_widths(budget: int, c: int, allow_oob: bool) -> None:
-    w = budget + 1
+def _check_widths(budget: int, c: int, allow_oob: bool = True) -> None:
+    """W and C any size (``allow_oob`` is ignored: every width runs in padded buffers, see build_batch)."""
     if budget < 0 or c < 1:
         raise HarnessError("budget must be >= 0 and num_draft_tokens >= 1")
-    if w < c and not allow_oob:
-        raise HarnessError(
-            f"refusing W = {w} < C = {c}: a backend with the bug lays out {c} rows per request and "
-            f"would write past the verify batch; pass --allow-out-of-bounds to run it in padded buffers")
 
 
 def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
@@ -378,6 +378,10 @@ def _verdict(report: SmokeReport) -> None:
         if capture_only:
             report.verdict += ("; eager is right and the graph path is right when captured at W: the remaining "
                                "failure is the capture width, not the backend")
+        elif any(p.out_of_bounds for p in bad):
+            n = len(report.prefix_lens)
+            report.verdict += (f"; at W < C a layout of C rows per request runs past the verify batch of "
+                               f"{n} x {w} = {n * w} tokens")
     else:
         report.exit_code = 0
         report.verdict = f"every path correct at W = {w}, C = {c} and at the W == C controls"
@@ -388,12 +392,23 @@ def _verdict(report: SmokeReport) -> None:
                 f"contract ({'; '.join(_violation(v) for v in p.violations)}): right here, not by design")
 
 
+def _past(o: dict) -> str:
+    """One write past the batch, in words (``PathResult.out_of_bounds``)."""
+    return f"wrote {o['rows']} row(s) past the {o['batch_rows']} of {o['buffer']}"
+
+
 def _violation(v: dict) -> str:
     return f"{v['field']}: expected {v['expected']}, got {v['got']}"
 
 
 def _fault(p, numbers: bool) -> str:
-    """How one path is wrong: its numbers where the kernels ran, else its first contract violation."""
+    """How one path is wrong: what it wrote past the batch, its numbers where the kernels ran, else its
+    first contract violation."""
+    if p.out_of_bounds:
+        oob = "; ".join(_past(o) for o in p.out_of_bounds)
+        rest = f", {p.wrong_tokens} wrong, {p.unwritten_tokens} unwritten of {p.tokens} tokens" if numbers else \
+            (f", {_violation(p.violations[0])}" if p.violations else "")
+        return f"{p.path} ({oob}{rest})"
     if numbers and p.status == "wrong" and (p.wrong_tokens or p.unwritten_tokens):
         return f"{p.path} ({p.wrong_tokens} wrong, {p.unwritten_tokens} unwritten of {p.tokens} tokens)"
     if p.violations:

@@ -1,8 +1,9 @@
 """Result models for ``ddcheck smoke`` and their text rendering.
 
-Exit codes: 0 every path correct; 1 the controls (W == C) are right but a W != C path is wrong --
-the bug; 2 the harness itself failed (a control wrong, a crash, a bad target, a refused
-configuration). A crash is never reported as 1.
+Exit codes: 0 every path correct; 1 the controls (W == C) are right but a W != C path is wrong
+(wrong numbers, metadata that breaks the verify contract, or rows written past the verify batch) --
+the bug, or the capture width (the verdict says which); 2 the harness itself failed (a control
+wrong, a crash, a bad target). A crash is never reported as 1.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class PathResult(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)  # the backend's contract fields, as the path left them
     contract_fields: list[str] = Field(default_factory=list)  # those the contract judged (set on this path)
     violations: list[dict[str, Any]] = Field(default_factory=list)  # contract.Violation.to_dict() each
+    # writes past the verify batch: {buffer, rows (written past its end), batch_rows, where}, each
+    out_of_bounds: list[dict[str, Any]] = Field(default_factory=list)
     entry_points: list[str] = Field(default_factory=list)
     error: Optional[str] = None
     seconds: float = 0.0
@@ -110,6 +113,9 @@ def render_text(report: SmokeReport, console=None) -> None:
         for v in p.violations:
             console.print(f"  {p.case}/{p.path} {v['field']}: {v['term']}: expected {_short(v['expected'])}, "
                           f"got {_short(v['got'])}", highlight=False)
+        for o in p.out_of_bounds:
+            console.print(f"  {p.case}/{p.path} out of bounds: wrote {o['rows']} row(s) past the "
+                          f"{o['batch_rows']} of {o['buffer']}", highlight=False)
     for case, cls in report.verify_inputs.items():
         reads = sorted({a for label, attrs in report.harness.reads.items() if cls.split()[0] in label for a in attrs})
         how = "an instance of" if cls.split()[0] in report.verify_input_instances else "a stand-in with the fields of"
