@@ -12,8 +12,8 @@ from functools import lru_cache
 from ..findings import Edit, Finding, FixPlan, FixSafety
 from ..rules import severity_of
 from .exprs import buffer_key, dotted, every_node, is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk
-from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C, Verdict,
-                      classify, layout_what)
+from .hazards import (ALIAS, ARGUMENT, CAPACITY, DERIVED, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C,
+                      Verdict, classify, layout_what)
 from .modes import FORWARD_MODE_MODULE, VERIFY_MEMBER, ModeTable
 from .module import ClassFacts, FunctionInfo, ModuleModel, Outline, statement_lines
 from .verify_path import FunctionPass, Site
@@ -207,7 +207,11 @@ class Engine:
             self._report(fp, site.node, site.anchor, Verdict(LAYOUT, what), fp.model.code(site.node), exact=False,
                          buffer_line=site.buffer_line)
             return
-        if verdict.kind == ALIAS:
+        if verdict.kind == ALIAS and verdict.what == DERIVED:
+            # `n = bs * C`, `max_len += C`: a start-up size grown by C is a capacity; otherwise the value
+            # is judged by what it feeds (nothing, when it only feeds size checks).
+            verdict = self._derived(fp, site, verdict.target)
+        elif verdict.kind == ALIAS:
             # `x = C` (or `y = x` with x holding C from outside the block): judged by what x feeds.
             verdict = self._alias(fp, site, verdict.target)
         elif verdict.kind == ARGUMENT:
@@ -243,11 +247,78 @@ class Engine:
             v = classify(use, fp.model.parents, self.vocab)
             if v.kind == ARGUMENT:
                 v = self._argument(fp, v) or Verdict(HARMLESS)
+            elif v.kind == ALIAS and v.what == DERIVED:
+                v = Verdict(LAYOUT, layout_what(v.target or ""))
             if v.kind in RANK and (worst is None or RANK[v.kind] > RANK[worst.kind]):
                 worst = v
         if worst is None:
             return None
         return Verdict(LAYOUT, layout_what(target)) if worst.kind == LAYOUT else worst
+
+    def _derived(self, fp: FunctionPass, site: Site, target: str) -> Verdict | None:
+        """``n = <expression of C>`` / ``n += C`` on the verify path, ``n`` a local: a start-up size grown
+        by C (``n = self.max_context_len; n += C``) is a bound fixed at start-up (capacity); a value read
+        only by size checks, comparisons or log lines lays nothing out; anything else is layout."""
+        stmt = _statement_of(fp.model, site.node)
+        aug = isinstance(stmt, ast.AugAssign)
+        layout = Verdict(LAYOUT, "offsets a layout value by C" if aug else layout_what(target))
+        size = self._startup_size(fp, stmt, site.node)
+        if size is not None:
+            return Verdict(CAPACITY, f"adds C to the start-up size `{size}` (`{target}`): a bound fixed at start-up, "
+                                     f"too small when W > C")
+        defs = fp.defs.get(target, [])
+        mine = next((d for d in defs if d.node is stmt), None)
+        if mine is None:
+            return layout
+        verdicts = []
+        for use in _name_loads(fp.func.node, target):
+            if (use.lineno, use.col_offset) <= mine.pos or mine not in fp.reaching(target, use):
+                continue
+            v = classify(use, fp.model.parents, self.vocab)
+            if v.kind == ARGUMENT:
+                v = self._argument(fp, v) or Verdict(HARMLESS)
+            elif v.kind == ALIAS:
+                v = Verdict(LAYOUT, layout_what(v.target or ""))  # handed on: kept as before, a layout
+            verdicts.append(v)
+        if verdicts and all(v.kind == HARMLESS for v in verdicts):
+            return None
+        return layout
+
+    def _startup_size(self, fp: FunctionPass, stmt: ast.stmt | None, node: ast.expr) -> str | None:
+        """How the start-up size is spelled, when ``stmt`` adds C to one: ``n += C`` where every binding
+        of ``n`` that reaches it is made of ``self`` attributes (not C) and constants, or
+        ``n = self.max_len + C``; else None."""
+        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add) and isinstance(stmt.target, ast.Name):
+            if stmt.value is not node and not (isinstance(stmt.value, ast.Name) and stmt.value is node):
+                return None
+            ds = fp.reaching(stmt.target.id, stmt)
+            if not ds or any(d.value is None or d.is_c or not self._startup_only(fp, d.value) for d in ds):
+                return None
+            return " / ".join(dict.fromkeys(fp.model.code(d.value) for d in ds))
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.BinOp) and isinstance(stmt.value.op, ast.Add):
+            sides = [stmt.value.left, stmt.value.right]
+            if node not in sides:
+                return None
+            other = sides[1] if sides[0] is node else sides[0]
+            if self._startup_only(fp, other):
+                return fp.model.code(other)
+        return None
+
+    def _startup_only(self, fp: FunctionPass, value: ast.expr) -> bool:
+        """``value`` is made of ``self`` attributes that do not hold C and constants only, with at least
+        one attribute (a size fixed at start-up, like ``self.max_context_len``)."""
+        c_attrs = self.c_attrs_of(fp.model, fp.func.cls)
+        attrs = 0
+        for n in ast.walk(value):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
+                if n.attr in c_attrs or n.attr in self.vocab.c_source_attrs or "metadata" in n.attr:
+                    return False
+                attrs += 1
+            elif isinstance(n, ast.Name) and n.id != "self":
+                return False
+            elif isinstance(n, (ast.Call, ast.Subscript)):
+                return False
+        return attrs > 0
 
     def _argument(self, fp: FunctionPass, verdict: Verdict) -> Verdict | None:
         """C passed to a call: followed into the callee when it resolves, else taken as layout."""
