@@ -101,6 +101,28 @@ def test_fix_of_a_single_verify_site_is_still_caught(version, site, still_wrong)
 
 
 @pytest.mark.network
+def test_w_below_c_unfixed_writes_past_the_batch_and_fixed_passes():
+    """Budget 4 (W = 5 < C = 8), the width of every spine-mode step, by default: 0.5.10's triton verify
+    lays out C rows per request (qo_indptr [0, 8, 16, 24]), so the kernel writes 3 x 8 - 3 x 5 = 9 rows
+    past the batch's output; after `ddcheck fix` every path is right and nothing is written past it."""
+    r = run_smoke("sglang==0.5.10", budget=4)
+    assert r.exit_code == 1, r.verdict
+    assert statuses(r) == {"ddtree/eager": "wrong", "ddtree/graph": "wrong",
+                           "control/eager": "ok", "control/graph": "ok"}
+    eager = next(p for p in r.paths if p.case == "ddtree" and p.path == "eager")
+    assert eager.metadata["qo_indptr"] == [0, 8, 16, 24]
+    (past,) = eager.out_of_bounds
+    assert past["rows"] == 9 and past["batch_rows"] == 15 and "triton_backend.py" in past["where"]
+    assert "past the 15 of" in r.verdict and "3 x 5 = 15 tokens" in r.verdict
+    assert all(not p.out_of_bounds for p in r.paths if p.case == "control")
+    fixer = pytest.importorskip("ddcheck.fixer")
+    fixed = run_smoke("sglang==0.5.10", budget=4, backend_source=fixer.fixed_file_text("sglang==0.5.10",
+                                                                                       BACKEND_RELPATH))
+    assert fixed.exit_code == 0, fixed.verdict
+    assert all(p.status == "ok" and not p.out_of_bounds for p in fixed.paths)
+
+
+@pytest.mark.network
 def test_seed_budget_7_is_the_control_and_passes_unfixed():
     r = run_smoke("sglang==0.5.10", budget=7)  # W = 7 + 1 = C = 8
     assert r.exit_code == 0, r.verdict
@@ -140,9 +162,50 @@ def test_bad_target_is_a_harness_failure(tmp_path):
     assert r.exit_code == 2 and "no sglang package" in r.verdict
 
 
-def test_w_below_c_is_refused():
+def test_w_below_c_is_not_refused():
+    # W = 4 < C = 8 runs like any width: only the missing target fails it
     r = run_smoke("does-not-matter", budget=3)
-    assert r.exit_code == 2 and "refusing W = 4 < C = 8" in r.verdict
+    assert r.exit_code == 2 and "refusing" not in r.verdict and "does-not-matter" in r.verdict, r.verdict
+    r = run_smoke("does-not-matter", budget=3, allow_out_of_bounds=True)  # deprecated, accepted
+    assert r.exit_code == 2 and "does-not-matter" in r.verdict, r.verdict
+
+
+def test_batch_spare_rows_count_writes_past_the_batch_and_are_put_back():
+    import torch
+
+    from ddcheck.smoke.batch import Shape, make_batch
+
+    plain = make_batch(5, [11, 37, 70], Shape(), "cpu", 0)
+    b = make_batch(5, [11, 37, 70], Shape(), "cpu", 0, pad_rows=9, pad_mask=40)
+    assert torch.equal(plain.q, b.q) and torch.equal(plain.custom_mask, b.custom_mask)  # padding draws nothing
+    assert b.q.shape[0] == b.out_cache_loc.numel() == 15 and b.pads["q"][0].shape[0] == 24
+    assert b.pad_writes() == {}
+    store, n = b.pads["q"]
+    store[n:n + 4] = 1.0  # as a kernel laid out with C would write rows 15..18
+    b.pads["custom_mask"][0][b.custom_mask.numel() + 3] = True
+    assert b.pad_writes() == {"q": 4, "custom_mask": 1}
+    assert b.pad_writes() == {}  # put back
+
+
+def test_padded_allocations_report_the_rows_written_past_them():
+    import torch
+
+    from ddcheck.smoke.batch import Shape, make_batch
+    from ddcheck.smoke.harness import poisoned_allocations, written_past
+
+    b = make_batch(5, [11, 37, 70], Shape(), "cpu", 0, pad_rows=9)
+    made: list = []
+    with poisoned_allocations(9, made):
+        o = torch.empty_like(b.q)
+        right = torch.empty_like(b.q)
+    assert o.shape == b.q.shape and torch.isnan(o).all()
+    o.fill_(0.0)
+    right.fill_(0.0)
+    assert written_past(b, made) == []
+    full = made[0][0]
+    full[15:24] = 0.0  # 9 rows past 3 x 5: a layout of 8 rows per request
+    (past,) = written_past(b, made)
+    assert past["rows"] == 9 and past["batch_rows"] == 15 and "allocated at" in past["buffer"]
 
 
 @pytest.mark.network
@@ -193,7 +256,7 @@ def test_json_output_has_per_path_metadata(capsys):
 def test_text_output_says_exit_and_verdict(capsys):
     assert smoke_main("does-not-matter", budget=3) == 2
     out = capsys.readouterr().out
-    assert "exit 2" in out and "refusing" in out
+    assert "exit 2" in out and "no such file" in out
 
 
 @pytest.mark.network
