@@ -110,6 +110,8 @@ class SourceTree:
     root: Path | None = None  # directory on disk, for "dir" and "file" targets
     wheel: Path | None = None
     _relpaths: tuple[set[str], str] | None = field(default=None, repr=False, compare=False)
+    _dirs: set[str] | None = field(default=None, repr=False, compare=False)
+    _by_relpath: dict[str, SourceFile] | None = field(default=None, repr=False, compare=False)
 
     def find(self, suffix: str) -> SourceFile | None:
         """The file whose relpath ends with ``suffix`` (posix), preferring the shortest match."""
@@ -133,6 +135,24 @@ class SourceTree:
         if f"{base}/__init__.py" in paths:
             return f"{base}/__init__.py", True
         return None
+
+    def namespace_dir(self, fullname: str) -> str | None:
+        """The folder of ``fullname`` when the tree holds it as a namespace package (files below it,
+        no ``__init__.py``), else None."""
+        if self._dirs is None:
+            root = self.package_root(fullname.split(".")[0])
+            prefix = f"{root}/" if root else ""
+            self._dirs = {"/".join(parts[:i]) for f in self.files if f.relpath.startswith(prefix)
+                          for parts in [f.relpath.split("/")] for i in range(1, len(parts))}
+        base = (self.package_root(fullname.split(".")[0]) or "")
+        base = f"{base}/" + fullname.replace(".", "/") if base else fullname.replace(".", "/")
+        return base if base in self._dirs and self.module_file(fullname) is None else None
+
+    def file_at(self, relpath: str) -> SourceFile | None:
+        """The file at exactly ``relpath``."""
+        if self._by_relpath is None:
+            self._by_relpath = {f.relpath: f for f in self.files}
+        return self._by_relpath.get(relpath)
 
     def package_root(self, package: str = "sglang") -> str | None:
         """The relpath prefix under which ``package/`` lives (``""`` for a wheel), or None."""
