@@ -220,7 +220,9 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     with triton_interpreter(device == "cpu"), pinned_memory_ignored(device == "cpu"):
         for cfg_c in dict.fromkeys(cc for _, _, cc in cases):
             ctx = LoadContext(device=device, num_draft_tokens=cfg_c, num_steps=max(1, cfg_c - 1),
-                              flashinfer=spec.flashinfer)
+                              attention_backend=spec.name,
+                              # kernels that run here (Triton's, on a CPU) take this machine's paths
+                              emulate=spec.kernels is None or device.startswith("cuda"))
             with SglangImporter(tree, ctx, backend_source, extra_real=extra | set(spec.real_modules),
                                 backend_module=spec.module) as importer:
                 session = Session(importer, shape, cfg_c, device, lambda width, c=cfg_c: inputs(width, c), spec)
@@ -246,7 +248,9 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                                                                 capture, pad))
                         finally:
                             session.use_tree_mask = True
+                importer.collect()
                 _merge(trace, importer.trace)
+                trace.started = list(dict.fromkeys(trace.started + importer.published))
                 for what, why in session.input_failures.items():
                     note = f"the tree's verify input ({what}) does not run here ({why}): a stand-in " \
                            f"carrying its class's fields was used"
@@ -317,6 +321,8 @@ def _merge(into: HarnessTrace, t) -> None:
     for k, v in t.provided_calls.items():
         into.provided_calls[k] = into.provided_calls.get(k, 0) + v
     into.stand_ins_called = sorted(set(into.stand_ins_called) | set(t.stand_ins_called))
+    into.stand_in_modules = sorted(set(into.stand_in_modules) | set(t.stand_in_modules))
+    into.stopped.update(t.stopped)
     for src, dst in ((t.reads, into.reads), (t.missing, into.missing)):
         for k, v in src.items():
             dst[k] = sorted(set(dst.get(k, [])) | set(v))
@@ -350,9 +356,6 @@ def _verdict(report: SmokeReport) -> None:
     if crashed:
         p = crashed[0]
         report.exit_code, report.verdict = 2, f"harness failure in {p.case}/{p.path}: {p.error}"
-    elif report.harness.stand_ins_called:  # raised, then swallowed by the backend: a path real sglang never takes
-        report.exit_code = 2
-        report.verdict = f"harness failure: stand-in(s) called: {', '.join(report.harness.stand_ins_called)}"
     elif any(p.status != "ok" for p in controls):
         bad = ", ".join(f"{p.case}/{p.path} (W = C = {p.width})" for p in controls if p.status != "ok")
         report.exit_code = 2
@@ -372,24 +375,41 @@ def _verdict(report: SmokeReport) -> None:
                                 "packed) the same paths are right: the builder's layout is not the backend's")
             return
         report.exit_code = 1
-        report.verdict = (("capture width" if capture_only else "bug")
-                          + f": W == C is right but W = {w} != C = {c} is wrong on "
-                          + ", ".join(_fault(p, report.kernels is not None) for p in bad))
+        faults = ", ".join(_fault(p, report.kernels is not None) for p in bad)
         if capture_only:
-            report.verdict += ("; eager is right and the graph path is right when captured at W: the remaining "
-                               "failure is the capture width, not the backend")
-        elif any(p.out_of_bounds for p in bad):
+            report.verdict = _capture_verdict(bad, w, c, faults)
+            report.config_facts["capture_width_is_the_cause"] = True
+        else:
+            report.verdict = f"bug: W == C is right but W = {w} != C = {c} is wrong on {faults}"
+        if any(p.out_of_bounds for p in bad) and not capture_only:
             n = len(report.prefix_lens)
             report.verdict += (f"; at W < C a layout of C rows per request runs past the verify batch of "
                                f"{n} x {w} = {n * w} tokens")
     else:
         report.exit_code = 0
         report.verdict = f"every path correct at W = {w}, C = {c} and at the W == C controls"
+    for call in report.harness.stand_ins_called:  # what cannot run here, reached while the backend ran
+        report.limitations.append(f"stand-in {call}: it cannot run on this machine; what it returned is "
+                                  f"ddcheck's stand-in, so this verdict does not cover what it computes")
     for p in paths:
         if p.status == "ok" and p.violations and p.case == "ddtree":
             report.limitations.append(
                 f"{p.path}: the attention numbers are right on this device, yet the metadata breaks the verify "
                 f"contract ({'; '.join(_violation(v) for v in p.violations)}): right here, not by design")
+
+
+def _capture_verdict(bad: list, w: int, c: int, faults: str) -> str:
+    """The verdict when only the graph path captured at C is wrong and the same path captured at W is right:
+    the capture width is the cause, and what the graph runner must do."""
+    kept = sorted({v["field"].removeprefix("forward_metadata.") for p in bad for v in p.violations})
+    if any(p.unwritten_tokens for p in bad):
+        kept.append("the kernel's launch grid")
+    return (f"capture width: the backend is right at W = {w} (eager, and the graph path captured at W), but a graph "
+            f"captured at C = {c} is wrong at W on {faults}: what a graph keeps from its capture "
+            f"({', '.join(kept) or 'its metadata'}) was made for {c} tokens per request. This is not a bug of the "
+            f"backend: the CUDA-graph runner must capture the target-verify graphs at the verify width W = budget "
+            f"+ 1 = {w} (a graph per width the launch verifies), or run target-verify without CUDA graphs; "
+            f"--graph-capture-width W runs the graph path as such a runner would")
 
 
 def _past(o: dict) -> str:

@@ -195,9 +195,7 @@ class Session:
         self.use_tree_mask = True  # build the tree mask with the tree's own builder, where it has one
         self.tree_masks: dict[int, str] = {}  # width -> the tree function that built the mask
         self.module = importer.load_backend()
-        self.backend_cls = getattr(self.module, self.spec.cls, None)
-        if not isinstance(self.backend_cls, type):
-            raise HarnessError(f"the backend module defines no {self.spec.cls}")
+        self.backend_cls = importer.backend_class(self.module, self.spec.cls)
         self.mode = importer.forward_mode().TARGET_VERIFY
         self.trace = importer.trace
 
@@ -220,7 +218,9 @@ class Session:
 
     def _backend(self, batch: VerifyBatch):
         pool = fakes.kv_pool(batch, self.trace)
-        runner = fakes.model_runner(batch, self.shape, self.c, self.device, self.trace, pool)
+        runner = fakes.model_runner(batch, self.shape, self.c, self.device, self.trace, pool,
+                                    self.importer.server_args())
+        self.importer.start_up(runner.model_config)
         return self.backend_cls(runner), pool
 
     def run(self, case: str, path: str, batch: VerifyBatch, tol: tuple[float, float], capture_width: int,
@@ -232,6 +232,7 @@ class Session:
         try:
             out, backend, entry = self._run(path, batch, capture_width, pad_rows, made)
             result.entry_points = entry
+            fakes.planned_views(backend, self.spec.fields)
             result.metadata = _metadata(backend, self.spec.fields, batch.bs)
             self._contract(result, backend, batch)
             if out is not None:

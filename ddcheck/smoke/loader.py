@@ -98,6 +98,7 @@ class LoadContext:
     attention_backend: str = "triton"
     arch: str = "sm90"
     flashinfer: bool = False  # kept for callers; flashinfer is a stand-in found like any other
+    emulate: bool = True  # the probes answer for the emulated GPU (False: kernels run on this machine)
 
 
 class SglangImporter:
@@ -111,7 +112,8 @@ class SglangImporter:
         self.backend_module = backend_module
         self.extra_real: set[str] = set(extra_real or ())  # imported before the backend (its verify input)
         overrides = {backend_module: backend_source} if backend_source is not None else {}
-        self.runtime = TreeRuntime(tree, Platform(arch=context.arch, device=context.device), overrides=overrides)
+        platform = Platform(arch=context.arch, device=context.device, emulate=context.emulate)
+        self.runtime = TreeRuntime(tree, platform, overrides=overrides)
         self._server_args: Any = None
         self._started = False
         self.published: list[str] = []  # the tree's setters that took our server args
@@ -237,6 +239,10 @@ class SglangImporter:
             with socket.socket() as sock:
                 sock.bind(("127.0.0.1", 0))
                 values["distributed_init_method"] = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+        with self.runtime.this_machine():
+            self._start_up(values)
+
+    def _start_up(self, values: dict[str, Any]) -> None:
         for module_name, fn_name in names.SINGLE_PROCESS_STARTUP:
             if not self.tree_has_module(module_name):
                 continue

@@ -42,8 +42,11 @@ class HarnessTrace(BaseModel):
 
     real_modules: list[str] = Field(default_factory=list)
     files: list[str] = Field(default_factory=list)  # tree files read (what a GPU run must carry)
-    provided_calls: dict[str, int] = Field(default_factory=dict)
-    stand_ins_called: list[str] = Field(default_factory=list)
+    provided_calls: dict[str, int] = Field(default_factory=dict)  # launch values set on the tree's ServerArgs
+    stand_ins_called: list[str] = Field(default_factory=list)  # "name at relpath:line", while the backend ran
+    stand_in_modules: list[str] = Field(default_factory=list)  # modules that cannot be imported here
+    stopped: dict[str, str] = Field(default_factory=dict)  # tree modules / start-up calls that stopped: why
+    started: list[str] = Field(default_factory=list)  # the tree's own start-up functions that ran
     reads: dict[str, list[str]] = Field(default_factory=dict)
     missing: dict[str, list[str]] = Field(default_factory=dict)
 

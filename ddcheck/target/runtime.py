@@ -29,6 +29,7 @@ import sys
 import tempfile
 import traceback
 import types
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,9 @@ class Platform:
     vendor: str = "nvidia"  # nvidia, amd, cpu
     arch: str = "sm90"
     device: str = "cpu"  # torch device the run allocates on
+    # Whether the probes answer for the emulated GPU at all. A run whose kernels execute on this machine
+    # (Triton's, through its interpreter) takes the paths of this machine, where its tensors live.
+    emulate: bool = True
 
     @property
     def capability(self) -> tuple[int, int]:
@@ -116,6 +120,7 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
         self._tmp: Path | None = None
         self._last = _StandInFinder(self)
         self._saved: list[tuple[Any, str, Any]] = []
+        self._emulated: list[tuple[Any, str, Any]] = []
 
     # -- the block
     def __enter__(self):
@@ -131,6 +136,7 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
         for owner, name, value in reversed(self._saved):
             setattr(owner, name, value)
         self._saved.clear()
+        self._emulated.clear()
         if self._last in sys.meta_path:
             sys.meta_path.remove(self._last)
         for name in set(sys.modules) - self._before:  # stand-in modules and what they brought in
@@ -224,21 +230,16 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
             return
         import torch
 
-        if torch.cuda.is_available():
+        if torch.cuda.is_available() or not p.emulate:
             return
-        if not p.device.startswith("cpu"):
-            probes_on = {(torch.cuda, "is_available"): lambda: True, (torch.cuda, "device_count"): lambda: 1,
-                         (torch.cuda, "current_device"): lambda: 0}
-        else:
-            probes_on = {}
         major, minor = p.capability
         props = types.SimpleNamespace(name=GPU_NAMES.get(p.arch, f"emulated {p.arch}"), major=major, minor=minor,
                                       total_memory=80 * 2**30, multi_processor_count=132,
                                       gcnArchName="gfx942" if p.vendor == "amd" else "")
-        # The run allocates on ``p.device``: where that is the CPU, torch.cuda.is_available() keeps
-        # its answer (False), so the tree's code places its tensors and process groups where they
-        # can live; the probes that describe the GPU answer for the emulated one.
         probes = {
+            (torch.cuda, "is_available"): lambda: True,
+            (torch.cuda, "device_count"): lambda: 1,
+            (torch.cuda, "current_device"): lambda: 0,
             (torch.cuda, "get_device_capability"): lambda device=None: (major, minor),
             (torch.cuda, "get_device_name"): lambda device=None: props.name,
             (torch.cuda, "get_device_properties"): lambda device=None: props,
@@ -246,11 +247,36 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
             (torch.version, "cuda"): "12.8" if p.vendor == "nvidia" else None,
             (torch.version, "hip"): "6.3" if p.vendor == "amd" else None,
         }
-        probes.update(probes_on)
         for (owner, name), value in probes.items():
             self._saved.append((owner, name, getattr(owner, name, None)))
+            self._emulated.append((owner, name, value))
             setattr(owner, name, value)
             self.report.probes.append(f"{owner.__name__}.{name}")
+
+    @contextmanager
+    def this_machine(self):
+        """The probes answer for this machine while the block runs (start-up state that allocates: a
+        process group on the device that exists here); the tree's cached probe answers are dropped on
+        the way in and out, so each side asks afresh."""
+        for owner, name, value in self._saved:
+            setattr(owner, name, value)
+        self._clear_cached_probes()
+        try:
+            yield
+        finally:
+            for owner, name, value in self._emulated:
+                setattr(owner, name, value)
+            self._clear_cached_probes()
+
+    def _clear_cached_probes(self) -> None:
+        prefix = self.package + "."
+        for name, module in list(sys.modules.items()):
+            if name.startswith(prefix) and isinstance(module, types.ModuleType) \
+                    and not isinstance(module, StandInModule):
+                for value in list(vars(module).values()):
+                    if callable(getattr(value, "cache_clear", None)) and hasattr(value, "__wrapped__") \
+                            and getattr(value, "__module__", None) == name:
+                        value.cache_clear()
 
 
 class _StandInLoader(importlib.abc.Loader):
