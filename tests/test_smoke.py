@@ -145,10 +145,32 @@ def test_graph_capture_at_c_cannot_cover_w_past_the_row_block():
     assert s["ddtree/eager"] == "ok" and s["ddtree/graph"] == "wrong" and s["ddtree-capture-at-W/graph"] == "ok"
     graph = next(p for p in r.paths if p.case == "ddtree" and p.path == "graph")
     assert graph.wrong_tokens == 0 and graph.unwritten_tokens == 3 * (72 - 64)
-    assert "capture width, not the backend" in r.verdict
+    assert r.verdict.startswith("capture width") and "not a bug of the backend" in r.verdict
+    assert "capture the target-verify graphs at the verify width W = budget + 1 = 72" in r.verdict
     assert any("capture at W" in note for note in r.limitations)
     assert r.config_facts["cuda_graph_capture_at_C_covers_W"] is False
     assert run_smoke("sglang==0.5.18", budget=71, graph_capture_width="W").exit_code == 0
+
+
+@pytest.mark.network
+def test_fixed_backend_judged_by_the_contract_captured_at_c_is_the_capture_width_at_w_below_c():
+    """FA3 (0.5.10) after the default `ddcheck fix`, at budget 4 (W = 5 < C = 8): eager is right; a graph
+    captured at C keeps cu_seqlens_q stepping by C (the capture's layout, never refilled at replay), and the
+    same graph captured at W is right. The verdict names the capture width, not the backend."""
+    from ddcheck import backends
+
+    fixer = pytest.importorskip("ddcheck.fixer")
+    fixed = fixer.fixed_file_text("sglang==0.5.10", backends.get("fa3").relpath)
+    r = run_smoke("sglang==0.5.10", backend="fa3", backend_source=fixed, budget=4, seed_case=False)
+    assert r.exit_code == 1, r.verdict
+    s = statuses(r)
+    assert s["ddtree/eager"] == "ok" and s["ddtree/graph"] == "wrong" and s["ddtree-capture-at-W/graph"] == "ok"
+    assert r.verdict.startswith("capture width") and "not a bug of the backend" in r.verdict
+    assert "cu_seqlens_q" in r.verdict and "W = budget + 1 = 5" in r.verdict and "bug:" not in r.verdict
+    assert r.config_facts["capture_width_is_the_cause"] is True
+    w = run_smoke("sglang==0.5.10", backend="fa3", backend_source=fixed, budget=4, seed_case=False,
+                  graph_capture_width="W")
+    assert w.exit_code == 0, w.verdict
 
 
 # --------------------------------------------------------------------------- honest failures
