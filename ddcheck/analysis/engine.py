@@ -16,7 +16,7 @@ from .exprs import (buffer_key, dotted, every_node, is_c_read, is_exact_c, is_mo
 from .hazards import (ALIAS, ARGUMENT, CAPACITY, DERIVED, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C,
                       Verdict, classify, layout_what)
 from .modes import FORWARD_MODE_MODULE, VERIFY_MEMBER, ModeTable
-from .module import ClassFacts, FunctionInfo, ModuleModel, Outline, statement_lines
+from .module import ClassFacts, FunctionInfo, ModuleModel, Outline, names_a_budget, statement_lines
 from .verify_path import FunctionPass, Site
 from . import edits as E
 from .vocabulary import FIX_LOCAL as LOCAL, FIX_PARAMETER as THREADED, WIDTH_WORDS, Vocabulary
@@ -352,8 +352,10 @@ class Engine:
         by C (``n = self.max_context_len; n += C``) is a bound fixed at start-up (capacity); a value read
         only by size checks, comparisons or log lines lays nothing out; anything else is layout."""
         stmt = _statement_of(fp.model, site.node)
+        if stmt is not None and any(names_a_budget(n) for n in every_node(stmt)):
+            return None  # sized for the largest width a budget allows (`max(C, budget + 1)`, a fix's output)
         aug = isinstance(stmt, ast.AugAssign)
-        layout = Verdict(LAYOUT, "offsets a layout value by C" if aug else layout_what(target))
+        layout = Verdict(LAYOUT, f"grows `{target}` by C (an extent of this step)" if aug else layout_what(target))
         size = self._startup_size(fp, stmt, site.node)
         if size is not None:
             return Verdict(CAPACITY, f"{STARTUP_SIZE} `{size}` (`{target}`): a bound fixed at start-up, "

@@ -157,6 +157,8 @@ def layout_what(name: str) -> str:
         return f"computes the tree-mask offsets `{name}` with C"
     if "indptr" in name or "cu_seqlens" in name:
         return f"lays out the query tokens (`{name}`) with C per request"
+    if any(w in name for w in ("page", "block_table", "cols")):
+        return f"sets the page/block-table width `{name}` with C (columns past it are never read)"
     if name.startswith("max_"):
         return f"sets `{name}` to C (the kernel's query extent)"
     if "seq_len" in name or "seqlens" in name:

@@ -570,8 +570,16 @@ def _sized_with_c(value: ast.expr, c_attrs, vocab: Vocabulary, derived=()) -> bo
     if leaf not in ALLOCATORS or leaf.endswith("_like"):
         return False
     sizes = (value.args[:1] if leaf in FILL_ALLOCATORS else value.args) + [k.value for k in value.keywords if k.arg == "size"]
+    if any(names_a_budget(n) for a in sizes for n in every_node(a)):
+        return False  # sized for the largest width a budget allows (`max(C, budget + 1)`, a fix's output)
     return any(_mentions_c(a, c_attrs, vocab) or any(isinstance(n, ast.Name) and n.id in derived for n in every_node(a))
                for a in sizes)
+
+
+def names_a_budget(n: ast.AST) -> bool:
+    name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else \
+        n.value if isinstance(n, ast.Constant) and isinstance(n.value, str) else ""
+    return "budget" in name.lower()
 
 
 def _mentions_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
