@@ -413,6 +413,10 @@ class ModuleModel:
                 if attr in attrs and attr not in vocab.extra_c_attrs and not is_c_valued(value, attrs, vocab) \
                         and not _placeholder(value) and not _mentions_c(value, attrs, vocab):
                     attrs.discard(attr)
+            # An attribute sized for the largest width a budget allows (`max(C, budget + 1)`) is not C either.
+            for attr, value in assigns:
+                if attr in attrs and attr not in vocab.extra_c_attrs and any(names_a_budget(n) for n in every_node(value)):
+                    attrs.discard(attr)
             # Re-resolved at start-up (`X = resolve(..., num_draft_tokens=int(X))`), X still stands for the
             # verify width: exact when some assignment is C itself and the others hand C to a resolver.
             exact = {a for a in attrs if a in vocab.extra_c_attrs or a in inherited and a not in own
