@@ -70,7 +70,10 @@ class Recording:
         if name.startswith("__"):
             raise AttributeError(name)
         trace.missing.setdefault(label, set()).add(name)
-        value = stand_in(f"{label}.{name}", _USAGE.get(id(trace)) or _null_usage())
+        usage = _USAGE.get(id(trace))
+        if usage is None:  # outside a tree runtime (the fakes loader): absent, as it always was
+            raise AttributeError(f"{label} (ddcheck fake) has no attribute {name!r}")
+        value = stand_in(f"{label}.{name}", usage)
         attrs[name] = value
         return value
 
@@ -79,12 +82,6 @@ class Recording:
 
 
 _USAGE: dict[int, Any] = {}  # id(trace) -> the runtime's Usage, while a session runs
-
-
-def _null_usage():
-    from ddcheck.target.standins import Usage
-
-    return Usage()
 
 
 @dataclass

@@ -79,6 +79,9 @@ class SmokeReport(BaseModel):
     # "W=17 C=8" -> the tree's own function that built the verify input's mask for that case
     tree_masks: dict[str, str] = Field(default_factory=dict)
     harness: HarnessTrace = Field(default_factory=HarnessTrace)
+    # "tree": the tree's own code ran (ddcheck.smoke.loader); "fakes": it stopped on this machine and
+    # ddcheck's fakes of the sglang runtime gave the verdict (the limitations say why)
+    loader: str = "tree"
     seconds: float = 0.0
 
     def to_json(self, indent: int = 2) -> str:

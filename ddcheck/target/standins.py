@@ -51,7 +51,7 @@ class Usage:
     def summary(self) -> list[str]:
         """One line per distinct stand-in used, with the first tree line that used it."""
         out: dict[str, str] = {}
-        for what, items in (("called", self.calls), ("used as a number (1)", self.numbers)):
+        for what, items in (("called", self.calls), ("used as a number (1, or False when compared)", self.numbers)):
             for name, where in items:
                 out.setdefault(f"{name} ({what})", where)
         return [f"{k} at {v}" for k, v in out.items()]
@@ -119,6 +119,8 @@ class StandInMeta(abc.ABCMeta):
         return False
 
     def __index__(cls) -> int:
+        if cls._own("_ddcheck_name") is None:
+            raise TypeError(f"{cls.__name__} is a class, not a number")
         cls._own("_ddcheck_usage").as_number(cls._own("_ddcheck_name"))
         return 1
 
@@ -126,6 +128,14 @@ class StandInMeta(abc.ABCMeta):
 
     def __float__(cls) -> float:
         return float(cls.__index__())
+
+    def _compared(cls, other) -> bool:  # ``standin > 0.5``: recorded, and false, as for a feature that is off
+        if cls._own("_ddcheck_name") is None:
+            return NotImplemented
+        cls._own("_ddcheck_usage").as_number(cls._own("_ddcheck_name"))
+        return False
+
+    __lt__ = __le__ = __gt__ = __ge__ = _compared
 
     def __repr__(cls) -> str:
         name = cls._own("_ddcheck_name")
