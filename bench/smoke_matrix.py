@@ -41,7 +41,7 @@ def prepare(dest: Path, device: str, releases: list[str], names: list[str], budg
     """The runs, each ``{label, expect, kwargs, cell}`` (``cell``: release, backend, variant, budget,
     evidence), for :func:`ddcheck.smoke.matrix.run_matrix`."""
     from ddcheck.api import scan
-    from ddcheck.fixing.runner import fixed_file_text
+    from ddcheck.fixer import fixed_file_text
     from ddcheck.settings import Settings
     from ddcheck.smoke.loader import verify_path_files
     from ddcheck.sources import open_target

@@ -173,6 +173,32 @@ def test_fixed_backend_judged_by_the_contract_captured_at_c_is_the_capture_width
     assert w.exit_code == 0, w.verdict
 
 
+@pytest.mark.network
+@pytest.mark.slow
+def test_matrix_sample(tmp_path):
+    """One release x backend of bench/smoke_matrix.py, as the docs' table is made: TRT-LLM MLA of 0.5.10,
+    whose verify path the scan finds laid out with C, exits 1 unfixed and 0 after the default fix, at
+    budget 16 (W > C) and budget 4 (W < C)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import smoke_matrix
+
+    from ddcheck.smoke.matrix import run_matrix
+
+    spec = smoke_matrix.prepare(tmp_path, "cpu", ["0.5.10"], ["trtllm_mla"])
+    cells = {(e["cell"]["variant"], e["cell"]["budget"]): e["expect"] for e in spec}
+    assert cells == {("unfixed", 16): 1, ("unfixed", 4): 1, ("fixed", 16): 0, ("fixed", 4): 0}
+    assert spec[0]["cell"]["evidence"].startswith("DD001") and "trtllm_mla_backend.py:" in spec[0]["cell"]["evidence"]
+    assert all(e["kwargs"]["graph_capture_width"] == "W" for e in spec)
+    record = run_matrix(spec, jobs=2)
+    assert record["all_met"], [(r["label"], r["exit_code"], r["verdict"]) for r in record["runs"]]
+    text = smoke_matrix.table(record)
+    assert "| 0.5.10 | trtllm_mla |" in text and "4/4 runs as expected" in text
+    doc = tmp_path / "matrix.md"
+    smoke_matrix.write_doc(doc, text)
+    smoke_matrix.write_doc(doc, text)  # rewritten between its markers, not appended
+    assert doc.read_text().count("| 0.5.10 | trtllm_mla |") == 1
+
+
 # --------------------------------------------------------------------------- honest failures
 
 
@@ -207,6 +233,51 @@ def test_batch_spare_rows_count_writes_past_the_batch_and_are_put_back():
     b.pads["custom_mask"][0][b.custom_mask.numel() + 3] = True
     assert b.pad_writes() == {"q": 4, "custom_mask": 1}
     assert b.pad_writes() == {}  # put back
+
+
+def _report(width, paths):
+    from ddcheck.smoke.report import PathResult, SmokeReport
+
+    r = SmokeReport(target="t", backend="b", attention_backend="fa3", device="cpu", dtype="float32",
+                    budget=width - 1, width=width, num_draft_tokens=8, prefix_lens=[11, 37, 70])
+    r.paths = [PathResult(case=case, path=path, width=w, num_draft_tokens=8, status=status, tokens=3 * w,
+                          violations=viol, out_of_bounds=oob) for case, path, w, status, viol, oob in paths]
+    return r
+
+
+def test_verdict_names_the_capture_width_only_when_the_graph_captured_at_w_is_right():
+    from ddcheck.smoke.api import _verdict
+
+    kept = [{"field": "forward_metadata.cu_seqlens_q", "term": "query_offsets", "expected": [0, 5], "got": [0, 8]}]
+    ok = ("control", "eager", 8, "ok", [], []), ("control", "graph", 8, "ok", [], [])
+    for diag, words in (("ok", "capture width:"), ("wrong", "bug:")):
+        r = _report(5, [("ddtree", "eager", 5, "ok", [], []), ("ddtree", "graph", 5, "wrong", kept, []),
+                        ("ddtree-capture-at-W", "graph", 5, diag, [], []), *ok])
+        _verdict(r)
+        assert r.exit_code == 1 and r.verdict.startswith(words), r.verdict
+        assert ("not a bug of the backend" in r.verdict) == (diag == "ok")
+        assert ("W = budget + 1 = 5" in r.verdict) == (diag == "ok")
+    # the backend wrong eagerly: a bug, whatever the graph path captured at W does
+    r = _report(5, [("ddtree", "eager", 5, "wrong", kept, []), ("ddtree", "graph", 5, "wrong", kept, []),
+                    ("ddtree-capture-at-W", "graph", 5, "ok", [], []), *ok])
+    _verdict(r)
+    assert r.verdict.startswith("bug:"), r.verdict
+
+
+def test_verdict_on_a_write_past_the_batch():
+    from ddcheck.smoke.api import _verdict
+
+    past = [{"buffer": "the tensor allocated at x.py:1 in f", "rows": 9, "batch_rows": 15, "where": "x.py:1 in f"}]
+    ok = ("control", "eager", 8, "ok", [], []), ("control", "graph", 8, "ok", [], [])
+    r = _report(5, [("ddtree", "eager", 5, "wrong", [], past), ("ddtree", "graph", 5, "ok", [], []), *ok])
+    _verdict(r)
+    assert r.exit_code == 1 and r.verdict.startswith("bug:"), r.verdict
+    assert "wrote 9 row(s) past the 15 of the tensor allocated at x.py:1" in r.verdict
+    assert "past the verify batch of 3 x 5 = 15 tokens" in r.verdict
+    # the same write at the W == C control: no verdict on W != C
+    r = _report(5, [("ddtree", "eager", 5, "ok", [], []), ("control", "eager", 8, "wrong", [], past)])
+    _verdict(r)
+    assert r.exit_code == 2 and r.verdict.startswith("control wrong"), r.verdict
 
 
 def test_padded_allocations_report_the_rows_written_past_them():
