@@ -60,6 +60,7 @@ def run_smoke(
     launch: dict | None = None,
     backend: str = "triton",
     loader: Literal["tree", "fakes"] = "tree",
+    fallback: bool = True,
 ) -> "SmokeReport":
     """Run the target's TritonAttnBackend on a DDTree batch of W = budget + 1 tokens per request
     with the backend built for C = ``num_draft_tokens``; compare against a float64 reference.
@@ -95,7 +96,8 @@ def run_smoke(
                 except OSError:
                     pass  # the worker reports the unreadable file
             first = _isolated(args, timeout, report)
-            if first.exit_code != 2 or loader != "tree" or not first.verdict.startswith("harness failure in"):
+            if first.exit_code != 2 or loader != "tree" or not fallback \
+                    or not first.verdict.startswith("harness failure in"):
                 return first
             # The tree's own code stopped on this machine: the earlier fakes of the runtime, said so.
             second = _isolated({**args, "loader": "fakes"}, timeout, _blank_report(args))

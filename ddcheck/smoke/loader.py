@@ -130,7 +130,7 @@ class SglangImporter:
         rep, t = self.runtime.report, self.trace
         t.real_modules = list(dict.fromkeys(rep.modules_run))
         t.files = list(dict.fromkeys(rep.files))
-        t.stopped = dict(rep.partial)
+        t.stopped = {**rep.partial, **t.stopped}
         t.stand_in_modules = rep.stand_in_modules
         t.stand_ins_called = [f"{n} at {w}" for n, w in dict.fromkeys(rep.usage.run_calls())]
 
@@ -191,30 +191,26 @@ class SglangImporter:
                 "model_path": "ddcheck-smoke", "triton_attention_num_kv_splits": 8}
 
     def _build_server_args(self) -> Any:
-        """An instance of the tree's ``ServerArgs`` with its own field defaults and the launch's
-        values, its ``__post_init__`` not run (it would load the model)."""
+        """An instance of the tree's ``ServerArgs`` holding its own field defaults and the launch's
+        values. Its ``__post_init__`` (which would load the model and probe the GPU's memory) is not
+        run: the instance is made through a subclass whose ``__post_init__`` does nothing, so any kind
+        of class the tree declares (a dataclass, a msgspec struct) fills its defaults its own way."""
         module = importlib.import_module(names.SERVER_ARGS_MODULE)
         cls = module.__dict__.get(names.SERVER_ARGS_CLASS)
         values = self.launch_values()
-        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        if not isinstance(cls, type) or is_stand_in(cls):
             return Recording("server_args", self.trace, **values)
-        obj = object.__new__(cls)
-        for f in dataclasses.fields(cls):
-            if f.default is not dataclasses.MISSING:
-                default = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                try:
-                    default = f.default_factory()
-                except Exception:  # noqa: BLE001 - a factory that needs the machine: left unset
-                    continue
-            else:
-                continue
-            object.__setattr__(obj, f.name, default)
-        names_ = {f.name for f in dataclasses.fields(cls)}
-        for key, value in values.items():
-            if key in names_:
-                object.__setattr__(obj, key, value)
-                self.trace.call(f"ServerArgs.{key}")
+        try:
+            fields = _field_names(cls)
+            quiet = type(cls.__name__, (cls,), {"__post_init__": lambda self: None,
+                                                "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+            given = {k: v for k, v in values.items() if k in fields}
+            obj = quiet(**given)
+        except Exception as exc:  # noqa: BLE001 - reported; the fakes' server args stand in
+            self.trace.stopped[f"{names.SERVER_ARGS_CLASS}(...)"] = f"{type(exc).__name__}: {exc}"
+            return Recording("server_args", self.trace, **values)
+        for key in given:
+            self.trace.call(f"ServerArgs.{key}")
         return obj
 
     def start_up(self, model_config: Any) -> None:
@@ -308,6 +304,13 @@ class SglangImporter:
                         self.trace.stopped[label] = f"{type(exc).__name__}: {exc}"
                     else:
                         self.published.append(label)
+
+
+def _field_names(cls: type) -> set[str]:
+    """The fields of a dataclass or a msgspec struct (``__struct_fields__``), else its annotations."""
+    if dataclasses.is_dataclass(cls):
+        return {f.name for f in dataclasses.fields(cls)}
+    return set(getattr(cls, "__struct_fields__", ()) or getattr(cls, "__annotations__", {}))
 
 
 def verify_path_files(tree: SourceTree, backend_modules: tuple[str, ...] = (BACKEND_MODULE,)) -> list:
