@@ -83,21 +83,25 @@ class SourceFile:
     @property
     def module(self) -> str:
         """Dotted module name derived from ``relpath`` (``a/b/__init__.py`` -> ``a.b``)."""
-        # string operations, not PurePosixPath: a tree index asks this of every file of the tree
-        r = self.relpath
-        stem = r[:-3] if r.endswith(".py") else ""
-        if stem and "." not in stem and "//" not in stem and stem[0] != "/" and stem[-1] != "/":
-            # nearly every file (a/b/c.py): no empty or "." parts, one suffix
-            name = stem.replace("/", ".")
-            return name[:-9] if name.endswith(".__init__") else "" if name == "__init__" else name
-        folder, _, name = r.rstrip("/").rpartition("/")
-        dot = name.rfind(".")
-        if 0 < dot < len(name) - 1:  # PurePath.with_suffix("") drops the last suffix only
-            name = name[:dot]
-        parts = [p for p in folder.split("/") if p and p != "."]
-        if name != "__init__":
-            parts.append(name)
-        return ".".join(parts)
+        return module_of_relpath(self.relpath)
+
+
+def module_of_relpath(r: str) -> str:
+    """Dotted module name of a posix relpath (``a/b/__init__.py`` -> ``a.b``, ``a/b.py`` -> ``a.b``)."""
+    # string operations, not PurePosixPath: a tree index asks this of every file of the tree
+    stem = r[:-3] if r.endswith(".py") else ""
+    if stem and "." not in stem and "//" not in stem and stem[0] != "/" and stem[-1] != "/":
+        # nearly every file (a/b/c.py): no empty or "." parts, one suffix
+        name = stem.replace("/", ".")
+        return name[:-9] if name.endswith(".__init__") else "" if name == "__init__" else name
+    folder, _, name = r.rstrip("/").rpartition("/")
+    dot = name.rfind(".")
+    if 0 < dot < len(name) - 1:  # PurePath.with_suffix("") drops the last suffix only
+        name = name[:dot]
+    parts = [p for p in folder.split("/") if p and p != "."]
+    if name != "__init__":
+        parts.append(name)
+    return ".".join(parts)
 
 
 @dataclass
@@ -147,6 +151,29 @@ class SourceTree:
         base = (self.package_root(fullname.split(".")[0]) or "")
         base = f"{base}/" + fullname.replace(".", "/") if base else fullname.replace(".", "/")
         return base if base in self._dirs and self.module_file(fullname) is None else None
+
+    def module_name(self, relpath: str, package: str = "sglang") -> str:
+        """The module a tree file is imported as (``python/sglang/srt/x.py`` -> ``sglang.srt.x``), the
+        inverse of :meth:`module_file`; "" for a file that is no module of ``package``."""
+        root = self.package_root(package)
+        prefix = f"{root}/" if root else ""
+        if not relpath.startswith(prefix) or not relpath.endswith(".py"):
+            return ""
+        name = module_of_relpath(relpath[len(prefix):])
+        return name if name.split(".")[0] == package else ""
+
+    def module_defining(self, name: str, package: str = "sglang") -> str | None:
+        """The module of ``package`` that defines a top-level class or function ``name`` (the one with
+        the shortest path, where several do), found in the files' text; None if none does."""
+        import re
+
+        pattern = re.compile(rb"^(class|def) " + re.escape(name.encode()) + rb"\b", re.MULTILINE)
+        hits = [f for f in self.files if f.relpath.endswith(".py") and pattern.search(f.read_bytes())]
+        for f in sorted(hits, key=lambda f: len(f.relpath)):
+            module = self.module_name(f.relpath, package)
+            if module:
+                return module
+        return None
 
     def file_at(self, relpath: str) -> SourceFile | None:
         """The file at exactly ``relpath``."""

@@ -307,25 +307,20 @@ def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback
                    or next((ch for ch in facts.choices if ch.width is None), None)) if facts.worker else None
             if hit is None and fallback and algorithm == "DDTREE" and not launch:
                 module, cls = fallback.rsplit(".", 1)
+                if tree.module_file(module) is None:  # the class lives elsewhere in this tree (eagle_utils, 0.4.10)
+                    module = tree.module_defining(cls) or module
                 attrs, rel, line = class_fields(TreeModules(tree), cls, module)
                 memo[(width, c)] = (cls, attrs, module, None) if rel else None
                 if rel:
                     report.verify_inputs[f"W={width} C={c}"] = f"{cls} ({rel}:{line}; the tree has no DDTree input)"
                 return memo[(width, c)]
-            module = _module_of(tree, hit.cls_path) if hit else ""
+            module = tree.module_name(hit.cls_path) if hit else ""
             memo[(width, c)] = (hit.cls, hit.attrs, module, hit.mask_from) if hit else None
             if hit is not None:
                 report.verify_inputs[f"W={width} C={c}"] = f"{hit.cls} ({hit.path}:{hit.line})"
         return memo[(width, c)]
 
     return get
-
-
-def _module_of(tree, relpath: str) -> str:
-    root = tree.package_root("sglang")
-    prefix = f"{root}/" if root else ""
-    rel = relpath[len(prefix):] if relpath.startswith(prefix) else relpath
-    return rel[:-3].replace("/", ".") if rel.endswith(".py") else ""
 
 
 def _interpreted() -> bool:

@@ -153,12 +153,19 @@ def _call(fn, **kwargs) -> Any:
 def _where(exc: BaseException) -> str:
     """Innermost frame in the target's code (or the harness, if it never got there)."""
     frames = traceback.extract_tb(exc.__traceback__)
-    tree = [f for f in frames if "ddcheck-smoke-" in f.filename]
+    marks = ("ddcheck-tree-", "ddcheck-smoke-")  # the tree's files as the runtime (or the fakes loader) wrote them
+    tree = [f for f in frames if any(m in f.filename for m in marks)]
     f = (tree or frames or [None])[-1]
     if f is None:
         return "?"
-    name = f.filename.split("ddcheck-smoke-", 1)[-1].split("/", 1)[-1] if tree else os.path.basename(f.filename)
-    return f"{name}:{f.lineno} in {f.name}"
+    if tree:
+        mark = next(m for m in marks if m in f.filename)
+        name = f.filename.split(mark, 1)[-1].split("/", 1)[-1]
+    else:
+        name = os.path.basename(f.filename)
+    inner = frames[-1]
+    beyond = f" -> {os.path.basename(inner.filename)}:{inner.lineno} in {inner.name}" if tree and inner is not f else ""
+    return f"{name}:{f.lineno} in {f.name}{beyond}"
 
 
 def _tolist(value: Any) -> Any:

@@ -21,15 +21,23 @@ import inspect
 import re
 import types
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ddcheck.sources import SourceTree
 from ddcheck.target import names
+from ddcheck.target.startup import env_assignments, propagate_env
 from ddcheck.target.runtime import Platform, TreeRuntime
 from ddcheck.target.standins import is_stand_in, stand_in
 
 BACKEND_MODULE = f"{names.ATTENTION_PACKAGE}.triton_backend"  # the default backend
 BACKEND_RELPATH = "sglang/srt/layers/attention/triton_backend.py"
+# The model the tree's start-up reads (config.json of a small Llama; the batch's attention shape is
+# the harness's own, handed to the backend through the model runner).
+SMOKE_MODEL_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 512,
+                      "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 128, "num_hidden_layers": 1,
+                      "intermediate_size": 1024, "vocab_size": 32000, "max_position_embeddings": 16384,
+                      "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16"}
 
 
 class HarnessError(Exception):
@@ -142,6 +150,7 @@ class SglangImporter:
         """Import the session's extra modules (the verify input's) before the backend, so both bind
         the same classes; returns {module: why} for one that stopped while imported."""
         failed: dict[str, str] = {}
+        self.server_args()  # the start-up runs first: it sets what modules read at import
         for name in sorted(self.extra_real, key=lambda n: n.count(".")):
             if not self.tree_has_module(name):
                 continue
@@ -155,8 +164,9 @@ class SglangImporter:
         name = self.backend_module
         if not self.tree_has_module(name):
             raise HarnessError(f"{self.tree.label}: no {name.replace('.', '/')}.py in this target")
+        server_args = self.server_args()  # the start-up runs first: it sets what modules read at import
         module = importlib.import_module(name)
-        self.publish(self.server_args())
+        self.publish(server_args)
         return module
 
     def backend_class(self, module: types.ModuleType, cls: str) -> type:
@@ -200,18 +210,45 @@ class SglangImporter:
         values = self.launch_values()
         if not isinstance(cls, type) or is_stand_in(cls):
             return Recording("server_args", self.trace, **values)
-        try:
-            fields = _field_names(cls)
-            quiet = type(cls.__name__, (cls,), {"__post_init__": lambda self: None,
-                                                "__module__": cls.__module__, "__qualname__": cls.__qualname__})
-            given = {k: v for k, v in values.items() if k in fields}
-            obj = quiet(**given)
-        except Exception as exc:  # noqa: BLE001 - reported; the fakes' server args stand in
-            self.trace.stopped[f"{names.SERVER_ARGS_CLASS}(...)"] = f"{type(exc).__name__}: {exc}"
-            return Recording("server_args", self.trace, **values)
-        for key in given:
+        fields = _field_names(cls)
+        given = {k: v for k, v in values.items() if k in fields}
+        try:  # the tree's own start-up, for a model shaped as the smoke batch
+            obj = cls(**{**given, "model_path": self._model_dir()})
+        except Exception as exc:  # noqa: BLE001 - reported; its field defaults are used instead
+            self.trace.stopped[f"{names.SERVER_ARGS_CLASS}.__post_init__"] = (
+                f"{type(exc).__name__}: {exc} (at {self.runtime.where_in_tree(exc)}); the tree's field defaults "
+                f"and the launch's values are used, and the environment it propagates is evaluated from its source")
+            try:
+                quiet = type(cls.__name__, (cls,), {"__post_init__": lambda self: None,
+                                                    "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+                obj = quiet(**given)
+            except Exception as exc2:  # noqa: BLE001 - reported; the fakes' server args stand in
+                self.trace.stopped[f"{names.SERVER_ARGS_CLASS}(...)"] = f"{type(exc2).__name__}: {exc2}"
+                return Recording("server_args", self.trace, **values)
+            set_env = propagate_env(env_assignments(self.tree, names.SERVER_ARGS_MODULE), vars(module), obj)
+            self.published += [f"os.environ[{k!r}] = {v!r}" for k, v in set_env.items()]
+        else:
+            self.published.append(f"{names.SERVER_ARGS_CLASS}.__post_init__")
+        for key, value in given.items():  # the run's own C and widths, whatever the start-up chose
+            if getattr(obj, key, value) != value:
+                self.trace.stopped[f"{names.SERVER_ARGS_CLASS}.{key}"] = (
+                    f"the tree's start-up set it to {getattr(obj, key)!r}; this run uses {value!r}")
+                try:
+                    object.__setattr__(obj, key, value)
+                except Exception:  # noqa: BLE001 - a frozen record keeps the tree's value
+                    pass
             self.trace.call(f"ServerArgs.{key}")
         return obj
+
+    def _model_dir(self) -> str:
+        """A model folder whose ``config.json`` describes a small Llama-style model (the smoke batch's
+        heads), for the tree's start-up to read."""
+        import json
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix="ddcheck-model-", dir=self.runtime.scratch))
+        (folder / "config.json").write_text(json.dumps(SMOKE_MODEL_CONFIG), encoding="utf-8")
+        return str(folder)
 
     def start_up(self, model_config: Any) -> None:
         """The parallel state a model runner's start-up sets, by the tree's own functions

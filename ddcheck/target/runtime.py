@@ -70,6 +70,7 @@ class RuntimeReport:
     usage: Usage = field(default_factory=Usage)
     files: list[str] = field(default_factory=list)  # tree relpaths run
     probes: list[str] = field(default_factory=list)  # torch probes answered for the emulated platform
+    cuda_on_cpu: int = 0  # tensors the tree asked for on "cuda", made on this CPU
 
     @property
     def stand_in_modules(self) -> list[str]:
@@ -125,6 +126,7 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
     # -- the block
     def __enter__(self):
         self._tmp = Path(tempfile.mkdtemp(prefix="ddcheck-tree-"))
+        self._environ = dict(os.environ)  # the tree's start-up writes the environment: put back on exit
         self.report.usage.where = self.caller_in_tree
         super().__enter__()
         self._before = set(sys.modules)
@@ -137,6 +139,9 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
             setattr(owner, name, value)
         self._saved.clear()
         self._emulated.clear()
+        if os.environ != self._environ:
+            os.environ.clear()
+            os.environ.update(self._environ)
         if self._last in sys.meta_path:
             sys.meta_path.remove(self._last)
         for name in set(sys.modules) - self._before:  # stand-in modules and what they brought in
@@ -145,6 +150,11 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
         super().__exit__(*exc)
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
+
+    @property
+    def scratch(self) -> str:
+        """A private folder for this block's files (removed on exit)."""
+        return str(self._tmp)
 
     def import_module(self, name: str) -> types.ModuleType:
         return importlib.import_module(name)
@@ -247,11 +257,17 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
             (torch.version, "cuda"): "12.8" if p.vendor == "nvidia" else None,
             (torch.version, "hip"): "6.3" if p.vendor == "amd" else None,
         }
+        if p.device.startswith("cpu"):  # the emulated GPU's memory is this machine's
+            for name in CUDA_FACTORIES:
+                if hasattr(torch, name):
+                    probes[(torch, name)] = _on_cpu(getattr(torch, name), self.report)
+            probes[(torch.Tensor, "to")] = _on_cpu(torch.Tensor.to, self.report, positional=True)
+            probes[(torch.Tensor, "cuda")] = lambda t, *a, **k: t
         for (owner, name), value in probes.items():
             self._saved.append((owner, name, getattr(owner, name, None)))
             self._emulated.append((owner, name, value))
             setattr(owner, name, value)
-            self.report.probes.append(f"{owner.__name__}.{name}")
+            self.report.probes.append(f"{getattr(owner, '__name__', owner)}.{name}")
 
     @contextmanager
     def this_machine(self):
@@ -277,6 +293,33 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
                     if callable(getattr(value, "cache_clear", None)) and hasattr(value, "__wrapped__") \
                             and getattr(value, "__module__", None) == name:
                         value.cache_clear()
+
+
+# torch factories that take ``device=``: on a CPU run that emulates a GPU, "cuda" means this machine.
+CUDA_FACTORIES = ("empty", "zeros", "ones", "full", "tensor", "arange", "empty_strided", "as_tensor", "rand",
+                  "randn", "randint", "randperm", "eye", "linspace", "zeros_like", "ones_like", "empty_like",
+                  "full_like")
+
+
+def _is_cuda_device(value: Any) -> bool:
+    return (isinstance(value, str) and value.startswith("cuda")) or getattr(value, "type", None) == "cuda"
+
+
+def _on_cpu(factory, report: RuntimeReport, positional: bool = False):
+    """``factory`` with a CUDA device (keyword, or ``Tensor.to``'s first argument) made the CPU."""
+    import functools
+
+    @functools.wraps(factory)
+    def call(*args, **kwargs):
+        if _is_cuda_device(kwargs.get("device")):
+            kwargs["device"] = "cpu"
+            report.cuda_on_cpu += 1
+        if positional and len(args) > 1 and _is_cuda_device(args[1]):
+            args = (args[0], "cpu", *args[2:])
+            report.cuda_on_cpu += 1
+        return factory(*args, **kwargs)
+
+    return call
 
 
 class _StandInLoader(importlib.abc.Loader):
