@@ -66,6 +66,13 @@ FILLED_BEFORE = {"page_size": 1}
 # A stand-in call reads a model's config when its last two names mention a config and not one of these.
 NOT_MODEL_CONFIG = ("generation", "processor", "tokenizer", "quant", "lora", "peft")
 SESSIONS_KEPT = 3
+# What transformers' PretrainedConfig has for a model whose config.json does not say (its base class's
+# attributes and __init__ defaults): a config read from a file answers these as transformers would.
+CONFIG_BASE = {"model_type": "", "architectures": None, "is_encoder_decoder": False, "is_decoder": False,
+               "tie_word_embeddings": True, "bos_token_id": None, "eos_token_id": None, "pad_token_id": None,
+               "torch_dtype": None, "dtype": None, "name_or_path": "", "_name_or_path": "",
+               "output_hidden_states": False, "output_attentions": False, "return_dict": True}
+DTYPE_KEYS = ("torch_dtype", "dtype")
 
 
 class NeedsInput(AttributeError):
@@ -143,9 +150,15 @@ class _Config:
             raise AttributeError(attr)
         data = self._data
         if data is not None:
+            if attr in DTYPE_KEYS and attr not in data:  # transformers 5 reads torch_dtype as dtype
+                attr = next((k for k in DTYPE_KEYS if k in data), attr)
             if attr in data:
                 value = data[attr]
+                if attr in DTYPE_KEYS and isinstance(value, str):
+                    return _torch_dtype(value)
                 return _Config(self._run, f"{self._label}.{attr}", value, self._supply) if isinstance(value, dict) else value
+            if attr in CONFIG_BASE and self._label.count(".") == 0:
+                return CONFIG_BASE[attr]
             raise AttributeError(attr)
         self._run.need(f"{self._label}: `{attr}`", self._supply)
         raise NeedsInput(f"{self._label} is not known to ddcheck (pass {self._supply})")
@@ -195,6 +208,16 @@ class _Config:
 
     def __repr__(self) -> str:
         return f"<model config {self._label}>"
+
+
+def _torch_dtype(name: str) -> Any:
+    """``"bfloat16"`` as transformers hands it over: the torch dtype, where torch is installed."""
+    try:
+        import torch
+    except ImportError:
+        return name
+    value = getattr(torch, name, None)
+    return value if isinstance(value, torch.dtype) else name
 
 
 def _path_arguments(args: tuple, kwargs: dict) -> list[str]:
@@ -602,10 +625,13 @@ def _build_server_args(run: _Run, cls: type, values: dict[str, Any]):
     return rec(**kwargs)
 
 
-def _values_of(run: _Run, sa: Any) -> dict[str, Any]:
+def _values_of(run: _Run, sa: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """server_args after the run: the parsed flags (argparse-only names too), its fields as the tree
+    left them, and the decisions declared on them."""
     if isinstance(sa, _ServerArgs):
         return dict(object.__getattribute__(sa, "_values"))
-    out = {name: getattr(sa, name, None) for name in run.fields}
+    out = dict(values)
+    out.update((name, getattr(sa, name, None)) for name in run.fields)
     out.update(run.declared)
     return out
 
@@ -820,7 +846,7 @@ def _run_once(run: "_Run", tree: SourceTree, found, values: dict[str, Any], read
         root.setLevel(old_level)
         for h, level in silenced:
             h.setLevel(level)
-    run.result.values = _values_of(run, sa) if sa is not None else values
+    run.result.values = _values_of(run, sa, values) if sa is not None else values
     return unreadable
 
 
