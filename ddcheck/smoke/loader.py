@@ -198,7 +198,7 @@ class SglangImporter:
                 "attention_backend": ctx.attention_backend, "prefill_attention_backend": ctx.attention_backend,
                 "decode_attention_backend": ctx.attention_backend, "page_size": 1, "kv_cache_dtype": "auto",
                 "device": "cuda", "disable_cuda_graph": False, "tp_size": 1, "dp_size": 1,
-                "model_path": "ddcheck-smoke", "triton_attention_num_kv_splits": 8}
+                "triton_attention_num_kv_splits": 8}
 
     def _build_server_args(self) -> Any:
         """An instance of the tree's ``ServerArgs`` holding its own field defaults and the launch's
@@ -212,8 +212,9 @@ class SglangImporter:
             return Recording("server_args", self.trace, **values)
         fields = _field_names(cls)
         given = {k: v for k, v in values.items() if k in fields}
+        model = {"model_path": self._model_dir()} if "model_path" in fields else {}
         try:  # the tree's own start-up, for a model shaped as the smoke batch
-            obj = cls(**{**given, "model_path": self._model_dir()})
+            obj = cls(**given, **model)
         except Exception as exc:  # noqa: BLE001 - reported; its field defaults are used instead
             self.trace.stopped[f"{names.SERVER_ARGS_CLASS}.__post_init__"] = (
                 f"{type(exc).__name__}: {exc} (at {self.runtime.where_in_tree(exc)}); the tree's field defaults "
@@ -221,7 +222,7 @@ class SglangImporter:
             try:
                 quiet = type(cls.__name__, (cls,), {"__post_init__": lambda self: None,
                                                     "__module__": cls.__module__, "__qualname__": cls.__qualname__})
-                obj = quiet(**given)
+                obj = quiet(**given, **model)
             except Exception as exc2:  # noqa: BLE001 - reported; the fakes' server args stand in
                 self.trace.stopped[f"{names.SERVER_ARGS_CLASS}(...)"] = f"{type(exc2).__name__}: {exc2}"
                 return Recording("server_args", self.trace, **values)
@@ -302,22 +303,23 @@ class SglangImporter:
                 self.published.append(label)
 
     def publish(self, server_args: Any) -> None:
-        """Hand the server args to the tree's own process-wide setters (``set_global_server_args...``,
-        a context object's ``set_server_args``), in every tree module loaded so far, and fill the
-        tree's server-args dicts (``global_server_args_dict``) from them."""
+        """Hand the server args to the tree's own process-wide setter: the first module-level function
+        named like ``set_global_server_args...`` (``names.SERVER_ARGS_SETTER``) that takes them, else a
+        context object's ``set_server_args``, in the tree modules loaded so far; and fill the tree's
+        server-args dicts (``global_server_args_dict``, 0.4.x) from them."""
         import sys
 
         pattern = re.compile(names.SERVER_ARGS_SETTER)
         prefix = self.runtime.package + "."
-        for mod_name, module in list(sys.modules.items()):
+        functions, methods = [], []
+        for mod_name, module in sorted(sys.modules.items()):
             if not mod_name.startswith(prefix) or not isinstance(module, types.ModuleType):
                 continue
             for attr, value in list(vars(module).items()):
                 if is_stand_in(value) or isinstance(value, (type, types.ModuleType)):
                     continue
-                targets = []
                 if inspect.isfunction(value) and pattern.fullmatch(attr) and value.__module__ == mod_name:
-                    targets.append((f"{mod_name}.{attr}", value))
+                    functions.append((f"{mod_name}.{attr}", value))
                 elif isinstance(value, dict) and pattern.fullmatch(f"set_{attr}"):
                     for key in list(value):
                         if isinstance(key, str) and hasattr(server_args, key):
@@ -326,21 +328,23 @@ class SglangImporter:
                 elif not inspect.isroutine(value) and type(value).__module__ == mod_name:
                     for meth in dir(type(value)):
                         if pattern.fullmatch(meth) and callable(getattr(value, meth, None)):
-                            targets.append((f"{mod_name}.{attr}.{meth}", getattr(value, meth)))
-                for label, fn in targets:
-                    try:
-                        params = [p for p in inspect.signature(fn).parameters.values()
-                                  if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-                    except (TypeError, ValueError):
-                        continue
-                    if len(params) != 1:
-                        continue
-                    try:
-                        fn(server_args)
-                    except Exception as exc:  # noqa: BLE001 - reported: the tree's setter wants more than we have
-                        self.trace.stopped[label] = f"{type(exc).__name__}: {exc}"
-                    else:
-                        self.published.append(label)
+                            methods.append((f"{mod_name}.{attr}.{meth}", getattr(value, meth)))
+        for group in (functions, methods):
+            for label, fn in group:
+                try:
+                    params = [p for p in inspect.signature(fn).parameters.values()
+                              if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+                except (TypeError, ValueError):
+                    continue
+                if len(params) != 1:
+                    continue
+                try:
+                    fn(server_args)
+                except Exception as exc:  # noqa: BLE001 - reported: the tree's setter wants more than we have
+                    self.trace.stopped[label] = f"{type(exc).__name__}: {exc}"
+                else:
+                    self.published.append(label)
+                    return
 
 
 def _field_names(cls: type) -> set[str]:
