@@ -338,6 +338,7 @@ def _merge(into: HarnessTrace, t) -> None:
     into.stand_ins_called = sorted(set(into.stand_ins_called) | set(t.stand_ins_called))
     into.stand_in_modules = sorted(set(into.stand_in_modules) | set(getattr(t, "stand_in_modules", ())))
     into.stopped.update(getattr(t, "stopped", {}))
+    into.startup_stand_ins = sorted(set(into.startup_stand_ins) | set(getattr(t, "startup_stand_ins", ())))
     for src, dst in ((t.reads, into.reads), (t.missing, into.missing)):
         for k, v in src.items():
             dst[k] = sorted(set(dst.get(k, [])) | set(v))

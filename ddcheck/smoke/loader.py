@@ -56,6 +56,7 @@ class Trace:
     files: list[str] = field(default_factory=list)  # tree relpaths run
     stopped: dict[str, str] = field(default_factory=dict)  # tree modules that stopped while imported
     stand_in_modules: list[str] = field(default_factory=list)
+    startup_stand_ins: list[str] = field(default_factory=list)  # called by the tree's start-up code
 
     def call(self, name: str) -> None:
         self.provided_calls[name] = self.provided_calls.get(name, 0) + 1
@@ -141,6 +142,7 @@ class SglangImporter:
         t.stopped = {**rep.partial, **t.stopped}
         t.stand_in_modules = rep.stand_in_modules
         t.stand_ins_called = [f"{n} at {w}" for n, w in dict.fromkeys(rep.usage.run_calls())]
+        t.startup_stand_ins = [f"{n} at {w}" for n, w in dict.fromkeys(rep.usage.startup_calls)]
 
     # -- tree lookups
     def tree_has_module(self, fullname: str) -> bool:
@@ -166,7 +168,8 @@ class SglangImporter:
             raise HarnessError(f"{self.tree.label}: no {name.replace('.', '/')}.py in this target")
         server_args = self.server_args()  # the start-up runs first: it sets what modules read at import
         module = importlib.import_module(name)
-        self.publish(server_args)
+        with self.runtime.start_up():
+            self.publish(server_args)
         return module
 
     def backend_class(self, module: types.ModuleType, cls: str) -> type:
@@ -188,7 +191,8 @@ class SglangImporter:
     # -- server args: the tree's class, its defaults, this launch's values
     def server_args(self) -> Any:
         if self._server_args is None:
-            self._server_args = self._build_server_args()
+            with self.runtime.start_up():
+                self._server_args = self._build_server_args()
         return self._server_args
 
     def launch_values(self) -> dict[str, Any]:
@@ -270,7 +274,7 @@ class SglangImporter:
             with socket.socket() as sock:
                 sock.bind(("127.0.0.1", 0))
                 values["distributed_init_method"] = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
-        with self.runtime.this_machine():
+        with self.runtime.this_machine(), self.runtime.start_up():
             self._start_up(values)
 
     def _start_up(self, values: dict[str, Any]) -> None:
