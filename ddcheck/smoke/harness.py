@@ -70,11 +70,12 @@ def poisoned_allocations(pad_rows: int = 0, made: list | None = None) -> Iterato
 
 def _caller() -> str:
     """The innermost frame of the target's code on the stack (where an allocation was made)."""
-    frames = [f for f in traceback.extract_stack() if "ddcheck-smoke-" in f.filename]
+    marks = ("ddcheck-tree-", "ddcheck-smoke-")  # the tree's files as the runtime (or the fakes loader) wrote them
+    frames = [(f, m) for f in traceback.extract_stack() for m in marks if m in f.filename]
     if not frames:
         return "?"
-    f = frames[-1]
-    return f"{f.filename.split('ddcheck-smoke-', 1)[-1].split('/', 1)[-1]}:{f.lineno} in {f.name}"
+    f, mark = frames[-1]
+    return f"{f.filename.split(mark, 1)[-1].split('/', 1)[-1]}:{f.lineno} in {f.name}"
 
 
 def written_past(batch: VerifyBatch, made: list) -> list[dict]:
