@@ -5,6 +5,7 @@
     python bench/smoke_matrix.py prepare DEST [--device cpu|cuda] [--releases ...] [--backends ...]
     python -m ddcheck.smoke.matrix DEST/spec.json RECORD.json --jobs N     (here, or on the GPU machine)
     python bench/smoke_matrix.py table RECORD.json [--doc docs/smoke-matrix.md]
+    python bench/smoke_matrix.py rerun DEST [--jobs N] [--doc ...]   (again, the runs of DEST/record.json not as expected)
 
 For each release and backend, `ddcheck smoke --backend B --graph-capture-width W` runs at budget 16
 (W = 17 > C = 8) and at budget 4 (W = 5 < C = 8) on the unfixed wheel and on the file as the *default*
@@ -93,7 +94,8 @@ def _cell(run: dict | None) -> str:
         return ""
     mark = "" if run["met"] else f" (expected {run['expect']})"
     cause = " capture width" if run["verdict"].startswith("capture width") else ""
-    return f"{run['exit_code']}{cause}{mark}"
+    fakes = " (fakes)" if (run.get("report") or {}).get("loader") == "fakes" else ""
+    return f"{run['exit_code']}{cause}{fakes}{mark}"
 
 
 def table(record: dict) -> str:
@@ -108,9 +110,12 @@ def table(record: dict) -> str:
     head = ["release", "backend", "scan (unfixed)"] + [f"{v}, budget {b} (W = {b + 1})" for v in variants
                                                        for b in budgets]
     lines = [f"{env.get('gpu', 'CPU')}, torch {env.get('torch')}, triton {env.get('triton')}; "
-             f"{len(record['runs'])} runs in {record.get('seconds')} s with {record.get('jobs')} jobs; C = {C}, "
+             f"{len(record['runs'])} runs in {record.get('seconds')} s with {record.get('jobs')} jobs"
+             f"{' (' + str(record['reruns']) + ' run again)' if record.get('reruns') else ''}; C = {C}, "
              f"graphs captured at W unless the column says C. A cell is the exit code of `ddcheck smoke`; "
-             f"'=' a fixed cell where the default fix changes nothing (the unfixed run).", "",
+             f"'=' a fixed cell where the default fix changes nothing (the unfixed run); '(fakes)' a run "
+             f"where the tree's own runtime stopped on this machine and smoke fell back to ddcheck's fakes of it "
+             f"(the report's first limitation says where).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     seen = list(dict.fromkeys((r["cell"]["release"], r["cell"]["backend"]) for r in runs))
     for rel, name in seen:
@@ -132,6 +137,23 @@ def table(record: dict) -> str:
         lines.append("")
         lines += [f"* {r['label']}: exit {r['exit_code']}, expected {r['expect']}: {r['verdict']}" for r in bad]
     return "\n".join(lines) + "\n"
+
+
+def rerun(dest: Path, jobs: int) -> dict:
+    """Run again the runs of ``dest/record.json`` that were not as expected, and rewrite the record."""
+    from ddcheck.smoke.matrix import run_matrix
+
+    path = dest / "record.json"
+    record = json.loads(path.read_text())
+    spec = {e["label"]: e for e in json.loads((dest / "spec.json").read_text())}
+    again = run_matrix([spec[r["label"]] for r in record["runs"] if not r["met"]], jobs)
+    fresh = {r["label"]: r for r in again["runs"]}
+    record["runs"] = [fresh.get(r["label"], r) for r in record["runs"]]
+    record["all_met"] = all(r["met"] for r in record["runs"])
+    record["seconds"] = round(record["seconds"] + again["seconds"], 1)
+    record["reruns"] = record.get("reruns", 0) + len(fresh)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return record
 
 
 DOC_START, DOC_END = "<!-- matrix:start -->", "<!-- matrix:end -->"
@@ -162,6 +184,10 @@ def main() -> int:
         if name == "all":
             p.add_argument("--jobs", type=int, default=2)
             p.add_argument("--doc", type=Path, default=None)
+    r = sub.add_parser("rerun")
+    r.add_argument("dest", type=Path)
+    r.add_argument("--jobs", type=int, default=2)
+    r.add_argument("--doc", type=Path, default=None)
     t = sub.add_parser("table")
     t.add_argument("record", type=Path)
     t.add_argument("--doc", type=Path, default=None)
@@ -179,6 +205,8 @@ def main() -> int:
         record = run_matrix(spec, args.jobs)
         path = args.dest / "record.json"
         path.write_text(json.dumps(record, indent=1) + "\n")
+    elif args.cmd == "rerun":
+        record = rerun(args.dest, args.jobs)
     else:
         record = json.loads(args.record.read_text())
     text = table(record)
