@@ -134,7 +134,7 @@ def _launch_widths(target: str, launch: str):
     """(budget, C, capture width, server_args values) of a launch command against ``target``."""
     import shlex
 
-    from .launch.api import UsageError, _jsonable, check_launch
+    from .launch.api import _jsonable, check_launch
 
     try:
         report = check_launch(shlex.split(launch), sglang=target)

@@ -104,7 +104,8 @@ def _exit(code: int) -> None:
 
 
 def _run_scan(kw: dict) -> int:
-    from .scan_command import UsageError, internal_failure, scan_command, usage_failure
+    from .errors import UsageError
+    from .scan_command import internal_failure, scan_command, usage_failure
 
     try:
         return scan_command(**kw)

@@ -10,6 +10,7 @@ import os
 import re
 import sys
 
+from ddcheck.errors import UsageError
 from ddcheck.launch.checks import ALL_CHECKS, Consequence, ConfigFinding, check_startup, tree_run_findings
 from ddcheck.launch.evidence import scan_errors
 from ddcheck.launch.flags import ParseError, flag_table, merge_config_file, parse
@@ -20,10 +21,6 @@ from ddcheck.launch.worker import graph_capture, verify_inputs
 from ddcheck.sources import SourceTree, TargetError, installed_sglang, open_target
 
 _LAUNCHERS = re.compile(r"(^|[./])launch_server(\.py)?$|^serve$")
-
-
-class UsageError(Exception):
-    """Bad invocation of ddcheck itself (exit 2)."""
 
 
 def server_argv(argv: list[str]) -> list[str]:
