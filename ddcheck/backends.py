@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ddcheck.contract import Term
-
-ATTENTION = "sglang.srt.layers.attention"
+from ddcheck.target.names import ATTENTION_PACKAGE as ATTENTION
 
 # FA3-style metadata (FlashAttentionMetadata and the TRT-LLM MHA copy of it).
 _VARLEN = {

@@ -35,13 +35,12 @@ from typing import Any
 from ddcheck.isolation import SwappedImports
 from ddcheck.launch.evaluate import tree_class
 from ddcheck.sources import SourceTree
+from ddcheck.target.names import HANDLER_METHOD_NAMES as METHOD_NAMES, HANDLER_NAMES, PACKAGE, SERVER_ARGS_FILE
 
-HANDLER_NAMES = ("handle_speculative_decoding",)
-METHOD_NAMES = ("_handle_speculative_decoding",)
 # Third-party packages that are heavy or need a GPU: never imported, always stand-ins.
 FOREIGN = ("torch", "triton", "transformers", "huggingface_hub", "sgl_kernel", "flashinfer", "vllm", "numpy",
            "aiter", "deep_gemm", "safetensors", "msgspec", "zmq", "psutil", "requests", "orjson", "uvloop")
-NAMESPACES = ("sglang",) + FOREIGN
+NAMESPACES = (PACKAGE,) + FOREIGN
 MAX_DEPTH = 2
 # sglang.srt.utils platform probes -> the --gpu value for which they answer True.
 PLATFORM_PROBES = {"is_cuda": "nvidia", "is_cuda_alike": "nvidia", "is_hip": "amd", "is_npu": "npu",
@@ -375,7 +374,7 @@ def find_handler(tree: SourceTree) -> tuple[str, str, str] | None:
 
 
 def server_args_methods(tree: SourceTree) -> set[str]:
-    cls = tree_class(tree, "sglang/srt/server_args.py", "ServerArgs")
+    cls = tree_class(tree, SERVER_ARGS_FILE, "ServerArgs")
     return {n.name for n in cls.body if isinstance(n, ast.FunctionDef)} if cls else set()
 
 
@@ -383,7 +382,7 @@ def server_args_values(tree: SourceTree, ns: dict[str, Any], field_defaults: dic
     """What ``ServerArgs.from_cli_args`` builds: the fields' defaults, the parsed flags, and the
     renames it applies (``args.pp_size = args.pipeline_parallel_size``), read from the tree."""
     values = {**field_defaults, **ns}
-    f = tree.find("sglang/srt/server_args.py")
+    f = tree.find(SERVER_ARGS_FILE)
     mod = ast.parse(f.read_bytes()) if f is not None else ast.Module(body=[], type_ignores=[])
     for node in ast.walk(mod):
         if isinstance(node, ast.FunctionDef) and node.name == "from_cli_args":
