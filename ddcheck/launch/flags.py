@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from ddcheck.files import replace
 from ddcheck.sources import SourceTree, cache_dir, content_hash, read_regular
 from ddcheck.target.names import SERVER_ARGS_FILE, SPEC_INFO_FILE as SPEC_INFO
 
@@ -369,9 +370,7 @@ def flag_table(tree: SourceTree) -> FlagTable:
     table = extract(tree)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(table.model_dump_json())
-        tmp.replace(path)
+        replace(path, table.model_dump_json().encode("utf-8"))
     except OSError:
         pass
     return table
