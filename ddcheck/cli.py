@@ -167,14 +167,21 @@ def config(
     Example: [bold]ddcheck config --sglang sglang==0.5.16 -- python -m sglang.launch_server --model-path M
     --speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 16[/bold]
     """
+    from functools import partial
+
     from .launch import config_main
 
     if fmt not in ("text", "json"):
         raise UsageError("--format must be text or json")
+    run = None
+    if smoke:  # the launch, run: composed here, above both `config` and `smoke`
+        from .config_smoke import launch_smoke
+
+        run = partial(launch_smoke, device=device)
     raise typer.Exit(config_main(list(ctx.args), file=str(file) if file else None, sglang=sglang, fmt=fmt,
                                  draft_config=str(draft_config) if draft_config else None,
                                  model_config=str(model_config) if model_config else None, gpu=gpu,
-                                 smoke=smoke, device=device))
+                                 smoke=run))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
