@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -31,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("DDCHECK_FORKS", REPO.parent / "shared" / "corpus" / "ddtree-forks"))
 FORKS = {"hz": "HaiyuZhou-sglang-ad7ab160.tar.gz", "dbg": "DB-Guo-sglang-ddtree-dev-514ea1f3.tar.gz"}
 RELEASES = ("0.5.10", "0.5.16", "0.5.23")
+SCRATCH = "<scratch>"
 LAUNCH = "python -m sglang.launch_server --model-path m --speculative-draft-model-path d"
 DDTREE = LAUNCH + " --speculative-algorithm DDTREE --speculative-num-draft-tokens 16"
 DBG = LAUNCH + (" --speculative-algorithm DFLASH --speculative-dflash-enable-ddtree --speculative-ddtree-budget 7"
@@ -91,9 +93,17 @@ def record(args) -> int:
         for case, argv in cases(trees, args.only, args.smoke).items():
             p = subprocess.run([sys.executable, "-m", "ddcheck", *argv], cwd=scratch, env=env, capture_output=True,
                                text=True)
-            (out / f"{case}.out").write_text(f"{p.stdout}\nexit {p.returncode}\n", encoding="utf-8")
+            text = p.stdout.replace(scratch, SCRATCH)  # the wheels are fetched into the scratch cache
+            (out / f"{case}.out").write_text(f"{text}\nexit {p.returncode}\n", encoding="utf-8")
             print(f"{case}: exit {p.returncode}, {len(p.stdout)} characters", flush=True)
     return 0
+
+
+def _scrub(text: str) -> str:
+    """A record's scratch folder as ``<scratch>`` (records made before it was written so), and smoke's
+    wall times (``"seconds"``) left out: they differ from run to run."""
+    text = re.sub(r"/tmp/tmp[A-Za-z0-9_]+(?=/)", SCRATCH, text)
+    return re.sub(r'"seconds": [0-9.]+', '"seconds": _', text)
 
 
 def compare(args) -> int:
@@ -101,8 +111,8 @@ def compare(args) -> int:
     names = sorted({p.name for p in a.glob("*.out")} | {p.name for p in b.glob("*.out")})
     differ = 0
     for name in names:
-        x = (a / name).read_text() if (a / name).exists() else "(missing)\n"
-        y = (b / name).read_text() if (b / name).exists() else "(missing)\n"
+        x = _scrub((a / name).read_text()) if (a / name).exists() else "(missing)\n"
+        y = _scrub((b / name).read_text()) if (b / name).exists() else "(missing)\n"
         if x != y:
             differ += 1
             print(f"{name}: differs")
