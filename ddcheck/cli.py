@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import List, Optional
 
 # scan_command first: it sets the environment pydantic (loaded by typer) reads
+from .errors import EXIT_INTERRUPTED, EXIT_USAGE
 from .findings import Severity
 from .scan_command import UsageError, console, internal_failure, resolve_settings, scan_command, usage_failure
 
@@ -258,7 +259,7 @@ def main() -> None:
     except SystemExit:
         raise
     except (KeyboardInterrupt, typer.Abort):
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 - the last line of defence for scripts
         try:  # typer >= 0.2x vendors click as typer._click; older typers use click itself
             from typer._click.exceptions import ClickException
@@ -267,7 +268,7 @@ def main() -> None:
 
         if isinstance(exc, ClickException):
             exc.show()
-            sys.exit(2)
+            sys.exit(EXIT_USAGE)
         sys.exit(internal_failure(exc))
 
 
