@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
-"""The smoke proof per backend and release: unfixed, after `ddcheck fix`, judged by `ddcheck smoke`.
+"""The smoke proof per backend and release: unfixed, after the default `ddcheck fix`, at W > C and W < C.
 
-    python bench/smoke_matrix.py prepare DEST [--device cpu|cuda] [--releases 0.5.10 0.5.16 0.5.23]
+    python bench/smoke_matrix.py all DEST [--jobs N] [--doc docs/smoke-matrix.md]   (prepare, run, table)
+    python bench/smoke_matrix.py prepare DEST [--device cpu|cuda] [--releases ...] [--backends ...]
     python -m ddcheck.smoke.matrix DEST/spec.json RECORD.json --jobs N     (here, or on the GPU machine)
-    python bench/smoke_matrix.py table RECORD.json
+    python bench/smoke_matrix.py table RECORD.json [--doc docs/smoke-matrix.md]
 
-`prepare` writes under DEST (git-ignored, e.g. .carry/matrix) only the verify-path files of each
-release and the fixed backend files, so a machine without sglang or network can run the matrix;
-each run's expected exit code comes from the scan: 1 where `ddcheck scan` reports DD001 on that
-backend's file, else 0; after `ddcheck fix --unsafe-fixes`, 0. FA3's graph path is run with graphs
-captured at W (as DDTree's runners capture); captured at C it is the capture width (exit 1) where
-a judged scalar is kept from capture (FA3, TRT-LLM MHA: max_seq_len_q), a limitation no backend
-edit repairs, recorded as its own row. `table` prints the record.
+For each release and backend, `ddcheck smoke --backend B --graph-capture-width W` runs at budget 16
+(W = 17 > C = 8) and at budget 4 (W = 5 < C = 8) on the unfixed wheel and on the file as the *default*
+`ddcheck fix` (no unsafe fixes) leaves it. The expected exit code of an unfixed run comes from the scan:
+1 where `ddcheck scan` reports DD001 on that backend's file (its verify path lays out with C; the first
+finding's file:line is the evidence in the table), else 0; every fixed run is expected to exit 0. Where
+the default fix changes nothing the fixed cell is the unfixed run. `--capture-c` adds the fixed file with
+graphs captured at C (what SGLang's runner does), whose expected verdict is 0 or "capture width" (1).
+
+`prepare` writes under DEST (git-ignored, e.g. .carry/matrix) the releases' sglang files and the fixed
+backend files, so a machine without sglang or network can run the matrix. `table` prints the record as
+a markdown table, and with --doc writes it into that page.
 """
 
 from __future__ import annotations
@@ -21,11 +26,20 @@ import json
 import sys
 from pathlib import Path
 
-from ddcheck import backends
-from ddcheck.contract import Term
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ddcheck import backends  # noqa: E402
+
+RELEASES = ["0.5.10", "0.5.16", "0.5.23"]
+BACKENDS = ["triton", "fa3", "trtllm_mha", "flashinfer", "trtllm_mla"]
+BUDGETS = (16, 4)  # W = 17 > C = 8 (full-tree mode) and W = 5 < C = 8 (spine mode)
+C = 8
 
 
-def prepare(dest: Path, device: str, releases: list[str], names: list[str]) -> list[dict]:
+def prepare(dest: Path, device: str, releases: list[str], names: list[str], budgets=BUDGETS,
+            capture_c: bool = False) -> list[dict]:
+    """The runs, each ``{label, expect, kwargs, cell}`` (``cell``: release, backend, variant, budget,
+    evidence), for :func:`ddcheck.smoke.matrix.run_matrix`."""
     from ddcheck.api import scan
     from ddcheck.fixer import fixed_file_text
     from ddcheck.settings import Settings
@@ -33,77 +47,145 @@ def prepare(dest: Path, device: str, releases: list[str], names: list[str]) -> l
     from ddcheck.sources import open_target
 
     spec = []
-    runnable = [backends.get(n) for n in names]
+    chosen = [backends.get(n) for n in names]
     for ver in releases:
-        tree = open_target(f"sglang=={ver}")
+        target = f"sglang=={ver}"
+        tree = open_target(target)
         tree_dir = dest / "trees" / ver
-        modules = tuple(m for b in runnable for m in (b.module, *b.real_modules, *_input_modules(b)))
-        for f in verify_path_files(tree, modules):
-            out = tree_dir / f.relpath
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(f.read_bytes())
-        findings = scan([f"sglang=={ver}"], settings=Settings()).findings
-        for b in runnable:
-            hazards = [f for f in findings if f.rule == "DD001" and f.path.endswith("!" + b.relpath)]
-            base = {"target": str(tree_dir), "device": device, "backend": b.name}
-            capture = {"graph_capture_width": "W"} if b.kernels is None else {}
-            spec.append({"label": f"{b.name} {ver} unfixed", "expect": 1 if hazards else 0,
-                         "kwargs": {**base, **capture}})
-            if not hazards:
-                continue
-            fixed = dest / "fixed" / ver / Path(b.relpath).name
-            fixed.parent.mkdir(parents=True, exist_ok=True)
-            fixed.write_text(fixed_file_text(f"sglang=={ver}", b.relpath, unsafe=True))
-            spec.append({"label": f"{b.name} {ver} fixed", "expect": 0,
-                         "kwargs": {**base, **capture, "backend_file": str(fixed)}})
-            if b.kernels is None:
-                # A graph keeps the scalars it was captured with (FA3's max_seq_len_q): captured at C it
-                # is wrong at W whatever the backend does; a backend judged on refilled buffers only is right.
-                baked = any(t in (Term.MAX_QUERY_LEN, Term.MAX_KV_LEN) for t in b.contract_fields(graph=True).values())
-                spec.append({"label": f"{b.name} {ver} fixed, graphs captured at C", "expect": 1 if baked else 0,
-                             "kwargs": {**base, "backend_file": str(fixed)}})
+        if not tree_dir.is_dir():
+            for f in verify_path_files(tree):
+                out = tree_dir / f.relpath
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(f.read_bytes())
+        findings = scan([target], settings=Settings()).findings
+        for b in chosen:
+            hazards = sorted((f for f in findings if f.rule == "DD001" and f.path.endswith("!" + b.relpath)),
+                             key=lambda f: f.line)
+            evidence = (f"DD001 x{len(hazards)}, first {b.relpath.rsplit('/', 1)[-1]}:{hazards[0].line}"
+                        if hazards else "no DD001")
+            base = {"target": str(tree_dir), "device": device, "backend": b.name, "num_draft_tokens": C}
+            original = tree.read_text(b.relpath)
+            fixed_text = fixed_file_text(target, b.relpath)
+            fixed = None
+            if fixed_text != original:
+                fixed = dest / "fixed" / ver / Path(b.relpath).name
+                fixed.parent.mkdir(parents=True, exist_ok=True)
+                fixed.write_text(fixed_text)
+            variants = [("unfixed", None, 1 if hazards else 0, "W")]
+            if fixed is not None:
+                variants.append(("fixed", str(fixed), 0, "W"))
+                if capture_c:
+                    variants.append(("fixed, captured at C", str(fixed), None, "C"))
+            for variant, backend_file, expect, cw in variants:
+                for budget in budgets:
+                    kwargs = {**base, "budget": budget, "graph_capture_width": cw}
+                    if backend_file:
+                        kwargs["backend_file"] = backend_file
+                    cell = {"release": ver, "backend": b.name, "variant": variant, "budget": budget,
+                            "evidence": evidence, "fix_changed": fixed is not None}
+                    spec.append({"label": f"{b.name} {ver} {variant} budget {budget}", "expect": expect,
+                                 "kwargs": kwargs, "cell": cell})
     return spec
 
 
-def _input_modules(b: backends.Backend) -> tuple[str, ...]:
-    """The modules a backend's verify-input class runs from (flashinfer calls its methods)."""
-    from ddcheck.smoke.api import SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE
-
-    return (b.input_class.rsplit(".", 1)[0], SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE) if b.input_class else ()
+def _cell(run: dict | None) -> str:
+    if run is None:
+        return ""
+    mark = "" if run["met"] else f" (expected {run['expect']})"
+    cause = " capture width" if run["verdict"].startswith("capture width") else ""
+    return f"{run['exit_code']}{cause}{mark}"
 
 
 def table(record: dict) -> str:
+    """The record as markdown: one row per release and backend, a column per variant and budget."""
     env = record.get("environment", {})
-    lines = [f"{env.get('gpu', 'cpu')}  torch {env.get('torch')}  triton {env.get('triton')}  "
-             f"({record.get('seconds')} s, {record.get('jobs')} jobs)", ""]
-    lines.append(f"{'run':<42} {'expect':>6} {'exit':>4}  verdict")
-    for r in record["runs"]:
-        mark = "" if r["met"] else "  <- NOT AS EXPECTED"
-        lines.append(f"{r['label']:<42} {str(r['expect']):>6} {r['exit_code']:>4}  {r['verdict'][:110]}{mark}")
+    runs = [r for r in record["runs"] if r.get("cell")]
+    budgets = sorted({r["cell"]["budget"] for r in runs}, reverse=True)
+    variants = list(dict.fromkeys(r["cell"]["variant"] for r in runs))
+    if "fixed" not in variants:
+        variants.append("fixed")
+    by = {(r["cell"]["release"], r["cell"]["backend"], r["cell"]["variant"], r["cell"]["budget"]): r for r in runs}
+    head = ["release", "backend", "scan (unfixed)"] + [f"{v}, budget {b} (W = {b + 1})" for v in variants
+                                                       for b in budgets]
+    lines = [f"{env.get('gpu', 'CPU')}, torch {env.get('torch')}, triton {env.get('triton')}; "
+             f"{len(record['runs'])} runs in {record.get('seconds')} s with {record.get('jobs')} jobs; C = {C}, "
+             f"graphs captured at W unless the column says C. A cell is the exit code of `ddcheck smoke`; "
+             f"'=' a fixed cell where the default fix changes nothing (the unfixed run).", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    seen = list(dict.fromkeys((r["cell"]["release"], r["cell"]["backend"]) for r in runs))
+    for rel, name in seen:
+        first = next(r for r in runs if (r["cell"]["release"], r["cell"]["backend"]) == (rel, name))
+        cells = []
+        for v in variants:
+            for b in budgets:
+                run = by.get((rel, name, v, b))
+                if run is None and v == "fixed" and not first["cell"]["fix_changed"]:
+                    cells.append("= " + _cell(by.get((rel, name, "unfixed", b))))
+                else:
+                    cells.append(_cell(run))
+        lines.append(f"| {rel} | {name} | {first['cell']['evidence']} | " + " | ".join(cells) + " |")
     met = sum(r["met"] for r in record["runs"])
-    lines.append(f"\n{met}/{len(record['runs'])} as expected")
-    return "\n".join(lines)
+    lines += ["", f"{met}/{len(record['runs'])} runs as expected.", ""]
+    bad = [r for r in record["runs"] if not r["met"]]
+    if bad:
+        lines.append("Not as expected:")
+        lines.append("")
+        lines += [f"* {r['label']}: exit {r['exit_code']}, expected {r['expect']}: {r['verdict']}" for r in bad]
+    return "\n".join(lines) + "\n"
+
+
+DOC_START, DOC_END = "<!-- matrix:start -->", "<!-- matrix:end -->"
+
+
+def write_doc(doc: Path, text: str) -> None:
+    """Put the table between the page's markers (the page is made with them when it has none)."""
+    page = doc.read_text(encoding="utf-8") if doc.is_file() else (
+        "# `ddcheck smoke` matrix: releases x backends, unfixed and after the default `ddcheck fix`\n\n"
+        "Made by `python bench/smoke_matrix.py all .carry/matrix --doc docs/smoke-matrix.md` (see docs/smoke.md).\n\n"
+        f"{DOC_START}\n{DOC_END}\n")
+    head, _, rest = page.partition(DOC_START)
+    _, _, tail = rest.partition(DOC_END)
+    doc.write_text(f"{head}{DOC_START}\n{text}{DOC_END}{tail}", encoding="utf-8")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("prepare")
-    p.add_argument("dest", type=Path)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--releases", nargs="+", default=["0.5.10", "0.5.16", "0.5.23"])
-    p.add_argument("--backends", nargs="+", default=[b.name for b in backends.BACKENDS.values() if b.runs])
+    for name in ("prepare", "all"):
+        p = sub.add_parser(name)
+        p.add_argument("dest", type=Path)
+        p.add_argument("--device", default="cpu")
+        p.add_argument("--releases", nargs="+", default=RELEASES)
+        p.add_argument("--backends", nargs="+", default=BACKENDS)
+        p.add_argument("--budgets", nargs="+", type=int, default=list(BUDGETS))
+        p.add_argument("--capture-c", action="store_true", help="also the fixed file with graphs captured at C")
+        if name == "all":
+            p.add_argument("--jobs", type=int, default=2)
+            p.add_argument("--doc", type=Path, default=None)
     t = sub.add_parser("table")
     t.add_argument("record", type=Path)
+    t.add_argument("--doc", type=Path, default=None)
     args = ap.parse_args()
-    if args.cmd == "prepare":
-        spec = prepare(args.dest, args.device, args.releases, args.backends)
+    if args.cmd in ("prepare", "all"):
+        args.dest.mkdir(parents=True, exist_ok=True)
+        spec = prepare(args.dest, args.device, args.releases, args.backends, tuple(args.budgets), args.capture_c)
         out = args.dest / "spec.json"
         out.write_text(json.dumps(spec, indent=1))
-        print(f"{len(spec)} runs -> {out}")
-        return 0
-    print(table(json.loads(args.record.read_text())))
-    return 0
+        print(f"{len(spec)} runs -> {out}", flush=True)
+        if args.cmd == "prepare":
+            return 0
+        from ddcheck.smoke.matrix import run_matrix
+
+        record = run_matrix(spec, args.jobs)
+        path = args.dest / "record.json"
+        path.write_text(json.dumps(record, indent=1) + "\n")
+    else:
+        record = json.loads(args.record.read_text())
+    text = table(record)
+    print(text)
+    if args.doc is not None:
+        write_doc(args.doc, text)
+    return 0 if record.get("all_met", True) else 1
 
 
 if __name__ == "__main__":

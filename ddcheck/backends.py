@@ -16,6 +16,21 @@ from typing import Mapping
 from ddcheck.contract import Term
 from ddcheck.target.names import ATTENTION_PACKAGE as ATTENTION
 
+# The leading parameters of each flashinfer wrapper's ``plan`` (``begin_forward`` is its old name), as
+# flashinfer documents them; sglang passes them by position (0.5.10 flashinfer_backend.py:1493). Its
+# wrappers are stand-ins where flashinfer cannot run: what they were planned with is judged.
+PLAN_PARAMETERS = {
+    "BatchPrefillWithPagedKVCacheWrapper": ("qo_indptr", "paged_kv_indptr", "paged_kv_indices",
+                                            "paged_kv_last_page_len", "num_qo_heads", "num_kv_heads",
+                                            "head_dim_qk", "page_size", "head_dim_vo", "custom_mask"),
+    "BatchPrefillWithRaggedKVCacheWrapper": ("qo_indptr", "kv_indptr", "num_qo_heads", "num_kv_heads",
+                                             "head_dim_qk", "head_dim_vo", "custom_mask"),
+    "BatchDecodeWithPagedKVCacheWrapper": ("indptr", "indices", "last_page_len", "num_qo_heads", "num_kv_heads",
+                                           "head_dim", "page_size"),
+    "BatchMLAPagedAttentionWrapper": ("qo_indptr", "kv_indptr", "kv_indices", "kv_len_arr", "num_heads",
+                                      "head_dim_ckv", "head_dim_kpe", "page_size"),
+}
+
 # FA3-style metadata (FlashAttentionMetadata and the TRT-LLM MHA copy of it).
 _VARLEN = {
     "forward_metadata.cu_seqlens_q": Term.QUERY_OFFSETS,

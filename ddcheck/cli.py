@@ -85,7 +85,7 @@ def smoke(
     budget: int = typer.Option(16, "--budget", help="DDTree budget: the verify width is W = budget + 1."),
     num_draft_tokens: int = typer.Option(8, "--num-draft-tokens", help="C, speculative_num_draft_tokens."),
     device: str = typer.Option("cpu", "--device", help="cpu (Triton interpreter) or cuda."),
-    allow_out_of_bounds: bool = typer.Option(False, "--allow-out-of-bounds", help="Run W < C even where the buggy path writes out of bounds."),
+    allow_out_of_bounds: bool = typer.Option(False, "--allow-out-of-bounds", help="Deprecated, does nothing: every W runs, W < C in padded buffers, and rows written past the verify batch are reported."),
     graph_capture_width: str = typer.Option("C", "--graph-capture-width", help="C (what SGLang's graph runner does) or W (what DDTree needs)."),
     seed: int = typer.Option(0, "--seed", help="Random seed of the batch and the trees."),
     launch: Optional[str] = typer.Option(None, "--launch", help="A launch command: run at its C and W (resolved as `ddcheck config` does) with its worker's verify input."),
@@ -93,8 +93,9 @@ def smoke(
     """Run the tree's real verify path of one attention backend at W != C and judge it.
 
     Every path's metadata is checked against the verify contract; Triton's attention output is also
-    compared with a reference. Exit 0: every path correct; 1: the control passes but W != C is wrong
-    (the bug); 2: harness failure. Example: [bold]ddcheck smoke sglang==0.5.10[/bold];
+    compared with a reference. Every W runs, W < C in padded buffers (rows written past the verify batch
+    are reported). Exit 0: every path correct; 1: the control passes but W != C is wrong (the bug, or
+    the graph capture width: the verdict says which); 2: harness failure. Example: [bold]ddcheck smoke sglang==0.5.10[/bold];
     [bold]ddcheck smoke sglang==0.5.23 --backend fa3[/bold]; [bold]ddcheck smoke python/sglang --launch
     "python -m sglang.launch_server --speculative-algorithm DDTREE --speculative-ddtree-budget 16 ..."[/bold]
     """
@@ -114,7 +115,6 @@ def smoke(
     values = None
     if launch is not None:
         budget, num_draft_tokens, graph_capture_width, values = _launch_widths(target, launch)
-        allow_out_of_bounds = True  # the launch decides W and C; W < C runs in padded buffers
     raise typer.Exit(smoke_main(target, backend_file=str(backend_file) if backend_file else None, fmt=fmt,
                                 budget=budget, num_draft_tokens=num_draft_tokens, device=device,
                                 allow_out_of_bounds=allow_out_of_bounds, graph_capture_width=graph_capture_width,

@@ -83,21 +83,25 @@ class SourceFile:
     @property
     def module(self) -> str:
         """Dotted module name derived from ``relpath`` (``a/b/__init__.py`` -> ``a.b``)."""
-        # string operations, not PurePosixPath: a tree index asks this of every file of the tree
-        r = self.relpath
-        stem = r[:-3] if r.endswith(".py") else ""
-        if stem and "." not in stem and "//" not in stem and stem[0] != "/" and stem[-1] != "/":
-            # nearly every file (a/b/c.py): no empty or "." parts, one suffix
-            name = stem.replace("/", ".")
-            return name[:-9] if name.endswith(".__init__") else "" if name == "__init__" else name
-        folder, _, name = r.rstrip("/").rpartition("/")
-        dot = name.rfind(".")
-        if 0 < dot < len(name) - 1:  # PurePath.with_suffix("") drops the last suffix only
-            name = name[:dot]
-        parts = [p for p in folder.split("/") if p and p != "."]
-        if name != "__init__":
-            parts.append(name)
-        return ".".join(parts)
+        return module_of_relpath(self.relpath)
+
+
+def module_of_relpath(r: str) -> str:
+    """Dotted module name of a posix relpath (``a/b/__init__.py`` -> ``a.b``, ``a/b.py`` -> ``a.b``)."""
+    # string operations, not PurePosixPath: a tree index asks this of every file of the tree
+    stem = r[:-3] if r.endswith(".py") else ""
+    if stem and "." not in stem and "//" not in stem and stem[0] != "/" and stem[-1] != "/":
+        # nearly every file (a/b/c.py): no empty or "." parts, one suffix
+        name = stem.replace("/", ".")
+        return name[:-9] if name.endswith(".__init__") else "" if name == "__init__" else name
+    folder, _, name = r.rstrip("/").rpartition("/")
+    dot = name.rfind(".")
+    if 0 < dot < len(name) - 1:  # PurePath.with_suffix("") drops the last suffix only
+        name = name[:dot]
+    parts = [p for p in folder.split("/") if p and p != "."]
+    if name != "__init__":
+        parts.append(name)
+    return ".".join(parts)
 
 
 @dataclass
@@ -110,6 +114,8 @@ class SourceTree:
     root: Path | None = None  # directory on disk, for "dir" and "file" targets
     wheel: Path | None = None
     _relpaths: tuple[set[str], str] | None = field(default=None, repr=False, compare=False)
+    _dirs: set[str] | None = field(default=None, repr=False, compare=False)
+    _by_relpath: dict[str, SourceFile] | None = field(default=None, repr=False, compare=False)
 
     def find(self, suffix: str) -> SourceFile | None:
         """The file whose relpath ends with ``suffix`` (posix), preferring the shortest match."""
@@ -133,6 +139,47 @@ class SourceTree:
         if f"{base}/__init__.py" in paths:
             return f"{base}/__init__.py", True
         return None
+
+    def namespace_dir(self, fullname: str) -> str | None:
+        """The folder of ``fullname`` when the tree holds it as a namespace package (files below it,
+        no ``__init__.py``), else None."""
+        if self._dirs is None:
+            root = self.package_root(fullname.split(".")[0])
+            prefix = f"{root}/" if root else ""
+            self._dirs = {"/".join(parts[:i]) for f in self.files if f.relpath.startswith(prefix)
+                          for parts in [f.relpath.split("/")] for i in range(1, len(parts))}
+        base = (self.package_root(fullname.split(".")[0]) or "")
+        base = f"{base}/" + fullname.replace(".", "/") if base else fullname.replace(".", "/")
+        return base if base in self._dirs and self.module_file(fullname) is None else None
+
+    def module_name(self, relpath: str, package: str = "sglang") -> str:
+        """The module a tree file is imported as (``python/sglang/srt/x.py`` -> ``sglang.srt.x``), the
+        inverse of :meth:`module_file`; "" for a file that is no module of ``package``."""
+        root = self.package_root(package)
+        prefix = f"{root}/" if root else ""
+        if not relpath.startswith(prefix) or not relpath.endswith(".py"):
+            return ""
+        name = module_of_relpath(relpath[len(prefix):])
+        return name if name.split(".")[0] == package else ""
+
+    def module_defining(self, name: str, package: str = "sglang") -> str | None:
+        """The module of ``package`` that defines a top-level class or function ``name`` (the one with
+        the shortest path, where several do), found in the files' text; None if none does."""
+        import re
+
+        pattern = re.compile(rb"^(class|def) " + re.escape(name.encode()) + rb"\b", re.MULTILINE)
+        hits = [f for f in self.files if f.relpath.endswith(".py") and pattern.search(f.read_bytes())]
+        for f in sorted(hits, key=lambda f: len(f.relpath)):
+            module = self.module_name(f.relpath, package)
+            if module:
+                return module
+        return None
+
+    def file_at(self, relpath: str) -> SourceFile | None:
+        """The file at exactly ``relpath``."""
+        if self._by_relpath is None:
+            self._by_relpath = {f.relpath: f for f in self.files}
+        return self._by_relpath.get(relpath)
 
     def package_root(self, package: str = "sglang") -> str | None:
         """The relpath prefix under which ``package/`` lives (``""`` for a wheel), or None."""

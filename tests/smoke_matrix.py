@@ -63,6 +63,8 @@ def prepare(dest: Path, device: str, wheels: Path | None, long_budget: int) -> l
         for name, backend_file, expect in variants:
             base = {"target": str(tree_dir), "backend_file": backend_file, "device": device}
             spec.append({"label": f"{ver} {name} budget 16", "expect": expect, "kwargs": {**base, "budget": 16}})
+            # W = 5 < C = 8 (spine mode): a layout with C writes past the batch; the same verdicts
+            spec.append({"label": f"{ver} {name} budget 4", "expect": expect, "kwargs": {**base, "budget": 4}})
             if device != "cpu":
                 # W > the kernel's row block: a fixed backend is right eagerly, wrong under a graph
                 # captured at C (exit 1, a capture-width limitation), right when captured at W.

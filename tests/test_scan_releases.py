@@ -79,9 +79,11 @@ def test_other_backends_of_0_5_23_still_use_the_fixed_width(release_scan):
     r = release_scan("0.5.23")
     fa3 = [f for f in r.findings if f.relpath.endswith("attention/flashattention_backend.py") and f.rule == "DD001"]
     assert len(fa3) > 10
-    # FA3 sets max_seq_len_k = seq_lens.max() + C: an upper bound, a warning not an error.
-    assert any(f.rule == "DD002" and "max_seq_len_k" in f.message
-               for f in r.findings if f.relpath.endswith("attention/flashattention_backend.py"))
+    # FA3 sets max_seq_len_k = seq_lens.max() + C in the step: this step's key bound, a layout (the page
+    # table is sliced to it), fixed safely to W.
+    bounds = [f for f in r.findings if f.relpath.endswith("attention/flashattention_backend.py")
+              and "key bound `max_seq_len_k`" in f.message]
+    assert bounds and all((f.rule, f.fix_safety) == ("DD001", "safe") for f in bounds)
     for backend in ("wave_backend.py", "flashmla_backend.py", "trtllm_mla_backend.py", "xpu_backend.py", "aiter_backend.py"):
         assert any(f.relpath.endswith(backend) and f.rule == "DD001" for f in r.findings), backend
 
@@ -146,3 +148,47 @@ def test_workers_and_one_process_agree_on_a_release(wheel):
     pooled = scan(2)
     assert pooled.findings and any(f.fix is not None and len(f.fix.edits) > 1 for f in pooled.findings)
     assert pooled.to_json() == scan(1).to_json()
+
+
+FA3 = "sglang/srt/layers/attention/flashattention_backend.py"
+TRTLLM_MHA = "sglang/srt/layers/attention/trtllm_mha_backend.py"
+AITER = "sglang/srt/layers/attention/aiter_backend.py"
+
+
+def test_the_step_bound_is_layout_with_a_safe_fix(release_scan):
+    """0.5.10 flashattention_backend.py:291-294 (eager verify) and trtllm_mha_backend.py:399/502/633
+    (capture, replay, eager): `max_seq_len_k = seq_lens.max() + C` is this step's key bound."""
+    r = release_scan("0.5.10")
+    at = {(f.relpath, f.line): f for f in r.findings}
+    for where in [(FA3, 293), (FA3, 1590), (FA3, 1853), (TRTLLM_MHA, 399), (TRTLLM_MHA, 502), (TRTLLM_MHA, 633)]:
+        f = at[where]
+        assert (f.rule, f.fix_safety) == ("DD001", "safe"), where
+        assert "key bound `max_seq_len_k`" in f.message
+    assert at[(FA3, 293)].replacement == ('(getattr(forward_batch.spec_info, "draft_token_num", None) or '
+                                          'self.speculative_num_draft_tokens)')
+
+
+@pytest.mark.parametrize("version, line", [("0.5.14", 1674), ("0.5.23", 3155)])
+def test_a_size_assertion_is_never_a_layout_error(release_scan, version, line):
+    """aiter_backend.py: `kv_indices_used = seq_lens_sum + (C * bs if use_mla else 0)` only feeds
+    `assert_buffer_fits(kv_indices_used, kv_indices.numel(), ...)` (0.5.23:3154-3163)."""
+    r = release_scan(version)
+    assert not [f for f in r.findings if f.relpath == AITER and f.line == line]
+    # the layout next to it is still found: `kv_lens = seq_lens + C` (0.5.23:3145)
+    if version == "0.5.23":
+        assert [f.rule for f in r.findings if f.relpath == AITER and f.line == 3145] == ["DD001"]
+
+
+def test_a_dcp_start_up_bound_is_capacity_and_graph_buffers_are_reported_where_made(release_scan):
+    """0.5.23 aiter_backend.py:1631-1633: `max_global_kv_len = self.max_context_len; += C` is a static
+    bound (capacity); flashattention_backend.py:2646-2691 allocates the topk > 1 graph buffers with
+    `max_bs * C` rows that `_bind_metadata_buffers` slices to `[: bs * C]` (2861-2899)."""
+    r = release_scan("0.5.23")
+    dcp = [f for f in r.findings if f.relpath == AITER and f.line == 1633]
+    assert [f.rule for f in dcp] == ["DD002"] and "start-up size `self.max_context_len`" in dcp[0].message
+    made = [f for f in r.findings if f.relpath == FA3 and f.rule == "DD002" and f.function.endswith("init_cuda_graph_state")]
+    assert len(made) == 6
+    assert all("FlashAttentionBackend._bind_metadata_buffers" in f.message and "flashattention_backend.py:28" in f.message
+               for f in made)
+    # no tree-budget server argument in a release: no automatic fix, and the hint says what to cover
+    assert all(f.fix is None and "states no largest verify width" in f.hint for f in made)

@@ -101,6 +101,28 @@ def test_fix_of_a_single_verify_site_is_still_caught(version, site, still_wrong)
 
 
 @pytest.mark.network
+def test_w_below_c_unfixed_writes_past_the_batch_and_fixed_passes():
+    """Budget 4 (W = 5 < C = 8), the width of every spine-mode step, by default: 0.5.10's triton verify
+    lays out C rows per request (qo_indptr [0, 8, 16, 24]), so the kernel writes 3 x 8 - 3 x 5 = 9 rows
+    past the batch's output; after `ddcheck fix` every path is right and nothing is written past it."""
+    r = run_smoke("sglang==0.5.10", budget=4)
+    assert r.exit_code == 1, r.verdict
+    assert statuses(r) == {"ddtree/eager": "wrong", "ddtree/graph": "wrong",
+                           "control/eager": "ok", "control/graph": "ok"}
+    eager = next(p for p in r.paths if p.case == "ddtree" and p.path == "eager")
+    assert eager.metadata["qo_indptr"] == [0, 8, 16, 24]
+    (past,) = eager.out_of_bounds
+    assert past["rows"] == 9 and past["batch_rows"] == 15 and "triton_backend.py" in past["where"]
+    assert "past the 15 of" in r.verdict and "3 x 5 = 15 tokens" in r.verdict
+    assert all(not p.out_of_bounds for p in r.paths if p.case == "control")
+    fixer = pytest.importorskip("ddcheck.fixer")
+    fixed = run_smoke("sglang==0.5.10", budget=4, backend_source=fixer.fixed_file_text("sglang==0.5.10",
+                                                                                       BACKEND_RELPATH))
+    assert fixed.exit_code == 0, fixed.verdict
+    assert all(p.status == "ok" and not p.out_of_bounds for p in fixed.paths)
+
+
+@pytest.mark.network
 def test_seed_budget_7_is_the_control_and_passes_unfixed():
     r = run_smoke("sglang==0.5.10", budget=7)  # W = 7 + 1 = C = 8
     assert r.exit_code == 0, r.verdict
@@ -123,10 +145,58 @@ def test_graph_capture_at_c_cannot_cover_w_past_the_row_block():
     assert s["ddtree/eager"] == "ok" and s["ddtree/graph"] == "wrong" and s["ddtree-capture-at-W/graph"] == "ok"
     graph = next(p for p in r.paths if p.case == "ddtree" and p.path == "graph")
     assert graph.wrong_tokens == 0 and graph.unwritten_tokens == 3 * (72 - 64)
-    assert "capture width, not the backend" in r.verdict
+    assert r.verdict.startswith("capture width") and "not a bug of the backend" in r.verdict
+    assert "capture the target-verify graphs at the verify width W = budget + 1 = 72" in r.verdict
     assert any("capture at W" in note for note in r.limitations)
     assert r.config_facts["cuda_graph_capture_at_C_covers_W"] is False
     assert run_smoke("sglang==0.5.18", budget=71, graph_capture_width="W").exit_code == 0
+
+
+@pytest.mark.network
+def test_fixed_backend_judged_by_the_contract_captured_at_c_is_the_capture_width_at_w_below_c():
+    """FA3 (0.5.10) after the default `ddcheck fix`, at budget 4 (W = 5 < C = 8): eager is right; a graph
+    captured at C keeps cu_seqlens_q stepping by C (the capture's layout, never refilled at replay), and the
+    same graph captured at W is right. The verdict names the capture width, not the backend."""
+    from ddcheck import backends
+
+    fixer = pytest.importorskip("ddcheck.fixer")
+    fixed = fixer.fixed_file_text("sglang==0.5.10", backends.get("fa3").relpath)
+    r = run_smoke("sglang==0.5.10", backend="fa3", backend_source=fixed, budget=4, seed_case=False)
+    assert r.exit_code == 1, r.verdict
+    s = statuses(r)
+    assert s["ddtree/eager"] == "ok" and s["ddtree/graph"] == "wrong" and s["ddtree-capture-at-W/graph"] == "ok"
+    assert r.verdict.startswith("capture width") and "not a bug of the backend" in r.verdict
+    assert "cu_seqlens_q" in r.verdict and "W = budget + 1 = 5" in r.verdict and "bug:" not in r.verdict
+    assert r.config_facts["capture_width_is_the_cause"] is True
+    w = run_smoke("sglang==0.5.10", backend="fa3", backend_source=fixed, budget=4, seed_case=False,
+                  graph_capture_width="W")
+    assert w.exit_code == 0, w.verdict
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_matrix_sample(tmp_path):
+    """One release x backend of bench/smoke_matrix.py, as the docs' table is made: TRT-LLM MLA of 0.5.10,
+    whose verify path the scan finds laid out with C, exits 1 unfixed and 0 after the default fix, at
+    budget 16 (W > C) and budget 4 (W < C)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import smoke_matrix
+
+    from ddcheck.smoke.matrix import run_matrix
+
+    spec = smoke_matrix.prepare(tmp_path, "cpu", ["0.5.10"], ["trtllm_mla"])
+    cells = {(e["cell"]["variant"], e["cell"]["budget"]): e["expect"] for e in spec}
+    assert cells == {("unfixed", 16): 1, ("unfixed", 4): 1, ("fixed", 16): 0, ("fixed", 4): 0}
+    assert spec[0]["cell"]["evidence"].startswith("DD001") and "trtllm_mla_backend.py:" in spec[0]["cell"]["evidence"]
+    assert all(e["kwargs"]["graph_capture_width"] == "W" for e in spec)
+    record = run_matrix(spec, jobs=2)
+    assert record["all_met"], [(r["label"], r["exit_code"], r["verdict"]) for r in record["runs"]]
+    text = smoke_matrix.table(record)
+    assert "| 0.5.10 | trtllm_mla |" in text and "4/4 runs as expected" in text
+    doc = tmp_path / "matrix.md"
+    smoke_matrix.write_doc(doc, text)
+    smoke_matrix.write_doc(doc, text)  # rewritten between its markers, not appended
+    assert doc.read_text().count("| 0.5.10 | trtllm_mla |") == 1
 
 
 # --------------------------------------------------------------------------- honest failures
@@ -140,9 +210,95 @@ def test_bad_target_is_a_harness_failure(tmp_path):
     assert r.exit_code == 2 and "no sglang package" in r.verdict
 
 
-def test_w_below_c_is_refused():
+def test_w_below_c_is_not_refused():
+    # W = 4 < C = 8 runs like any width: only the missing target fails it
     r = run_smoke("does-not-matter", budget=3)
-    assert r.exit_code == 2 and "refusing W = 4 < C = 8" in r.verdict
+    assert r.exit_code == 2 and "refusing" not in r.verdict and "does-not-matter" in r.verdict, r.verdict
+    r = run_smoke("does-not-matter", budget=3, allow_out_of_bounds=True)  # deprecated, accepted
+    assert r.exit_code == 2 and "does-not-matter" in r.verdict, r.verdict
+
+
+def test_batch_spare_rows_count_writes_past_the_batch_and_are_put_back():
+    import torch
+
+    from ddcheck.smoke.batch import Shape, make_batch
+
+    plain = make_batch(5, [11, 37, 70], Shape(), "cpu", 0)
+    b = make_batch(5, [11, 37, 70], Shape(), "cpu", 0, pad_rows=9, pad_mask=40)
+    assert torch.equal(plain.q, b.q) and torch.equal(plain.custom_mask, b.custom_mask)  # padding draws nothing
+    assert b.q.shape[0] == b.out_cache_loc.numel() == 15 and b.pads["q"][0].shape[0] == 24
+    assert b.pad_writes() == {}
+    store, n = b.pads["q"]
+    store[n:n + 4] = 1.0  # as a kernel laid out with C would write rows 15..18
+    b.pads["custom_mask"][0][b.custom_mask.numel() + 3] = True
+    assert b.pad_writes() == {"q": 4, "custom_mask": 1}
+    assert b.pad_writes() == {}  # put back
+
+
+def _report(width, paths):
+    from ddcheck.smoke.report import PathResult, SmokeReport
+
+    r = SmokeReport(target="t", backend="b", attention_backend="fa3", device="cpu", dtype="float32",
+                    budget=width - 1, width=width, num_draft_tokens=8, prefix_lens=[11, 37, 70])
+    r.paths = [PathResult(case=case, path=path, width=w, num_draft_tokens=8, status=status, tokens=3 * w,
+                          violations=viol, out_of_bounds=oob) for case, path, w, status, viol, oob in paths]
+    return r
+
+
+def test_verdict_names_the_capture_width_only_when_the_graph_captured_at_w_is_right():
+    from ddcheck.smoke.api import _verdict
+
+    kept = [{"field": "forward_metadata.cu_seqlens_q", "term": "query_offsets", "expected": [0, 5], "got": [0, 8]}]
+    ok = ("control", "eager", 8, "ok", [], []), ("control", "graph", 8, "ok", [], [])
+    for diag, words in (("ok", "capture width:"), ("wrong", "bug:")):
+        r = _report(5, [("ddtree", "eager", 5, "ok", [], []), ("ddtree", "graph", 5, "wrong", kept, []),
+                        ("ddtree-capture-at-W", "graph", 5, diag, [], []), *ok])
+        _verdict(r)
+        assert r.exit_code == 1 and r.verdict.startswith(words), r.verdict
+        assert ("not a bug of the backend" in r.verdict) == (diag == "ok")
+        assert ("W = budget + 1 = 5" in r.verdict) == (diag == "ok")
+    # the backend wrong eagerly: a bug, whatever the graph path captured at W does
+    r = _report(5, [("ddtree", "eager", 5, "wrong", kept, []), ("ddtree", "graph", 5, "wrong", kept, []),
+                    ("ddtree-capture-at-W", "graph", 5, "ok", [], []), *ok])
+    _verdict(r)
+    assert r.verdict.startswith("bug:"), r.verdict
+
+
+def test_verdict_on_a_write_past_the_batch():
+    from ddcheck.smoke.api import _verdict
+
+    past = [{"buffer": "the tensor allocated at x.py:1 in f", "rows": 9, "batch_rows": 15, "where": "x.py:1 in f"}]
+    ok = ("control", "eager", 8, "ok", [], []), ("control", "graph", 8, "ok", [], [])
+    r = _report(5, [("ddtree", "eager", 5, "wrong", [], past), ("ddtree", "graph", 5, "ok", [], []), *ok])
+    _verdict(r)
+    assert r.exit_code == 1 and r.verdict.startswith("bug:"), r.verdict
+    assert "wrote 9 row(s) past the 15 of the tensor allocated at x.py:1" in r.verdict
+    assert "past the verify batch of 3 x 5 = 15 tokens" in r.verdict
+    # the same write at the W == C control: no verdict on W != C
+    r = _report(5, [("ddtree", "eager", 5, "ok", [], []), ("control", "eager", 8, "wrong", [], past)])
+    _verdict(r)
+    assert r.exit_code == 2 and r.verdict.startswith("control wrong"), r.verdict
+
+
+def test_padded_allocations_report_the_rows_written_past_them():
+    import torch
+
+    from ddcheck.smoke.batch import Shape, make_batch
+    from ddcheck.smoke.harness import poisoned_allocations, written_past
+
+    b = make_batch(5, [11, 37, 70], Shape(), "cpu", 0, pad_rows=9)
+    made: list = []
+    with poisoned_allocations(9, made):
+        o = torch.empty_like(b.q)
+        right = torch.empty_like(b.q)
+    assert o.shape == b.q.shape and torch.isnan(o).all()
+    o.fill_(0.0)
+    right.fill_(0.0)
+    assert written_past(b, made) == []
+    full = made[0][0]
+    full[15:24] = 0.0  # 9 rows past 3 x 5: a layout of 8 rows per request
+    (past,) = written_past(b, made)
+    assert past["rows"] == 9 and past["batch_rows"] == 15 and "allocated at" in past["buffer"]
 
 
 @pytest.mark.network
@@ -193,7 +349,7 @@ def test_json_output_has_per_path_metadata(capsys):
 def test_text_output_says_exit_and_verdict(capsys):
     assert smoke_main("does-not-matter", budget=3) == 2
     out = capsys.readouterr().out
-    assert "exit 2" in out and "refusing" in out
+    assert "exit 2" in out and "no such file" in out
 
 
 @pytest.mark.network

@@ -24,6 +24,8 @@ from ..target.names import NUM_TOKENS_PER_REQ, SPECULATIVE_NUM_DRAFT_TOKENS
 INHERITED_C_ATTRS = frozenset({"num_draft_tokens", SPECULATIVE_NUM_DRAFT_TOKENS})
 # The verify inputs carry `num_tokens_per_req` (default -1) on the SpecInput base from 0.5.16 on.
 WIDTH_FIELD_RE = re.compile(rb"^\s+" + NUM_TOKENS_PER_REQ.encode() + rb"\s*:\s*int\s*=", re.M)
+# A tree drafter's budget among the ServerArgs fields (`speculative_ddtree_budget: Optional[int] = None`).
+BUDGET_FIELD_RE = re.compile(rb"^    (speculative_\w*tree_budget)\s*:\s*(?:Optional\[int\]|int)", re.M)
 
 
 def width_api(tree: SourceTree) -> str:
@@ -39,6 +41,24 @@ def width_api(tree: SourceTree) -> str:
     except OSError:
         data = None
     return "num_tokens_per_req" if data and WIDTH_FIELD_RE.search(data) else "draft_token_num"
+
+
+def tree_budget_flag(tree: SourceTree) -> str | None:
+    """The server argument in which the tree states a tree drafter's budget (``speculative_ddtree_budget``:
+    the launch verifies at most budget + 1 tokens per request), or None where its ServerArgs has none."""
+    suffix = "srt/server_args.py"
+    f = tree.find(suffix)
+    try:
+        if f is not None:
+            data = f.read_bytes()
+        elif tree.kind == "file" and tree.root is not None and (tree.root / "sglang" / suffix).is_file():
+            data = (tree.root / "sglang" / suffix).read_bytes()
+        else:
+            return None
+    except OSError:
+        return None
+    m = BUDGET_FIELD_RE.search(data)
+    return m.group(1).decode() if m else None
 
 
 @dataclass
@@ -131,7 +151,8 @@ class ChunkAnalysis:
         self.out = ChunkResult()
         self.engine = Engine(vocab=vocab, load_module=self.load, width_api=width_api(tree),
                              inherited_c_attrs=INHERITED_C_ATTRS, method_uses=self.method_uses,
-                             outline_of=self.outline_of, mode_class=self.mode_class)
+                             outline_of=self.outline_of, mode_class=self.mode_class,
+                             budget_flag=lambda: tree_budget_flag(tree))
 
     def use_index(self, parts: list[Part], unindexed: list[int]) -> None:
         """Answer name questions from these index parts (and index ``unindexed`` on the first one)."""

@@ -11,16 +11,18 @@ from functools import lru_cache
 
 from ..findings import Edit, Finding, FixPlan, FixSafety
 from ..rules import severity_of
-from .exprs import buffer_key, dotted, every_node, is_c_read, is_exact_c, is_mode_check, mentions_per_step, walk
-from .hazards import (ALIAS, ARGUMENT, CAPACITY, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C, Verdict,
-                      classify, layout_what)
+from .exprs import (buffer_key, dotted, every_node, is_c_read, is_exact_c, is_mode_check,
+                    mentions_per_step, walk)
+from .hazards import (ALIAS, ARGUMENT, CAPACITY, DERIVED, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C,
+                      Verdict, classify, layout_what)
 from .modes import FORWARD_MODE_MODULE, VERIFY_MEMBER, ModeTable
-from .module import ClassFacts, FunctionInfo, ModuleModel, Outline, statement_lines
+from .module import ClassFacts, FunctionInfo, ModuleModel, Outline, names_a_budget, statement_lines
 from .verify_path import FunctionPass, Site
 from . import edits as E
 from .vocabulary import FIX_LOCAL as LOCAL, FIX_PARAMETER as THREADED, WIDTH_WORDS, Vocabulary
 from ..target.names import DRAFT_TOKEN_NUM, VERIFY_MARKERS as VERIFY_TEXT
 
+STARTUP_SIZE = "adds C to the start-up size"
 RESOLVER_WHAT = "returned by a width resolver for the verify inputs it does not read W from"
 # The analysis finds kinds of hazard; a rule (rules/<ID>/rule.toml) owns each kind's id and severity.
 RULE_OF_KIND = {LAYOUT: "DD001", CAPACITY: "DD002", FALLBACK: "DD003"}
@@ -56,6 +58,8 @@ class Reported:
     exact: bool  # the read is C itself, not a value derived from it: W may take its place
     hint: str | None = None  # set where the hazard is not a read of C (a C-sized buffer filled per step)
     buffer_line: int = 0  # the read is of a buffer laid out with C at start-up (that line)
+    plan: FixPlan | None = None  # a fix planned where the finding is made (a capacity at its allocation)
+    replacement: str | None = None
 
 
 @dataclass
@@ -116,6 +120,10 @@ class Engine:
     mode_class: Callable[[], tuple[ast.ClassDef, str] | None] | None = None
     _locals: dict[int, dict[tuple[int, str], str]] = field(default_factory=dict)  # function -> (anchor, W) -> name
     _other_calls_memo: dict[tuple, list[ast.Call]] = field(default_factory=dict)  # (module id, name) -> calls
+    # the server argument in which the tree states a tree drafter's budget (read on first use), or None
+    budget_flag: Callable[[], str | None] = lambda: None
+    _budget: list = field(default_factory=list)
+    _alloc_passes: dict[int, FunctionPass] = field(default_factory=dict)  # allocating function id -> its pass
 
     @property
     def modes(self) -> ModeTable:
@@ -171,18 +179,94 @@ class Engine:
         if fp.sites or fp.fills:
             model.link(func.node)  # parent links, for judging each read by its surroundings
         for fill in fp.fills:
-            line = facts.sized[fill.attr]
-            what = (f"receives `{fp.model.code(fill.source)}` from the verify input, but `self.{fill.attr}` "
-                    f"was allocated for C tokens per request (line {line}): too small when W > C")
-            hint = (f"Size `self.{fill.attr}` for the largest verify width (a DDTree budget + 1), "
-                    f"or allocate it per step from the verify input's width.")
-            self._report(fp, fill.node, fill.anchor, Verdict(CAPACITY, what), fp.model.code(fill.node), False, hint)
+            self._allocation(fp, fill.attr, fill.node, f"writes `{fp.model.code(fill.source)}` (the verify input's "
+                                                       f"data) into it")
+        for node, attr in fp.touches:
+            self._allocation(fp, attr, node, None)
         for site in fp.sites:
             self._judge(fp, site, param_uses)
         for call, _anchor in fp.verify_calls:
             self._follow_call(fp, call)
         self._memo[key] = param_uses
         return param_uses
+
+    # -- capacity, found where it is made ---------------------------------------------------------
+
+    def _allocation(self, fp: FunctionPass, attr: str, at: ast.expr, how: str | None) -> None:
+        """``self.<attr>`` was allocated with C in its size (room for C tokens per request) and the verify
+        path at ``at`` uses it: DD002 at the allocation, naming that use. The fix sizes it for the largest
+        width the launch can verify where the tree states one (a tree drafter's budget flag, read from
+        server args in scope there); elsewhere there is none, and the hint says what the size must cover."""
+        facts = self.facts(fp.model, fp.func.cls)
+        model = fp.model
+        model.link(fp.func.node)
+        parent = model.parent(at)
+        key = parent.slice.value if isinstance(parent, ast.Subscript) and parent.value is at \
+            and isinstance(parent.slice, ast.Constant) else None
+        call = facts.allocations.get((attr, key))
+        owner = _enclosing_function(model, fp.func.cls, call) if call is not None else None
+        if owner is None:
+            return
+        use = how or _use_of(model, fp, at if key is None else parent, self.vocab)
+        if use is None:
+            return
+        if key is not None:
+            attr = f"{attr}[{key!r}]"
+        afp = self._alloc_passes.get(id(owner.node))
+        if afp is None:
+            afp = self._alloc_passes[id(owner.node)] = FunctionPass(
+                model, owner, False, facts.c_attrs, self.vocab, modes=lambda: self.modes).run()
+        model.link(owner.node)
+        sizes = [*call.args, *(k.value for k in call.keywords if k.arg == "size")]
+        node = next((n for a in sizes for n in every_node(a) if is_c_read(n, facts.c_attrs, self.vocab)), call)
+        where = f"{model.source.display.rsplit('/', 1)[-1]}:{at.lineno}"
+        what = (f"sizes `self.{attr}` at start-up for C tokens per request, and the verify path {use} at {where} "
+                f"(`{fp.func.qualname}`), W tokens per request: it overflows when W > C at a large batch")
+        exact = node is not call and is_exact_c(node, self.c_attrs_of(model, fp.func.cls, exact=True), self.vocab)
+        c = model.code(node)
+        plan, replacement, hint = self._largest_width(model, owner, afp, node, exact, f"`self.{attr}`")
+        verdict = Verdict(CAPACITY, what)
+        self._report(afp, node, None, verdict, c, exact=False, hint=hint)
+        reported = self.reported.get((model.source.relpath, node.lineno, node.col_offset))
+        if reported is not None and reported.hint == hint and reported.plan is None:
+            reported.plan, reported.replacement = plan, replacement
+
+    def _largest_width(self, model: ModuleModel, owner: FunctionInfo, afp: FunctionPass, node: ast.expr, exact: bool,
+                       what: str) -> tuple[FixPlan | None, str | None, str]:
+        """The fix and hint of a capacity fixed at start-up: C at ``node`` (in ``owner``) becomes the largest
+        width the launch can verify where the tree states it (its tree-budget server argument, read from
+        server args in scope there); elsewhere no fix, and the hint says what the size must cover."""
+        plan, replacement = None, None
+        flag = self._tree_budget()
+        args = _server_args_in(model, owner, afp) if flag and exact else None
+        c = model.code(node)
+        if args is not None:
+            replacement = f'max({c}, (getattr({args}, "{flag}", None) or 0) + 1)'
+            first, last = _top_level_span(model, node.lineno)
+            try:
+                plan = FixPlan(safety=FixSafety.safe, edits=[E.replace(model, node, replacement)],
+                               block_first=first, block_last=last)
+            except E.EditError:
+                plan, replacement = None, None
+        if plan is not None:
+            hint = (f"Size {what} for the largest width the launch can verify: the tree states it as `{flag}` + 1 "
+                    f"(read from `{args}`): {replacement}")
+        elif flag and exact:
+            hint = (f"Size {what} for the largest width the launch can verify (`{flag}` + 1, C where it is unset); "
+                    f"no server args are in scope in `{owner.qualname}` to read it from (no automatic fix)")
+        elif flag:
+            hint = (f"Size {what} for the largest width the launch can verify (`{flag}` + 1, C where it is unset); "
+                    f"C is spelled `{c}` here, not as the width itself (no automatic fix)")
+        else:
+            hint = (f"The tree states no largest verify width (no tree-budget server argument), so {what} must "
+                    f"cover the widest W any drafter may verify (a DDTree budget + 1); no automatic fix: size "
+                    f"{what} by hand, or per step from the verify input's width")
+        return plan, replacement, hint
+
+    def _tree_budget(self) -> str | None:
+        if not self._budget:
+            self._budget.append(self.budget_flag())
+        return self._budget[0]
 
     # -- judging one read of C -----------------------------------------------------------------
 
@@ -207,7 +291,11 @@ class Engine:
             self._report(fp, site.node, site.anchor, Verdict(LAYOUT, what), fp.model.code(site.node), exact=False,
                          buffer_line=site.buffer_line)
             return
-        if verdict.kind == ALIAS:
+        if verdict.kind == ALIAS and verdict.what == DERIVED:
+            # `n = bs * C`, `max_len += C`: a start-up size grown by C is a capacity; otherwise the value
+            # is judged by what it feeds (nothing, when it only feeds size checks).
+            verdict = self._derived(fp, site, verdict.target)
+        elif verdict.kind == ALIAS:
             # `x = C` (or `y = x` with x holding C from outside the block): judged by what x feeds.
             verdict = self._alias(fp, site, verdict.target)
         elif verdict.kind == ARGUMENT:
@@ -226,6 +314,14 @@ class Engine:
             verdict = Verdict(FALLBACK, FALLBACK_WHAT)
         source = via.value if via is not None and via.value is not None else site.node
         exact = is_exact_c(source, self.c_attrs_of(fp.model, fp.func.cls, exact=True), self.vocab)
+        if verdict.kind == CAPACITY and verdict.what.startswith(STARTUP_SIZE) and source is site.node:
+            # a bound fixed at start-up: sized for the largest width the launch verifies, not this step's
+            plan, replacement, hint = self._largest_width(fp.model, fp.func, fp, site.node, exact, "the bound")
+            self._report(fp, site.node, site.anchor, verdict, fp.model.code(source), exact, hint)
+            r = self.reported.get((fp.model.source.relpath, site.node.lineno, site.node.col_offset))
+            if r is not None and r.hint == hint:
+                r.plan, r.replacement = plan, replacement
+            return
         self._report(fp, site.node, site.anchor, verdict, fp.model.code(source), exact)
 
     def _alias(self, fp: FunctionPass, site: Site, target: str) -> Verdict | None:
@@ -243,11 +339,80 @@ class Engine:
             v = classify(use, fp.model.parents, self.vocab)
             if v.kind == ARGUMENT:
                 v = self._argument(fp, v) or Verdict(HARMLESS)
+            elif v.kind == ALIAS and v.what == DERIVED:
+                v = Verdict(LAYOUT, layout_what(v.target or ""))
             if v.kind in RANK and (worst is None or RANK[v.kind] > RANK[worst.kind]):
                 worst = v
         if worst is None:
             return None
         return Verdict(LAYOUT, layout_what(target)) if worst.kind == LAYOUT else worst
+
+    def _derived(self, fp: FunctionPass, site: Site, target: str) -> Verdict | None:
+        """``n = <expression of C>`` / ``n += C`` on the verify path, ``n`` a local: a start-up size grown
+        by C (``n = self.max_context_len; n += C``) is a bound fixed at start-up (capacity); a value read
+        only by size checks, comparisons or log lines lays nothing out; anything else is layout."""
+        stmt = _statement_of(fp.model, site.node)
+        if stmt is not None and any(names_a_budget(n) for n in every_node(stmt)):
+            return None  # sized for the largest width a budget allows (`max(C, budget + 1)`, a fix's output)
+        aug = isinstance(stmt, ast.AugAssign)
+        layout = Verdict(LAYOUT, f"grows `{target}` by C (an extent of this step)" if aug else layout_what(target))
+        size = self._startup_size(fp, stmt, site.node)
+        if size is not None:
+            return Verdict(CAPACITY, f"{STARTUP_SIZE} `{size}` (`{target}`): a bound fixed at start-up, "
+                                     f"too small when W > C")
+        defs = fp.defs.get(target, [])
+        mine = next((d for d in defs if d.node is stmt), None)
+        if mine is None:
+            return layout
+        verdicts = []
+        for use in _name_loads(fp.func.node, target):
+            if (use.lineno, use.col_offset) <= mine.pos or mine not in fp.reaching(target, use):
+                continue
+            v = classify(use, fp.model.parents, self.vocab)
+            if v.kind == ARGUMENT:
+                v = self._argument(fp, v) or Verdict(HARMLESS)
+            elif v.kind == ALIAS:
+                v = Verdict(LAYOUT, layout_what(v.target or ""))  # handed on: kept as before, a layout
+            verdicts.append(v)
+        if verdicts and all(v.kind == HARMLESS for v in verdicts):
+            return None
+        return layout
+
+    def _startup_size(self, fp: FunctionPass, stmt: ast.stmt | None, node: ast.expr) -> str | None:
+        """How the start-up size is spelled, when ``stmt`` adds C to one: ``n += C`` where every binding
+        of ``n`` that reaches it is made of ``self`` attributes (not C) and constants, or
+        ``n = self.max_len + C``; else None."""
+        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add) and isinstance(stmt.target, ast.Name):
+            if stmt.value is not node and not (isinstance(stmt.value, ast.Name) and stmt.value is node):
+                return None
+            ds = fp.reaching(stmt.target.id, stmt)
+            if not ds or any(d.value is None or d.is_c or not self._startup_only(fp, d.value) for d in ds):
+                return None
+            return " / ".join(dict.fromkeys(fp.model.code(d.value) for d in ds))
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.BinOp) and isinstance(stmt.value.op, ast.Add):
+            sides = [stmt.value.left, stmt.value.right]
+            if node not in sides:
+                return None
+            other = sides[1] if sides[0] is node else sides[0]
+            if self._startup_only(fp, other):
+                return fp.model.code(other)
+        return None
+
+    def _startup_only(self, fp: FunctionPass, value: ast.expr) -> bool:
+        """``value`` is made of ``self`` attributes that do not hold C and constants only, with at least
+        one attribute (a size fixed at start-up, like ``self.max_context_len``)."""
+        c_attrs = self.c_attrs_of(fp.model, fp.func.cls)
+        attrs = 0
+        for n in ast.walk(value):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
+                if n.attr in c_attrs or n.attr in self.vocab.c_source_attrs or "metadata" in n.attr:
+                    return False
+                attrs += 1
+            elif isinstance(n, ast.Name) and n.id != "self":
+                return False
+            elif isinstance(n, (ast.Call, ast.Subscript)):
+                return False
+        return attrs > 0
 
     def _argument(self, fp: FunctionPass, verdict: Verdict) -> Verdict | None:
         """C passed to a call: followed into the callee when it resolves, else taken as layout."""
@@ -631,6 +796,7 @@ class Engine:
         replacement = None
         if r.hint is not None:
             hint = r.hint
+            fix, replacement = r.plan, r.replacement
         elif r.kind == FALLBACK and not (r.what == RESOLVER_WHAT and r.exact and spec_info and not unbound):
             hint = "C is only the fallback here; keep the verify input's width set (and capture CUDA graphs at it)."
         elif not r.exact and r.c_expr == symbol and r.buffer_line and \
@@ -709,6 +875,75 @@ class Engine:
                        line=l1, column=c1, end_line=l2, end_column=c2, function=func.qualname, symbol=symbol,
                        message=message, replacement=replacement, hint=hint, fix_safety=fix.safety if fix else None,
                        fix=fix, statement=stmt_text, stmt_line=stmt_line, resolver=r.what == RESOLVER_WHAT)
+
+
+def _enclosing_function(model: ModuleModel, cls: str | None, node: ast.AST) -> FunctionInfo | None:
+    """The method of ``cls`` whose body holds ``node`` (the innermost, nested ones aside)."""
+    best = None
+    for f in model.functions.values():
+        if f.cls == cls and "<locals>" not in f.qualname and f.node.lineno <= node.lineno <= (f.node.end_lineno or 0):
+            if best is None or f.node.lineno > best.node.lineno:
+                best = f
+    return best
+
+
+def _use_of(model: ModuleModel, fp: FunctionPass, at: ast.expr, vocab: Vocabulary) -> str | None:
+    """How the verify path uses a buffer at ``at`` where W tokens per request go into it: slices it to an
+    extent read from C or the verify input's width (``buf[: bs * C]``), or, whole, writes into it or hands
+    it to a call (a kernel that fills it); None for a use that cannot overflow it (``buf[:bs]``, one entry
+    per request; ``buf.shape``; a plain alias, through which a write is found as a fill)."""
+    node, parent = at, model.parent(at)
+    sliced, whole = False, True
+    while isinstance(parent, ast.Subscript) and parent.value is node:
+        if any(is_c_read(n, fp.c_attrs, vocab) or isinstance(n, ast.Name) and n.id in fp.c_names
+               for n in every_node(parent.slice)) or mentions_per_step(parent.slice, vocab):
+            sliced = True
+        elif not isinstance(parent.slice, ast.Constant):
+            whole = False  # an extent of one entry per request (`[:bs]`), or a stride
+            break
+        node, parent = parent, model.parent(parent)
+    if sliced:
+        return f"slices it to `{model.code(node)}`"
+    if not whole:
+        return None
+    if isinstance(parent, (ast.Assign, ast.AugAssign)) and node is not getattr(parent, "value", None):
+        return "writes into it"
+    if isinstance(parent, ast.Attribute) and parent.attr.endswith("_") and not parent.attr.startswith("_") \
+            and isinstance(model.parent(parent), ast.Call):
+        return f"writes into it (`.{parent.attr}`)"
+    if isinstance(parent, ast.keyword):
+        if parent.arg == "out":
+            return "writes into it (`out=`)"
+        parent = model.parent(parent)
+    if isinstance(parent, ast.Call) and node is not parent.func:
+        name = dotted(parent.func) or ""
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf not in ("len", "isinstance", "hasattr", "id", "type", "print", "repr", "str") \
+                and not leaf.lstrip("_").startswith(("assert", "check")):
+            return f"hands it to `{name or 'a call'}`"
+    return None
+
+
+def _server_args_in(model: ModuleModel, owner: FunctionInfo, afp: FunctionPass) -> str | None:
+    """How server args are spelled in ``owner``: a parameter ``server_args``, ``model_runner.server_args``,
+    or a ``self.server_args`` / ``self.model_runner`` the class sets; None where none is in scope (the
+    tree's global ``get_global_server_args()`` is not used: it raises until a server has set it)."""
+    params = [*owner.params, *owner.kwonly]
+    if "server_args" in params:
+        return "server_args"
+    if "model_runner" in params:
+        return "model_runner.server_args"
+    cls_attrs = {a for f in model.functions.values() if f.cls == owner.cls for n in walk(f.node)
+                 if isinstance(n, ast.Assign) for t in n.targets if (a := _self_attr_name(t))}
+    if "server_args" in cls_attrs:
+        return "self.server_args"
+    if "model_runner" in cls_attrs:
+        return "self.model_runner.server_args"
+    return None
+
+
+def _self_attr_name(t: ast.expr) -> str | None:
+    return t.attr if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" else None
 
 
 def _safety(r: Reported) -> FixSafety:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .exprs import ARITH_CALLS, call_leaf, dotted, mentions_per_step
-from .vocabulary import ALLOCATORS, FILL_ALLOCATORS, REPORTING_CALLS, UPPER_BOUND_NAMES, WIDTH_WORDS, Vocabulary
+from .vocabulary import (ALLOCATORS, CHECK_CALL_PREFIXES, FILL_ALLOCATORS, REPORTING_CALLS, UPPER_BOUND_NAMES, WIDTH_WORDS,
+                         Vocabulary)
 
 class Kind(str, Enum):
     """What a read of C does where it is: the analysis's verdict, before a rule turns it into a finding
@@ -30,6 +31,8 @@ INSPECTIONS = frozenset({"isinstance", "hasattr", "len", "type", "id"})
 FALLBACK_WHAT = "used only when the verify input carries no width"
 PARAM_FALLBACK_WHAT = "used only when the caller passes no width"
 RETURNS_C = "returns C as the verify width"
+CHECK_WHAT = "checks a size (an assertion or bound check lays nothing out)"
+DERIVED = "derived"  # Verdict.what of an ALIAS whose value is derived from C (``n = bs * C``), not C itself
 
 
 @dataclass
@@ -76,13 +79,13 @@ def classify(node: ast.expr, parents: dict, vocab: Vocabulary) -> Verdict:
             call = parents[id(parent)][0]
             verdict = _call_arg(call, child, parent.arg, vocab, direct)
             if verdict is not None:
-                return verdict
+                return _where_it_lives(verdict, parents)
             direct, child = False, call
             continue
         elif isinstance(parent, ast.Call) and fieldname == "args":
             verdict = _call_arg(parent, child, None, vocab, direct)
             if verdict is not None:
-                return verdict
+                return _where_it_lives(verdict, parents)
             direct = False
         elif isinstance(parent, ast.Call):
             return Verdict(LAYOUT, "lays out the verify batch with C")
@@ -95,6 +98,9 @@ def classify(node: ast.expr, parents: dict, vocab: Vocabulary) -> Verdict:
         elif isinstance(parent, (ast.Assign, ast.AnnAssign)):
             return _assignment(parent, direct)
         elif isinstance(parent, ast.AugAssign):
+            if isinstance(parent.target, ast.Name):
+                # `max_len += C`: judged by what the name then feeds (a copy's extent, a size check)
+                return Verdict(ALIAS, DERIVED, target=parent.target.id)
             return Verdict(LAYOUT, "offsets a layout value by C")
         elif isinstance(parent, ast.Return):
             return Verdict(LAYOUT, RETURNS_C)
@@ -107,11 +113,43 @@ def classify(node: ast.expr, parents: dict, vocab: Vocabulary) -> Verdict:
 def _assignment(parent: ast.Assign | ast.AnnAssign, direct: bool) -> Verdict:
     targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
     names = [(dotted(t) or "").rsplit(".", 1)[-1] for t in targets]
-    if any(n in UPPER_BOUND_NAMES for n in names):
-        return Verdict(CAPACITY, f"sets the upper bound `{names[0]}` from C (too small when W > C)")
-    if direct and len(targets) == 1 and isinstance(targets[0], ast.Name):
-        return Verdict(ALIAS, target=targets[0].id)
+    bound = next((n for n in names if n in UPPER_BOUND_NAMES), None)
+    if bound is not None:
+        # Computed in the verify step, it is this step's bound, not a start-up size: the kernel reads
+        # keys (and the page table is sliced) up to it.
+        return Verdict(LAYOUT, step_bound_what(bound))
+    if len(targets) == 1 and isinstance(targets[0], ast.Name):
+        # `x = C` is judged by what x feeds; so is `n = bs * C` (a size check's total, or a layout)
+        return Verdict(ALIAS, "" if direct else DERIVED, target=targets[0].id)
     return Verdict(LAYOUT, layout_what(names[0] if names else ""))
+
+
+def _where_it_lives(verdict: Verdict, parents: dict) -> Verdict:
+    """An allocation sized with C on the verify path: a tensor made in this step (bound to a local, a
+    metadata field, passed on) is this step's layout; one kept on ``self`` past the step is a capacity
+    the later steps must fit into."""
+    call = verdict.call
+    if verdict.kind != CAPACITY or call is None:
+        return verdict
+    node = call
+    while id(node) in parents and not isinstance(node, ast.stmt):
+        parent = parents[id(node)][0]
+        if isinstance(parent, (ast.Assign, ast.AnnAssign)) and parent.value is node:
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            kept = next((dotted(t) for t in targets if (dotted(t) or "").startswith("self.")), None)
+            if kept is not None:
+                return Verdict(CAPACITY, f"sizes the buffer `{kept}`, kept past this step, for C tokens per "
+                                         f"request (too small when W > C)")
+            break
+        if not isinstance(parent, (ast.Call, ast.Attribute, ast.Subscript)) or isinstance(parent, ast.stmt):
+            break
+        node = parent
+    return Verdict(LAYOUT, "sizes a tensor made in this step for C tokens per request")
+
+
+def step_bound_what(name: str) -> str:
+    return (f"sets this step's key bound `{name}` from C: the kernel reads keys, and the page table is sliced, "
+            f"only up to it, so the last W - C keys of the longest request are cut off when W > C")
 
 
 def layout_what(name: str) -> str:
@@ -119,6 +157,8 @@ def layout_what(name: str) -> str:
         return f"computes the tree-mask offsets `{name}` with C"
     if "indptr" in name or "cu_seqlens" in name:
         return f"lays out the query tokens (`{name}`) with C per request"
+    if any(w in name for w in ("page", "block_table", "cols")):
+        return f"sets the page/block-table width `{name}` with C (columns past it are never read)"
     if name.startswith("max_"):
         return f"sets `{name}` to C (the kernel's query extent)"
     if "seq_len" in name or "seqlens" in name:
@@ -128,6 +168,13 @@ def layout_what(name: str) -> str:
     return "lays out the verify batch with C"
 
 
+
+
+def is_check_call(name: str) -> bool:
+    """``assert_buffer_fits(...)``, ``self._check_bounds(...)``, ``torch._assert(...)``: a call that only
+    checks its arguments."""
+    leaf = name.rsplit(".", 1)[-1].lstrip("_").lower()
+    return leaf.startswith(CHECK_CALL_PREFIXES)
 
 
 def _width_parameter(node: ast.expr, at: ast.AST, parents: dict) -> bool:
@@ -160,12 +207,14 @@ def _call_arg(call: ast.Call, arg: ast.expr, keyword: str | None, vocab: Vocabul
         return Verdict(FALLBACK, "default " + FALLBACK_WHAT)
     if leaf in INSPECTIONS:
         return Verdict(HARMLESS, "inspection")
+    if is_check_call(name):
+        return Verdict(HARMLESS, CHECK_WHAT)
     if leaf in ALLOCATORS:
         is_fill = keyword == "fill_value" or (keyword is None and leaf in FILL_ALLOCATORS
                                               and len(call.args) > 1 and call.args[1] is arg)
         if is_fill:
             return Verdict(LAYOUT, "fills a per-request length buffer with C")
-        return Verdict(CAPACITY, f"sizes a buffer (`{name}`) for C tokens per request (too small when W > C)")
+        return Verdict(CAPACITY, f"sizes a buffer (`{name}`) for C tokens per request (too small when W > C)", call=call)
     if leaf == "arange":
         return Verdict(LAYOUT, "builds the query offsets (qo_indptr / cu_seqlens_q) with C tokens per request")
     if leaf in RESHAPES:
@@ -174,7 +223,7 @@ def _call_arg(call: ast.Call, arg: ast.expr, keyword: str | None, vocab: Vocabul
         return None  # arithmetic wrapper: keep walking up
     if keyword is not None:
         if keyword in UPPER_BOUND_NAMES:
-            return Verdict(CAPACITY, f"passes C as the upper bound `{keyword}`")
+            return Verdict(LAYOUT, step_bound_what(keyword))
         if keyword == "step":
             return Verdict(LAYOUT, "steps the query offsets by C")
     if direct:

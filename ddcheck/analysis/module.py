@@ -372,12 +372,23 @@ class ModuleModel:
         for cls in self.class_bases:
             assigns: list[tuple[str, ast.expr]] = []
             keyed: list[tuple[str, object, ast.expr]] = []  # self.X["key"] = value
+            sized_locals: dict[int, set[str]] = {}  # id of an assigned value -> locals of its method derived from C
             for f in self.functions.values():
                 if f.cls != cls:
                     continue
                 text = self.text_of(f.node)
                 if not any(t in text for t in tokens):
                     continue  # cannot bind C (derived attributes mention a C name too)
+                derived: set[str] = set()
+                for n in _statements(f.node.body):
+                    if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                            and (_mentions_c(n.value, tokens, vocab) or any(isinstance(x, ast.Name) and x.id in derived
+                                                                            for x in every_node(n.value))):
+                        derived.add(n.targets[0].id)
+                    if derived and isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
+                        values = n.value.values if isinstance(n.value, ast.Dict) else [n.value]
+                        for v in values:
+                            sized_locals[id(v)] = set(derived)
                 for n in _statements(f.node.body):
                     if isinstance(n, ast.Assign):
                         for t in n.targets:
@@ -401,6 +412,10 @@ class ModuleModel:
             for attr, value in assigns:
                 if attr in attrs and attr not in vocab.extra_c_attrs and not is_c_valued(value, attrs, vocab) \
                         and not _placeholder(value) and not _mentions_c(value, attrs, vocab):
+                    attrs.discard(attr)
+            # An attribute sized for the largest width a budget allows (`max(C, budget + 1)`) is not C either.
+            for attr, value in assigns:
+                if attr in attrs and attr not in vocab.extra_c_attrs and any(names_a_budget(n) for n in every_node(value)):
                     attrs.discard(attr)
             # Re-resolved at start-up (`X = resolve(..., num_draft_tokens=int(X))`), X still stands for the
             # verify width: exact when some assignment is C itself and the others hand C to a resolver.
@@ -430,8 +445,17 @@ class ModuleModel:
             for attr, key, value in keyed:
                 if _lays_out_with_c(value, attrs, vocab):
                     laid_out(attr, key, value)
-            sized = {attr: value.lineno for attr, value in assigns if _sized_with_c(value, attrs, vocab)}
-            result[cls] = ClassFacts(attrs, exact, buffers, sized, strided, length_only)
+            sized, allocations = {}, {}
+            # self.X = alloc(...), self.X = {"key": alloc(...)}, self.X["key"] = alloc(...); a size may read a
+            # local of the same method derived from C (`n = max_bs * C; torch.zeros(n)`)
+            allocated = [(attr, None, value) for attr, value in assigns] + keyed
+            allocated += [(attr, k.value, v) for attr, value in assigns if isinstance(value, ast.Dict)
+                          for k, v in zip(value.keys, value.values) if isinstance(k, ast.Constant)]
+            for attr, key, value in allocated:
+                if _sized_with_c(value, attrs, vocab, sized_locals.get(id(value), ())):
+                    sized.setdefault(attr, value.lineno)
+                    allocations.setdefault((attr, key), value)
+            result[cls] = ClassFacts(attrs, exact, buffers, sized, strided, length_only, allocations)
         return result
 
 
@@ -452,6 +476,9 @@ class ClassFacts:
     # (attr, key) of those whose contents owe nothing to C, only their length (``arange(0, n * C + 1)``):
     # too short when W > C, not laid out with C
     length_only: set[tuple[str, object]] = field(default_factory=set)
+    # (attr, key) -> the allocation call sized with C (key None: ``self.X = alloc(...)``; else the
+    # ``self.X["key"]`` entry); the first in source order of the class's methods
+    allocations: dict[tuple[str, object], ast.Call] = field(default_factory=dict)
 
 
 LAYOUT_CALLS = frozenset({"arange", "repeat_interleave", "full"})
@@ -537,8 +564,9 @@ def _statements(body: list[ast.stmt]):
 BLOCK_FIELDS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
 
 
-def _sized_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
-    """``torch.zeros(max_num_tokens * (ctx + C))``: an allocation whose *size* involves C."""
+def _sized_with_c(value: ast.expr, c_attrs, vocab: Vocabulary, derived=()) -> bool:
+    """``torch.zeros(max_num_tokens * (ctx + C))``: an allocation whose *size* involves C (directly, or
+    through a local of ``derived``, bound from C earlier in its method)."""
     from .exprs import call_leaf
     from .vocabulary import ALLOCATORS, FILL_ALLOCATORS
 
@@ -546,7 +574,16 @@ def _sized_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
     if leaf not in ALLOCATORS or leaf.endswith("_like"):
         return False
     sizes = (value.args[:1] if leaf in FILL_ALLOCATORS else value.args) + [k.value for k in value.keywords if k.arg == "size"]
-    return any(_mentions_c(a, c_attrs, vocab) for a in sizes)
+    if any(names_a_budget(n) for a in sizes for n in every_node(a)):
+        return False  # sized for the largest width a budget allows (`max(C, budget + 1)`, a fix's output)
+    return any(_mentions_c(a, c_attrs, vocab) or any(isinstance(n, ast.Name) and n.id in derived for n in every_node(a))
+               for a in sizes)
+
+
+def names_a_budget(n: ast.AST) -> bool:
+    name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else \
+        n.value if isinstance(n, ast.Constant) and isinstance(n.value, str) else ""
+    return "budget" in name.lower()
 
 
 def _mentions_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:

@@ -92,6 +92,8 @@ class FunctionPass:
     verify_calls: list[tuple[ast.Call, ast.stmt | None]] = field(default_factory=list)
     verify_flags: set[str] = field(default_factory=set)
     fills: list[Fill] = field(default_factory=list)
+    # verify-path reads of a ``self.X`` allocated with C in its size: (the read, X)
+    touches: list[tuple[ast.Attribute, str]] = field(default_factory=list)
 
     def run(self) -> "FunctionPass":
         start = (self.func.node.lineno, self.func.node.col_offset)
@@ -282,6 +284,10 @@ class FunctionPass:
             if verify:
                 self.sites.append(Site(node, anchor, buffer_line=line))
             return
+        if verify and self.sized and isinstance(node, ast.Attribute):
+            attr = self_attr(node)
+            if attr in self.sized:
+                self.touches.append((node, attr))
         if isinstance(node, ast.Name):
             if verify and node.id in self.c_names and isinstance(node.ctx, ast.Load):
                 ds = self.reaching(node.id, node)

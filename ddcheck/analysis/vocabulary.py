@@ -35,6 +35,10 @@ VERIFY_ENUM_MEMBERS = frozenset({TARGET_VERIFY})
 # Names assigned an upper bound (wrong only when W > C).
 UPPER_BOUND_NAMES = frozenset({"max_seq_len_k", "max_seqlen_k", "max_kv_len", "max_seq_len_kv"})
 
+# Calls that only check their arguments (leading underscores aside): a size they are handed lays
+# nothing out (``assert_buffer_fits(seq_lens_sum + C * bs, ...)``).
+CHECK_CALL_PREFIXES = ("assert", "check_", "validate", "ensure_")
+
 # Allocators: C in the *size* argument is capacity (warning), in a fill value it is content.
 ALLOCATORS = frozenset({
     "zeros", "empty", "ones", "full", "randn", "rand", "new_zeros", "new_empty", "new_ones",

@@ -118,6 +118,7 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
         return report
     run = run_handler(tree, server_args_values(tree, ns, table.field_defaults), *configs, gpu=gpu)
     report.handler = str(run.handler) if run.handler else None
+    report.tree_limitations = list(run.limitations)
     checks = ALL_CHECKS
     if run.ok:
         explicit = {k: v for k, v in ns.items() if k in s.raw or _given(args, table, k)}

@@ -17,6 +17,9 @@ class Report(BaseModel):
     scan_engine: str | None = None
     handler: str | None = None  # the tree's speculative start-up handler that ran (file:line)
     tree_note: str | None = None  # why the tree's own code could not run (the ast tables were used)
+    # What of the tree's run was not its own code running for real (a stand-in called, a start-up
+    # statement that could not run here, a model config read from its file by ddcheck).
+    tree_limitations: list[str] = Field(default_factory=list)
 
     @property
     def errors(self) -> list[ConfigFinding]:
@@ -30,6 +33,7 @@ class Report(BaseModel):
         return {f.id for f in self.findings if level is None or f.level == level}
 
 
+LIMITATIONS_SHOWN = 6
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
 
@@ -54,6 +58,11 @@ def render_text(report: Report, console=None) -> None:
                "resolved with ddcheck's tables" + (f" (the tree's code could not run: {report.tree_note})"
                                                    if report.tree_note else ""))
         console.print(f"  {how}", highlight=False, markup=False)
+        for line in report.tree_limitations[:LIMITATIONS_SHOWN]:
+            console.print(f"    limitation: {line}", highlight=False, markup=False)
+        if len(report.tree_limitations) > LIMITATIONS_SHOWN:
+            console.print(f"    ... {len(report.tree_limitations) - LIMITATIONS_SHOWN} more (--format json lists them)",
+                          highlight=False, markup=False)
     elif s is not None:
         console.print("  no speculative algorithm: nothing speculative to check")
     if not report.findings:

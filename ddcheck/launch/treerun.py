@@ -1,65 +1,82 @@
 """Resolve a launch's speculative settings by running the target tree's own start-up code.
 
 Forks add flags and change what the old ones mean (``--speculative-dflash-enable-ddtree`` skips a
-check, a budget flag sets C...), so per-release tables cannot know them. Here the tree's own
-speculative handler — ``handle_speculative_decoding(server_args)`` of ``arg_groups/`` (0.5.16 and
-the DDTree forks) or ``ServerArgs._handle_speculative_decoding`` (older releases) — runs on a
-stand-in ``server_args`` carrying the parsed flags, with:
+check, a budget flag sets C...), so per-release tables cannot know them. Here the tree's own code
+decides, run by :class:`ddcheck.target.runtime.TreeRuntime` (every module of the tree's package
+runs from the tree's files; what cannot run on this machine -- a third-party package that is not
+installed, a compiled extension -- is a stand-in, found automatically; torch's platform probes answer
+for the serving machine, ``--gpu``):
 
-* the handler's module, and the tree modules it imports, executed from the tree (one level of
-  imports deep; anything deeper, and torch/transformers/huggingface_hub, are stand-ins that fail
-  loudly, naming themselves, when called);
-* ``get_config`` answered from ``--draft-config``/``--model-config`` files when given; without them
-  every attribute the tree reads from a model config is recorded as *assumed absent*;
-* every attribute the tree writes on ``server_args`` recorded with the file:line that wrote it, every
-  warning it logs captured with its file:line, and an exception it raises reported as the tree's
-  rejection, at the line that raised it.
+* ``server_args`` is the tree's own ``ServerArgs``, built by its own ``from_cli_args`` from the parsed
+  flags (its dataclass defaults, its renames), as a subclass that records every field written, with
+  the tree line that wrote it; its ``__post_init__`` is left for the handler below;
+* the tree's speculative handler runs on it: ``handle_speculative_decoding(server_args)``
+  (``arg_groups/``, 0.5.14+ and the DDTree forks), ``ServerArgs._handle_speculative_decoding``
+  (0.5.2-0.5.13), or, where the release has no handler (0.4.10, 0.5.1), the tree's ``__post_init__``
+  itself, one top-level statement at a time: a statement that fails on something that cannot run
+  here (the GPU's memory, a stand-in) is recorded and the next one runs; one that fails on the
+  speculative settings ends the run;
+* a field decision handed to a tree function as keywords along with the record
+  (``declare_resolution(server_args, source, field=value)``, 0.5.21+) is recorded as a write;
+* the model's config: the tree reads it with its own code (``get_model_config()``, ``get_config``,
+  ``ModelConfig``). Where that code calls something that cannot run here to read a model's config
+  (``transformers`` not installed: ``AutoConfig.from_pretrained``, or a reader the tree's own module
+  could not define here), handed a local model folder, the call is answered from that folder's
+  ``config.json`` (or from ``--model-config``/``--draft-config``); for a hub id it is *absent*, and
+  every attribute the tree reads from it is recorded as assumed absent;
+* every warning the tree logs is captured with its file:line, and an exception it raises at one of
+  its own ``raise``/``assert`` lines is the tree's rejection of the launch. Any other exception
+  ends the run (the tables take over, with the reason printed).
 
-Nothing here is imported from sglang: the tree's files are read and compiled under their own names.
+Nothing here is imported from sglang itself: the tree's files run under their own names for the
+block only (modules kept per tree for the next launch in this process).
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
-import importlib.abc
-import importlib.machinery
-import importlib.util
+import atexit
+import dataclasses
 import json
 import logging
+import os
+import shutil
 import sys
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddcheck.isolation import SwappedImports
 from ddcheck.launch.evaluate import tree_class
 from ddcheck.sources import SourceTree
-from ddcheck.target.names import HANDLER_METHOD_NAMES as METHOD_NAMES, HANDLER_NAMES, PACKAGE, SERVER_ARGS_FILE
+from ddcheck.target.names import HANDLER_METHOD_NAMES as METHOD_NAMES, HANDLER_NAMES, SERVER_ARGS_FILE
+from ddcheck.target.runtime import Platform, TreeRuntime
+from ddcheck.target.standins import StandInMeta, is_stand_in
 
-# Third-party packages that are heavy or need a GPU: never imported, always stand-ins.
-FOREIGN = ("torch", "triton", "transformers", "huggingface_hub", "sgl_kernel", "flashinfer", "vllm", "numpy",
-           "aiter", "deep_gemm", "safetensors", "msgspec", "zmq", "psutil", "requests", "orjson", "uvloop")
-NAMESPACES = (PACKAGE,) + FOREIGN
-MAX_DEPTH = 2
-# sglang.srt.utils platform probes -> the --gpu value for which they answer True.
-PLATFORM_PROBES = {"is_cuda": "nvidia", "is_cuda_alike": "nvidia", "is_hip": "amd", "is_npu": "npu",
-                   "is_cpu": "cpu", "is_xpu": "xpu", "is_musa": "musa", "is_mps": "mps",
-                   "cpu_has_amx_support": "cpu-amx"}
+ENTRY_METHOD = "__post_init__"  # the start-up code of a release without a handler
 GPUS = ("nvidia", "amd", "npu", "xpu", "musa", "cpu")
+# The machine torch's probes answer for. npu/xpu/musa cannot be emulated through torch.cuda: their
+# probes answer as for a machine without a CUDA GPU (recorded as a limitation of the run).
+PLATFORMS = {"nvidia": Platform("nvidia", "sm90"), "amd": Platform("amd", "gfx942")}
 # ServerArgs.__post_init__ fills these before the speculative handler runs (``_handle_missing_default_values``:
 # device = get_device(); ``_handle_page_size``: 1 unless the backend asks for more); the handler reads them.
 DEVICE_OF = {"nvidia": "cuda", "amd": "cuda", "npu": "npu", "xpu": "xpu", "musa": "musa", "cpu": "cpu"}
 FILLED_BEFORE = {"page_size": 1}
+# A stand-in call reads a model's config when its last two names mention a config and not one of these.
+NOT_MODEL_CONFIG = ("generation", "processor", "tokenizer", "quant", "lora", "peft")
+SESSIONS_KEPT = 3
+# What transformers' PretrainedConfig has for a model whose config.json does not say (its base class's
+# attributes and __init__ defaults): a config read from a file answers these as transformers would.
+CONFIG_BASE = {"model_type": "", "architectures": None, "is_encoder_decoder": False, "is_decoder": False,
+               "tie_word_embeddings": True, "bos_token_id": None, "eos_token_id": None, "pad_token_id": None,
+               "torch_dtype": None, "dtype": None, "name_or_path": "", "_name_or_path": "",
+               "output_hidden_states": False, "output_attentions": False, "return_dict": True}
+DTYPE_KEYS = ("torch_dtype", "dtype")
 
 
 class NeedsInput(AttributeError):
     """The tree's code asked for something ddcheck does not have (a model config, the GPU).
     An AttributeError, so ``getattr(cfg, "x", default)`` in the tree takes its default."""
-
-
-class StandInUsed(Exception):
-    """A stand-in was called: the tree's code needs something that does not run here."""
 
 
 @dataclass
@@ -104,78 +121,24 @@ class TreeRun:
     needs: list[Need] = field(default_factory=list)
     rejected: str | None = None  # the exception the tree raised (its message)
     rejected_at: Where | None = None
-    failed: str | None = None  # the run could not complete (a stand-in called, harness error): why
+    failed: str | None = None  # the run could not complete (a stand-in used as a value, harness error): why
+    # What of the run was not the tree's own code running for real: stand-ins called, start-up
+    # statements that could not run here, model configs answered from a file.
+    limitations: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.failed is None
 
 
-# --------------------------------------------------------------------------- stand-ins
-
-
-class _StandInBase:
-    """What a tree class deriving from a stand-in (``class L(msgspec.Struct, frozen=True)``) derives
-    from instead: class keywords accepted, so the rest of the module still loads."""
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__()
-
-
-class _StandIn:
-    """Anything reached through a stand-in module: attribute access gives more stand-ins, use in
-    annotations/isinstance/subclassing works, calling it raises :class:`StandInUsed`."""
-
-    def __init__(self, name: str, run: "_Runner"):
-        object.__setattr__(self, "_name", name)
-        object.__setattr__(self, "_run", run)
-
-    def __getattr__(self, attr: str):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        return _StandIn(f"{self._name}.{attr}", self._run)
-
-    def __call__(self, *args, **kwargs):
-        self._run.stand_in_called(self._name)
-        raise StandInUsed(f"{self._name}() does not run in ddcheck config")
-
-    def __getitem__(self, item):
-        return self
-
-    def __or__(self, other):
-        return self
-
-    __ror__ = __or__
-
-    def __mro_entries__(self, bases):
-        return (_StandInBase,)
-
-    def __repr__(self) -> str:
-        return f"<ddcheck stand-in {self._name}>"
-
-
-class _Module(types.ModuleType):
-    def __init__(self, name: str, run: "_Runner"):
-        super().__init__(name)
-        self.__path__ = []
-        self.__dict__["_ddcheck_run"] = run
-
-    def __getattr__(self, attr: str):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        run: _Runner = self.__dict__["_ddcheck_run"]
-        sub = f"{self.__name__}.{attr}"
-        if run.module_file(sub) is not None:
-            return importlib.import_module(sub)
-        value = run.provided.get(sub) or _StandIn(sub, run)
-        setattr(self, attr, value)
-        return value
+# --------------------------------------------------------------------------- model configs
 
 
 class _Config:
-    """A model config read from a JSON file (``--draft-config``), or an absent one."""
+    """A model's config as the tree reads it: ``config.json``'s keys as attributes (nested objects
+    too), or an absent one (a hub id, nothing given), whose every attribute is recorded as a need."""
 
-    def __init__(self, run: "_Runner", label: str, data: dict | None, supply: str):
+    def __init__(self, run: "_Run", label: str, data: dict | None, supply: str):
         object.__setattr__(self, "_run", run)
         object.__setattr__(self, "_label", label)
         object.__setattr__(self, "_data", data)
@@ -186,18 +149,52 @@ class _Config:
             raise AttributeError(attr)
         data = self._data
         if data is not None:
+            if attr in DTYPE_KEYS and attr not in data:  # transformers 5 reads torch_dtype as dtype
+                attr = next((k for k in DTYPE_KEYS if k in data), attr)
             if attr in data:
                 value = data[attr]
+                if attr in DTYPE_KEYS and isinstance(value, str):
+                    return _torch_dtype(value)
                 return _Config(self._run, f"{self._label}.{attr}", value, self._supply) if isinstance(value, dict) else value
+            if attr in CONFIG_BASE and self._label.count(".") == 0:
+                return CONFIG_BASE[attr]
             raise AttributeError(attr)
         self._run.need(f"{self._label}: `{attr}`", self._supply)
         raise NeedsInput(f"{self._label} is not known to ddcheck (pass {self._supply})")
+
+    def __setattr__(self, name: str, value: Any) -> None:  # the tree fills in derived fields
+        data = self._data
+        if data is not None:
+            data[name] = value
 
     def to_dict(self) -> dict:
         if self._data is None:
             self._run.need(f"{self._label} (whole)", self._supply)
             raise NeedsInput(f"{self._label} is not known to ddcheck (pass {self._supply})")
         return dict(self._data)
+
+    def __copy__(self):
+        data = self._data
+        return _Config(self._run, self._label, None if data is None else dict(data), self._supply)
+
+    def __deepcopy__(self, memo):
+        import copy
+
+        data = self._data
+        return _Config(self._run, self._label, None if data is None else copy.deepcopy(data, memo), self._supply)
+
+    def items(self):
+        return self.to_dict().items()
+
+    def keys(self):
+        return self.to_dict().keys()
+
+    def update(self, values: dict) -> None:
+        for key, value in dict(values).items():
+            setattr(self, key, value)
+
+    def get_text_config(self, *args, **kwargs):  # transformers: a config without sub-configs is its own
+        return self
 
     def get(self, key, default=None):
         try:
@@ -208,11 +205,365 @@ class _Config:
     def __contains__(self, key) -> bool:
         return self.get(key, None) is not None
 
+    def __repr__(self) -> str:
+        return f"<model config {self._label}>"
+
+
+def _torch_dtype(name: str) -> Any:
+    """``"bfloat16"`` as transformers hands it over: the torch dtype, where torch is installed."""
+    try:
+        import torch
+    except ImportError:
+        return name
+    value = getattr(torch, name, None)
+    return value if isinstance(value, torch.dtype) else name
+
+
+def _path_arguments(args: tuple, kwargs: dict) -> list[str]:
+    return [os.fspath(v) for v in (*args, *kwargs.values()) if isinstance(v, (str, os.PathLike))]
+
+
+# --------------------------------------------------------------------------- the tree's runtime, kept per tree
+
+
+class _Session(TreeRuntime):
+    """A TreeRuntime whose tree modules outlive the block: the next launch on the same tree in this
+    process runs the same modules again instead of importing the tree (and torch) anew."""
+
+    def __init__(self, tree: SourceTree, platform: Platform):
+        super().__init__(tree, platform)
+        self._kept: dict[str, Any] = {}
+        self._kept_dir = None
+
+    def __enter__(self):
+        super().__enter__()
+        if self._kept_dir is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = self._kept_dir
+            sys.modules.update(self._kept)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._kept = {n: m for n, m in sys.modules.items() if n.split(".")[0] == self.package}
+        kept_dir, self._tmp = self._tmp, None
+        try:
+            super().__exit__(*exc)
+        finally:
+            self._tmp = self._kept_dir = kept_dir
+
+    def close(self) -> None:
+        self._kept.clear()
+        if self._kept_dir is not None:
+            shutil.rmtree(self._kept_dir, ignore_errors=True)
+            self._kept_dir = None
+
+
+_SESSIONS: dict[tuple[int, Platform], tuple[SourceTree, _Session]] = {}
+
+
+def _session(tree: SourceTree, platform: Platform) -> _Session:
+    key = (id(tree), platform)
+    hit = _SESSIONS.get(key)
+    if hit is not None and hit[0] is tree:
+        return hit[1]
+    while len(_SESSIONS) >= SESSIONS_KEPT:
+        _SESSIONS.pop(next(iter(_SESSIONS)))[1].close()
+    session = _Session(tree, platform)
+    _SESSIONS[key] = (tree, session)
+    return session
+
+
+@atexit.register
+def _close_sessions() -> None:
+    while _SESSIONS:
+        _SESSIONS.popitem()[1][1].close()
+
+
+# --------------------------------------------------------------------------- one run
+
+
+class _Run:
+    """One launch through the tree's start-up code: what it wrote, logged, needed, and stood in for."""
+
+    def __init__(self, tree: SourceTree, rt: TreeRuntime, draft_config: dict | None, model_config: dict | None):
+        self.tree, self.rt = tree, rt
+        self.result = TreeRun()
+        self.paths = {f.relpath: f for f in tree.files}
+        self.draft_config, self.model_config = draft_config, model_config
+        self.server_args: Any = None
+        self.fields: set[str] = set()
+        self.recording = False
+        self.declared: dict[str, Any] = {}  # field decisions handed to tree functions (0.5.21+)
+        self.entry_code = None  # the code object of the start-up function that runs
+
+    # -- where things happen
+    def where_of(self, filename: str, line: int) -> Where | None:
+        return Where(self.rt.relpath_of(filename), line) if self.rt.in_tree(filename) else None
+
+    def caller(self) -> Where | None:
+        frame = sys._getframe(2)
+        while frame is not None:
+            hit = self.where_of(frame.f_code.co_filename, frame.f_lineno)
+            if hit is not None:
+                return hit
+            frame = frame.f_back
+        return None
+
+    def raised_at(self, exc: BaseException) -> Where | None:
+        """The innermost traceback frame in a tree file: the line that raised."""
+        tb, hit = exc.__traceback__, None
+        while tb is not None:
+            hit = self.where_of(tb.tb_frame.f_code.co_filename, tb.tb_lineno) or hit
+            tb = tb.tb_next
+        return hit
+
+    def need(self, what: str, supply: str) -> None:
+        if not any(n.what == what for n in self.result.needs):
+            self.result.needs.append(Need(what, supply, self.caller()))
+
+    def limitation(self, text: str) -> None:
+        if text not in self.result.limitations:
+            self.result.limitations.append(text)
+
+    # -- writes
+    def wrote(self, name: str, old: Any, new: Any) -> None:
+        if self.fields and name not in self.fields:
+            return  # bookkeeping (a memoised model config), not a setting
+        if self.recording and (old is _ABSENT or old != new):
+            self.result.writes.append(Write(name, None if old is _ABSENT else old, new, self.caller()))
+
+    # -- stand-in calls
+    def stand_in_call(self, name: str, args: tuple, kwargs: dict) -> Any:
+        """The answer to a call of a stand-in, or ``_ABSENT`` to let the stand-in answer."""
+        tail = ".".join(name.lower().split(".")[-2:])
+        paths = _path_arguments(args, kwargs)
+        if "config" in tail and not any(w in tail for w in NOT_MODEL_CONFIG):
+            sa = self.server_args
+            known = {getattr(sa, "model_path", None), getattr(sa, "speculative_draft_model_path", None)} - {None}
+            path = next((p for p in paths if p in known or _local_config(p) is not None), None)
+            if path is not None:  # a model of the launch, or a folder with a config.json
+                return self.model_config_for(path, name)
+        if self.recording and _calling_code() != "<module>":  # what the start-up code itself called
+            self.limitation(f"`{name}()` cannot run here (a stand-in answered) at {self.caller() or '?'}")
+        return _ABSENT
+
+    def model_config_for(self, path: str, reader: str) -> Any:
+        sa = self.server_args
+        draft_path = getattr(sa, "speculative_draft_model_path", None) if sa is not None else None
+        if draft_path is not None and path == draft_path:
+            label, given, supply = "the draft model's config", self.draft_config, "--draft-config PATH"
+        else:
+            label, given, supply = "the model's config", self.model_config, "--model-config PATH"
+        data, source = given, supply.split()[0]
+        if data is None:
+            data, source = _local_config(path), os.path.join(path, "config.json")
+        if data is not None:
+            self.limitation(f"{label} read from {source} by ddcheck: `{reader}()` cannot run here "
+                            f"(at {self.caller() or '?'})")
+        if data is None:  # a hub id, nothing given: the tree's own reader is answered instead (see _Unreadable)
+            raise _Unreadable(f"{label} is not known to ddcheck (pass {supply})", path)
+        if reader.endswith("config_dict"):  # transformers' (config_dict, unused kwargs)
+            return dict(data), {}
+        return _Config(self, label, dict(data), supply)
+
+    def absent_config(self, path: str) -> _Config:
+        """What the tree's reader of a model's config answers for a model ddcheck has no config of."""
+        sa = self.server_args
+        draft = path == (getattr(sa, "speculative_draft_model_path", None) if sa is not None else None)
+        if draft:
+            return _Config(self, "the draft model's config", None, "--draft-config PATH")
+        return _Config(self, "the model's config", None, "--model-config PATH")
+
+
+class _Unreadable(NeedsInput):
+    """A model's config that the tree's code reads through something that cannot run here, for a
+    model ddcheck has no config of (a hub id). The run is made again with the tree's outermost
+    function that was handed that model and reads a config (its name says so) answering an absent
+    config, as it would for a model without one: what the tree then reads of it is recorded."""
+
+    def __init__(self, message: str, path: str):
+        super().__init__(message)
+        self.path = path
+
+    def reader(self, run: "_Run", stop) -> Any | None:
+        """(owner, name, function) of that reader, from the traceback: the outermost tree frame below
+        the start-up code whose function's name mentions a config and whose arguments hold the path."""
+        tb = self.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            code = frame.f_code
+            if run.rt.in_tree(code.co_filename) and code is not stop and "config" in code.co_name.lower():
+                args = [frame.f_locals.get(n) for n in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]]
+                if any(isinstance(a, (str, os.PathLike)) and os.fspath(a) == self.path for a in args):
+                    hit = _function_of(frame)
+                    if hit is not None:
+                        return hit
+            tb = tb.tb_next
+        return None
+
+
+def _function_of(frame):
+    """(owner, name, function) for the function running in ``frame``: a module's or a class's."""
+    code, g = frame.f_code, frame.f_globals
+    for name, value in list(g.items()):
+        if _runs_code(value, code):
+            return g, name, value
+        if isinstance(value, type) and not is_stand_in(value) and value.__module__ == g.get("__name__"):
+            for attr, member in list(vars(value).items()):
+                fn = member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
+                if _runs_code(fn, code):
+                    return value, attr, member
+    return None
+
+
+def _runs_code(fn: Any, code) -> bool:
+    """``fn`` is the function of ``code``, or a decorator's wrapper of it (``functools.wraps``)."""
+    for _ in range(8):
+        if fn is None or is_stand_in(fn):
+            return False
+        if getattr(fn, "__code__", None) is code:
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+    return False
+
+
+class _AnsweredReaders:
+    """For the block, each reader found by :meth:`_Unreadable.reader` answers an absent config for
+    its model, everywhere the tree's modules hold it; anything else it is handed runs as written."""
+
+    def __init__(self, run: "_Run", readers: dict):
+        self.run, self.readers = run, readers  # id(function) -> (owner, name, function, path)
+        self.saved: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self):
+        run = self.run
+        for owner, name, member, path in self.readers.values():
+            fn = member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
+
+            def answer(*args, _fn=fn, _path=path, **kwargs):
+                if _path in _path_arguments(args, kwargs):
+                    return run.absent_config(_path)
+                return _fn(*args, **kwargs)
+
+            wrapped = type(member)(answer) if isinstance(member, (staticmethod, classmethod)) else answer
+            holders = [owner] if isinstance(owner, type) else \
+                [vars(m) for n, m in list(sys.modules.items()) if n.split(".")[0] == run.rt.package] + [owner]
+            for holder in holders:
+                for key, value in list(holder.items() if isinstance(holder, dict) else vars(holder).items()):
+                    if value is member:
+                        self.saved.append((holder, key, value))
+                        if isinstance(holder, dict):
+                            holder[key] = wrapped
+                        else:
+                            setattr(holder, key, wrapped)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for holder, key, value in reversed(self.saved):
+            if isinstance(holder, dict):
+                holder[key] = value
+            else:
+                setattr(holder, key, value)
+        self.saved.clear()
+
+
+_ABSENT = object()
+
+
+def _calling_code() -> str:
+    """The name of the innermost frame outside ddcheck and the stand-ins: ``<module>`` for import-time code."""
+    frame = sys._getframe(2)
+    while frame is not None and (frame.f_code.co_filename == __file__ or "ddcheck/target/" in frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame.f_code.co_name if frame is not None else ""
+
+
+def _local_config(path: str) -> dict | None:
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    if p.suffix != ".json" or not p.is_file():
+        return None
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class _AnsweredStandIns:
+    """For the block, calls of stand-ins go through ``run.stand_in_call`` first."""
+
+    def __init__(self, run: _Run):
+        self.run = run
+
+    def __enter__(self):
+        self.original = original = StandInMeta.__call__
+        run = self.run
+
+        def __call__(cls, *args, **kwargs):
+            if is_stand_in(cls) and not (len(args) == 1 and not kwargs and callable(args[0])
+                                         and not isinstance(args[0], StandInMeta)):
+                answer = run.stand_in_call(type.__getattribute__(cls, "__dict__")["_ddcheck_name"], args, kwargs)
+                if answer is not _ABSENT:
+                    return answer
+            return original(cls, *args, **kwargs)
+
+        StandInMeta.__call__ = __call__
+        return self
+
+    def __exit__(self, *exc) -> None:
+        StandInMeta.__call__ = self.original
+
+
+class _Declarations:
+    """A tree function handed the record and keywords that are all its fields records a decision on
+    them (``declare_resolution(server_args, source, field=value)``): seen through a profile hook."""
+
+    def __init__(self, run: _Run):
+        self.run = run
+
+    def __enter__(self):
+        self.previous = sys.getprofile()
+        sys.setprofile(self.profile)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.setprofile(self.previous)
+
+    def profile(self, frame, event, arg) -> None:
+        if event != "call":
+            return
+        code, run = frame.f_code, self.run
+        if not code.co_flags & 0x08 or not run.rt.in_tree(code.co_filename):  # CO_VARKEYWORDS
+            return
+        at = code.co_argcount + code.co_kwonlyargcount + (1 if code.co_flags & 0x04 else 0)  # CO_VARARGS
+        f_locals = frame.f_locals
+        kwargs = f_locals.get(code.co_varnames[at])
+        if not kwargs or not isinstance(kwargs, dict) or not set(kwargs) <= run.fields:
+            return
+        if not any(f_locals.get(n) is run.server_args for n in code.co_varnames[:code.co_argcount]):
+            return
+        caller = frame.f_back
+        where = None
+        while caller is not None and where is None:
+            where = run.where_of(caller.f_code.co_filename, caller.f_lineno)
+            caller = caller.f_back
+        for name, value in kwargs.items():
+            old = run.declared.get(name, getattr(run.server_args, name, None))
+            run.declared[name] = value
+            if old != value:
+                run.result.writes.append(Write(name, old, value, where))
+
+
+# --------------------------------------------------------------------------- server_args
+
 
 class _ServerArgs:
-    """``server_args`` for the handler: the parsed flags; writes are recorded with their line."""
+    """``server_args`` for a tree whose own ``ServerArgs`` cannot be built here: the parsed flags;
+    writes are recorded with their line."""
 
-    def __init__(self, run: "_Runner", values: dict[str, Any], methods: set[str]):
+    def __init__(self, run: _Run, values: dict[str, Any], methods: set[str]):
         object.__setattr__(self, "_run", run)
         object.__setattr__(self, "_values", dict(values))
         object.__setattr__(self, "_methods", methods)
@@ -232,126 +583,117 @@ class _ServerArgs:
     def __setattr__(self, name: str, value: Any) -> None:
         values = object.__getattribute__(self, "_values")
         run = object.__getattribute__(self, "_run")
-        had, old = name in values, values.get(name)
+        old = values.get(name, _ABSENT)
         values[name] = value
-        if not had or old != value:
-            run.result.writes.append(Write(name, old, value, run.caller()))
+        run.wrote(name, old, value)
 
 
-# --------------------------------------------------------------------------- the runner
+def _record_fields(cls) -> list[str]:
+    if dataclasses.is_dataclass(cls):
+        return [f.name for f in dataclasses.fields(cls)]
+    names = getattr(cls, "__struct_fields__", None)  # a msgspec Struct (0.5.21+)
+    return list(names) if isinstance(names, tuple) else []
 
 
-class _Runner(SwappedImports, importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    namespaces = NAMESPACES
+def _recording_class(run: _Run, cls: type) -> type:
+    """A subclass of the tree's ServerArgs whose field writes are recorded, and whose ``__post_init__``
+    waits (the handler, or the stepwise run of it, is what runs)."""
+    base_setattr = cls.__setattr__
 
-    def __init__(self, tree: SourceTree, draft_config: dict | None, model_config: dict | None, gpu: str = "nvidia"):
-        self.tree, self.gpu = tree, gpu
-        self.result = TreeRun()
-        root = tree.package_root("sglang")
-        self.prefix = f"{root}/" if root else ""
-        self.paths = {f.relpath: f for f in tree.files}
-        self.depth: dict[str, int] = {}
-        self.loading: list[str] = []
-        self.files: dict[str, str] = {}  # compiled filename -> tree relpath
-        self.draft_config, self.model_config = draft_config, model_config
-        self.server_args: _ServerArgs | None = None
-        self.provided = {
-            "sglang.srt.utils.hf_transformers_utils.get_config": self._get_config,
-            "sglang.srt.utils.hf_transformers.get_config": self._get_config,
-        }
-        self.provided_modules = {k.rsplit(".", 1)[0] for k in self.provided}
-        # Platform probes many tree modules call at import: answered for the machine that will serve.
-        for name in PLATFORM_PROBES:
-            self.provided[f"sglang.srt.utils.{name}"] = self._probe(name)
-            self.provided[f"sglang.srt.utils.common.{name}"] = self._probe(name)
+    def __setattr__(self, name, value):
+        old = getattr(self, name, _ABSENT) if run.recording else _ABSENT
+        base_setattr(self, name, value)
+        run.wrote(name, old, value)
 
-    # -- tree lookups
-    def module_file(self, fullname: str) -> tuple[str, bool] | None:
-        return self.tree.module_file(fullname)
+    def __post_init__(self):
+        pass
 
-    def caller(self) -> Where | None:
-        frame = sys._getframe(2)
-        while frame is not None:
-            rel = self.files.get(frame.f_code.co_filename)
-            if rel is not None:
-                return Where(rel, frame.f_lineno)
-            frame = frame.f_back
-        return None
-
-    def need(self, what: str, supply: str) -> None:
-        if not any(n.what == what for n in self.result.needs):
-            self.result.needs.append(Need(what, supply, self.caller()))
-
-    def stand_in_called(self, name: str) -> None:
-        self.need(f"`{name}()`, which ddcheck does not run", "")
-
-    def _probe(self, name: str):
-        def probe(*args, **kwargs):
-            return PLATFORM_PROBES[name] == self.gpu
-        probe.__name__ = name
-        return probe
-
-    def _get_config(self, path=None, *args, **kwargs):
-        sa = self.server_args
-        draft = sa is not None and path is not None and path == getattr(sa, "speculative_draft_model_path", None)
-        if draft:
-            return _Config(self, "the draft model's config", self.draft_config, "--draft-config PATH")
-        return _Config(self, "the model's config", self.model_config, "--model-config PATH")
-
-    # -- finder protocol
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname.split(".")[0] not in NAMESPACES:
-            return None
-        hit = self.module_file(fullname) if fullname.startswith("sglang") else None
-        if hit is not None and not hit[1] and fullname not in self.provided_modules:
-            parent = self.loading[-1] if self.loading else None
-            depth = self.depth.get(parent, 0) + 1 if parent else 1
-            self.depth.setdefault(fullname, depth)
-            if self.depth[fullname] <= MAX_DEPTH:
-                spec = importlib.util.spec_from_loader(fullname, self, is_package=False)
-                spec.loader_state = "real"
-                return spec
-        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-
-    def create_module(self, spec):
-        if spec.loader_state == "real":
-            return None  # default module object; exec_module fills it from the tree
-        return _Module(spec.name, self)
-
-    def exec_module(self, module):
-        name = module.__name__
-        if isinstance(module, _Module):
-            return
-        relpath = self.module_file(name)[0]
-        filename = f"{self.tree.label}!{relpath}"
-        self.files[filename] = relpath
-        code = compile(self.paths[relpath].read_bytes(), filename, "exec", dont_inherit=True)
-        module.__file__ = filename
-        self.loading.append(name)
-        try:
-            exec(code, module.__dict__)
-        except Exception as exc:  # a module that does not import here becomes a stand-in
-            self.need(f"module {name} (its import needs: {type(exc).__name__}: {exc})", "")
-            sys.modules[name] = _Module(name, self)
-        finally:
-            self.loading.pop()
+    ns = {"__setattr__": __setattr__, "__post_init__": __post_init__, "__module__": cls.__module__,
+          "__qualname__": cls.__qualname__}
+    return type(cls)(cls.__name__, (cls,), ns)
 
 
+def _build_server_args(run: _Run, cls: type, values: dict[str, Any]):
+    """The tree's ServerArgs from the parsed flags, by its own ``from_cli_args`` where it has one."""
+    rec = _recording_class(run, cls)
+    run.fields = set(_record_fields(cls))
+    kwargs = {k: v for k, v in values.items() if k in run.fields}
+    build = getattr(rec, "from_cli_args", None)
+    if callable(build) and not is_stand_in(build):
+        return build(argparse.Namespace(**values))
+    return rec(**kwargs)
 
-class _Capture(logging.Handler):
-    def __init__(self, run: _Runner):
-        super().__init__(logging.DEBUG)
-        self.run = run
 
-    def emit(self, record: logging.LogRecord) -> None:
-        rel = self.run.files.get(record.pathname)
-        if rel is None or record.levelno < logging.INFO:
-            return
-        try:
-            message = record.getMessage()
-        except Exception:  # a tree message whose %-args are stand-ins
-            message = str(record.msg)
-        self.run.result.logged.append(Logged(record.levelname.lower(), message, Where(rel, record.lineno)))
+def _values_of(run: _Run, sa: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """server_args after the run: the parsed flags (argparse-only names too), its fields as the tree
+    left them, and the decisions declared on them."""
+    if isinstance(sa, _ServerArgs):
+        return dict(object.__getattribute__(sa, "_values"))
+    out = dict(values)
+    out.update((name, getattr(sa, name, None)) for name in run.fields)
+    out.update(run.declared)
+    return out
+
+
+# --------------------------------------------------------------------------- __post_init__, statement by statement
+
+
+def _sets_speculative(stmt: ast.stmt) -> bool:
+    """The statement assigns a speculative setting (``self.speculative_num_draft_tokens = ...``)."""
+    for node in ast.walk(stmt):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for t in targets:
+            for el in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                if isinstance(el, ast.Attribute) and el.attr.startswith("speculative_"):
+                    return True
+    return False
+
+
+class _StepStop(Exception):
+    """A start-up statement that touches the speculative settings could not run here."""
+
+
+def _stepwise(run: _Run, module, cls: type, name: str):
+    """The tree's ``cls.name`` compiled again with each top-level statement in its own try: a
+    statement that fails on what cannot run here is recorded and the next one runs; the tree's own
+    raise/assert propagates (its rejection), and so does a failure in a statement about the
+    speculative settings (the run cannot say what they are). A raise in a helper the statement
+    called (``nvidia-smi not found`` while probing the GPU's memory) is not a rejection of the launch
+    unless the statement is about the speculative settings."""
+    relpath = module.__file__ and run.rt.relpath_of(module.__file__)
+    source = run.paths[relpath].read_bytes()
+    tree = ast.parse(source)
+    cdef = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
+    fdef = next(n for n in cdef.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    body = []
+    for stmt in fdef.body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue
+        handler = ast.parse(f"try:\n    pass\nexcept Exception as _ddcheck_exc:\n"
+                            f"    __ddcheck_step__(_ddcheck_exc, {stmt.lineno}, {_sets_speculative(stmt)!r})").body[0]
+        handler.body = [stmt]
+        body.append(ast.copy_location(handler, stmt))
+    fdef.body = body or [ast.Pass()]
+    fdef.decorator_list = []
+    ast.fix_missing_locations(fdef)
+    code = compile(ast.Module(body=[fdef], type_ignores=[]), module.__file__, "exec", dont_inherit=True)
+
+    def step(exc: BaseException, line: int, speculative: bool) -> None:
+        if isinstance(exc, _Unreadable):
+            raise exc  # run again with the tree's reader answering (see run_handler)
+        where = run.raised_at(exc)
+        if where is not None and (where.path == relpath or speculative) and _raises_there(run, where):
+            raise exc  # the start-up code's own rejection (not a helper's probe of this machine)
+        if speculative:
+            raise _StepStop(f"{type(exc).__name__}: {exc} (at {where or f'{relpath}:{line}'})") from exc
+        run.limitation(f"start-up statement at {relpath}:{line} could not run here: "
+                       f"{type(exc).__name__}: {exc}" + (f" (at {where})" if where else ""))
+
+    ns: dict[str, Any] = {}
+    module.__dict__["__ddcheck_step__"] = step
+    exec(code, module.__dict__, ns)
+    return ns[name], Where(relpath, fdef.lineno)
 
 
 def find_handler(tree: SourceTree) -> tuple[str, str, str] | None:
@@ -411,104 +753,165 @@ def load_config(path: str | None) -> dict | None:
     return data
 
 
+class _Capture(logging.Handler):
+    def __init__(self, run: _Run):
+        super().__init__(logging.DEBUG)
+        self.run = run
+
+    def emit(self, record: logging.LogRecord) -> None:
+        where = self.run.where_of(record.pathname, record.lineno)
+        if where is None or record.levelno < logging.INFO:
+            return
+        try:
+            message = record.getMessage()
+        except Exception:  # a tree message whose %-args are stand-ins
+            message = str(record.msg)
+        self.run.result.logged.append(Logged(record.levelname.lower(), message, where))
+
+
 def run_handler(tree: SourceTree, values: dict[str, Any], draft_config: dict | None = None,
                 model_config: dict | None = None, gpu: str = "nvidia") -> TreeRun:
-    """Run the tree's speculative handler on ``values`` (the parsed flags, defaults included), on a
-    machine of kind ``gpu`` (what the tree's platform probes answer)."""
-    runner = _Runner(tree, draft_config, model_config, gpu)
+    """Run the tree's speculative start-up code on ``values`` (the parsed flags, defaults included),
+    on a machine of kind ``gpu`` (what the tree's platform probes answer)."""
     found = find_handler(tree)
-    if found is None:
-        runner.result.failed = "no speculative handler (handle_speculative_decoding) in this tree"
-        return runner.result
-    relpath, kind, name = found
     values = dict(values)
     if "device" in values and values["device"] is None and gpu in DEVICE_OF:
         values["device"] = DEVICE_OF[gpu]
     for key, default in FILLED_BEFORE.items():
         if key in values and values[key] is None:
             values[key] = default
-    sa = runner.server_args = _ServerArgs(runner, values, server_args_methods(tree))
-    handler_lock = logging.getLogger()
-    capture = _Capture(runner)
-    old_level = handler_lock.level
-    handler_lock.addHandler(capture)
-    handler_lock.setLevel(logging.INFO)
-    silenced = [(h, h.level) for h in handler_lock.handlers if h is not capture]
+    rt = _session(tree, PLATFORMS.get(gpu, Platform("cpu")))
+    readers: dict = {}
+    while True:
+        run = _Run(tree, rt, draft_config, model_config)
+        if gpu not in PLATFORMS and gpu != "cpu":
+            run.limitation(f"a {gpu} machine cannot be emulated here: the tree's platform probes answered as "
+                           "for a machine without a GPU")
+        unreadable = _run_once(run, tree, found, values, readers)
+        if unreadable is None or len(readers) >= 4:
+            return run.result
+        hit = unreadable.reader(run, run.entry_code)
+        if hit is None or id(hit[2]) in readers:
+            return run.result
+        readers[id(hit[2])] = (*hit, unreadable.path)
+
+
+def _run_once(run: "_Run", tree: SourceTree, found, values: dict[str, Any], readers: dict) -> "_Unreadable | None":
+    """One run of the start-up code; the model config it could not read, when that ended it."""
+    rt = run.rt
+    root = logging.getLogger()
+    capture = _Capture(run)
+    old_level = root.level
+    root.addHandler(capture)
+    root.setLevel(logging.INFO)
+    silenced = [(h, h.level) for h in root.handlers if h is not capture]
     for h, _ in silenced:
         h.setLevel(logging.CRITICAL + 1)
+    sa, unreadable = None, None
     try:
-        with runner:
-            fn = _load_handler(runner, relpath, kind, name)
-            runner.result.handler = Where(relpath, fn.__code__.co_firstlineno)
+        with rt, _AnsweredStandIns(run):
+            fn, sa = _prepare(run, tree, found, values)
+            run.entry_code = getattr(fn, "__code__", None)
+            run.recording = True
             try:
-                fn(sa)
-            except (StandInUsed, NeedsInput, ImportError) as exc:
-                runner.result.failed = f"{type(exc).__name__}: {exc} (at {runner_where(runner, exc)})"
+                with _AnsweredReaders(run, readers), _Declarations(run):
+                    fn(sa)
+            except _Unreadable as exc:
+                unreadable = exc
+                run.result.failed = f"{type(exc).__name__}: {exc} (at {run.raised_at(exc)})"
+            except NeedsInput as exc:
+                run.result.failed = f"{type(exc).__name__}: {exc} (at {run.raised_at(exc)})"
+            except _StepStop as exc:
+                run.result.failed = f"the start-up code could not run here: {exc}"
             except RecursionError as exc:
-                runner.result.failed = f"the handler recursed too deep: {exc}"
+                run.result.failed = f"the handler recursed too deep: {exc}"
             except Exception as exc:
-                where = runner_where(runner, exc)
-                if where is not None and _raises_there(runner, where):  # the tree's own rejection
-                    runner.result.rejected = f"{type(exc).__name__}: {exc}"
-                    runner.result.rejected_at = where
+                where = run.raised_at(exc)
+                if where is not None and _raises_there(run, where):  # the tree's own rejection
+                    run.result.rejected = f"{type(exc).__name__}: {exc}"
+                    run.result.rejected_at = where
                 else:  # an operation on something ddcheck stood in for: not the tree's verdict
-                    runner.result.failed = f"{type(exc).__name__}: {exc} (at {where})"
+                    run.result.failed = f"{type(exc).__name__}: {exc} (at {where})"
+            finally:
+                run.recording = False
+    except _NoStartup as exc:
+        run.result.failed = str(exc)
     except SyntaxError as exc:
-        runner.result.failed = f"the tree's handler does not compile: {exc}"
+        run.result.failed = f"the tree's start-up code does not compile: {exc}"
     except Exception as exc:  # loading the handler's module failed: the tables take over
-        runner.result.failed = f"loading the handler failed: {type(exc).__name__}: {exc}"
+        run.result.failed = f"loading the start-up code failed: {type(exc).__name__}: {exc}"
     finally:
-        handler_lock.removeHandler(capture)
-        handler_lock.setLevel(old_level)
+        root.removeHandler(capture)
+        root.setLevel(old_level)
         for h, level in silenced:
             h.setLevel(level)
-    runner.result.values = dict(object.__getattribute__(sa, "_values"))
-    return runner.result
+    run.result.values = _values_of(run, sa, values) if sa is not None else values
+    return unreadable
 
 
-def runner_where(runner: _Runner, exc: BaseException) -> Where | None:
-    """The innermost traceback frame in a tree file: the line that raised."""
-    tb, hit = exc.__traceback__, None
-    while tb is not None:
-        rel = runner.files.get(tb.tb_frame.f_code.co_filename)
-        if rel is not None:
-            hit = Where(rel, tb.tb_lineno)
-        tb = tb.tb_next
-    return hit
+class _NoStartup(Exception):
+    """The tree has no start-up code ddcheck can run."""
 
 
-def _raises_there(runner: _Runner, where: Where) -> bool:
+def _tree_server_args(run: _Run, tree: SourceTree):
+    """(module, ServerArgs class) of the tree, or (None, None) where it cannot be had here."""
+    rel = tree.find(SERVER_ARGS_FILE)
+    if rel is None:
+        return None, None
+    name = rel.relpath[len(run.rt.tree.package_root("sglang") or "") :].lstrip("/")[:-3].replace("/", ".")
+    try:
+        module = run.rt.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - reported; the stand-in record takes over
+        run.limitation(f"{name} did not import here: {type(exc).__name__}: {exc}")
+        return None, None
+    cls = module.__dict__.get("ServerArgs")
+    if not isinstance(cls, type) or is_stand_in(cls):
+        why = run.rt.report.partial.get(name, "no ServerArgs class")
+        run.limitation(f"{name}.ServerArgs is not defined here ({why})")
+        return module, None
+    return module, cls
+
+
+def _prepare(run: _Run, tree: SourceTree, found, values: dict[str, Any]):
+    """(the start-up function to call on server_args, server_args)."""
+    module, cls = _tree_server_args(run, tree)
+    sa = None
+    if cls is not None:
+        try:
+            sa = _build_server_args(run, cls, values)
+        except Exception as exc:  # noqa: BLE001 - reported; the stand-in record takes over
+            run.limitation(f"the tree's ServerArgs could not be built from the flags here: {type(exc).__name__}: "
+                           f"{exc} (at {run.raised_at(exc)})")
+    if sa is None:
+        sa = _ServerArgs(run, values, server_args_methods(tree))
+    run.server_args = sa
+    if found is None:
+        if cls is None or not callable(cls.__dict__.get(ENTRY_METHOD)) or isinstance(sa, _ServerArgs):
+            raise _NoStartup("no speculative handler (handle_speculative_decoding) in this tree, and its "
+                             "ServerArgs.__post_init__ cannot run here")
+        fn, run.result.handler = _stepwise(run, module, cls, ENTRY_METHOD)
+        return fn, sa
+    relpath, kind, name = found
+    module_name = relpath[len(tree.package_root("sglang") or "") :].lstrip("/")[:-3].replace("/", ".")
+    if kind == "function":
+        fn = getattr(run.rt.import_module(module_name), name)
+        if is_stand_in(fn) or not callable(fn):
+            raise _NoStartup(f"{relpath} did not define {name} here: "
+                             f"{run.rt.report.partial.get(module_name, 'a stand-in')}")
+        run.result.handler = Where(relpath, fn.__code__.co_firstlineno)
+        return fn, sa
+    if isinstance(sa, _ServerArgs):
+        raise _NoStartup(f"the tree's ServerArgs cannot be built here, so its {name} cannot run")
+    fn = getattr(cls, name)
+    run.result.handler = Where(relpath, fn.__code__.co_firstlineno)
+    return fn, sa
+
+
+def _raises_there(run: _Run, where: Where) -> bool:
     """The line is a ``raise`` or ``assert`` statement of the tree: a deliberate rejection."""
     try:
-        mod = ast.parse(runner.paths[where.path].read_bytes())
+        mod = ast.parse(run.paths[where.path].read_bytes())
     except (KeyError, SyntaxError, ValueError, OSError):
         return False
     return any(isinstance(n, (ast.Raise, ast.Assert)) and n.lineno <= where.line <= (n.end_lineno or n.lineno)
                for n in ast.walk(mod))
-
-
-def _load_handler(runner: _Runner, relpath: str, kind: str, name: str):
-    module_name = relpath[len(runner.prefix):-3].replace("/", ".")
-    if kind == "function":
-        runner.depth[module_name] = 0
-        module = importlib.import_module(module_name)
-        if isinstance(module, _Module):
-            raise RuntimeError(f"{relpath} did not import")
-        return getattr(module, name)
-    # A ServerArgs method: its module is too heavy to run, so the method is compiled alone, in a
-    # namespace holding the module's imports (stand-ins or tree modules) and its logger.
-    data = runner.paths[relpath].read_bytes()
-    mod = ast.parse(data)
-    cls = next(n for n in mod.body if isinstance(n, ast.ClassDef) and n.name == "ServerArgs")
-    method = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name)
-    prelude = [n for n in mod.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    filename = f"{runner.tree.label}!{relpath}"
-    runner.files[filename] = relpath
-    ns: dict[str, Any] = {"__name__": module_name, "logger": logging.getLogger(module_name)}
-    for stmt in prelude:
-        try:
-            exec(compile(ast.Module(body=[stmt], type_ignores=[]), filename, "exec"), ns)
-        except Exception:
-            continue
-    exec(compile(ast.Module(body=[method], type_ignores=[]), filename, "exec"), ns)
-    return ns[name]

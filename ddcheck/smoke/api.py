@@ -59,6 +59,8 @@ def run_smoke(
     timeout: float = 1800,
     launch: dict | None = None,
     backend: str = "triton",
+    loader: Literal["tree", "fakes"] = "tree",
+    fallback: bool = True,
 ) -> "SmokeReport":
     """Run the target's TritonAttnBackend on a DDTree batch of W = budget + 1 tokens per request
     with the backend built for C = ``num_draft_tokens``; compare against a float64 reference.
@@ -71,11 +73,15 @@ def run_smoke(
     gives the verify-input class; by default the tree's DDTREE worker, if it has one. ``backend``: a
     name from :mod:`ddcheck.backends` (``ddcheck smoke --list-backends``); backends without runnable
     kernels are judged by the verify contract alone.
+
+    Every width runs, W < C included: the batch's tensors and the backend's output are backed by spare
+    rows, and rows a path writes past the batch are reported (``PathResult.out_of_bounds``) and make
+    it wrong. ``allow_out_of_bounds`` is deprecated: accepted, and does nothing.
     """
     args = dict(target=target, backend_file=backend_file, backend_source=backend_source, budget=budget,
                 num_draft_tokens=num_draft_tokens, device=device, seed=seed, allow_out_of_bounds=allow_out_of_bounds,
                 prefix_lens=prefix_lens, dtype=dtype, graph_capture_width=graph_capture_width, seed_case=seed_case,
-                launch=launch, backend=backend)
+                launch=launch, backend=backend, loader=loader)
     t0 = time.perf_counter()
     report = _blank_report(args)
     try:
@@ -89,9 +95,19 @@ def run_smoke(
                     args["backend_source"] = Path(backend_file).read_text(encoding="utf-8")
                 except OSError:
                     pass  # the worker reports the unreadable file
-            return _isolated(args, timeout, report)
+            first = _isolated(args, timeout, report)
+            if first.exit_code != 2 or loader != "tree" or not fallback \
+                    or not first.verdict.startswith("harness failure in"):
+                return first
+            # The tree's own code stopped on this machine: the earlier fakes of the runtime, said so.
+            second = _isolated({**args, "loader": "fakes"}, timeout, _blank_report(args))
+            second.limitations.insert(0, f"the tree's own code did not run this backend here ({first.verdict}); "
+                                         f"this verdict comes from ddcheck's fakes of the sglang runtime "
+                                         f"(ddcheck.smoke.legacy_loader)")
+            second.loader = "fakes"
+            return second
         _run(report, target, backend_file, backend_source, prefix_lens, dtype, allow_out_of_bounds,
-             graph_capture_width, seed_case, launch, spec)
+             graph_capture_width, seed_case, launch, spec, loader)
     except HarnessError as exc:
         report.exit_code, report.verdict = 2, f"harness failure: {exc}"
     except Exception as exc:  # never let a crash look like a verdict
@@ -128,14 +144,10 @@ def _blank_report(args: dict) -> SmokeReport:
                        seed=args["seed"], graph_capture_width=args["graph_capture_width"])
 
 
-def _check_widths(budget: int, c: int, allow_oob: bool) -> None:
-    w = budget + 1
+def _check_widths(budget: int, c: int, allow_oob: bool = True) -> None:
+    """W and C any size (``allow_oob`` is ignored: every width runs in padded buffers, see build_batch)."""
     if budget < 0 or c < 1:
         raise HarnessError("budget must be >= 0 and num_draft_tokens >= 1")
-    if w < c and not allow_oob:
-        raise HarnessError(
-            f"refusing W = {w} < C = {c}: a backend with the bug lays out {c} rows per request and "
-            f"would write past the verify batch; pass --allow-out-of-bounds to run it in padded buffers")
 
 
 def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
@@ -164,7 +176,7 @@ def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
 
 
 def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens, dtype, allow_oob,
-         capture_mode, seed_case, launch, spec) -> None:
+         capture_mode, seed_case, launch, spec, loader="tree") -> None:
     try:
         import torch  # noqa: F401
         import triton  # noqa: F401
@@ -220,8 +232,17 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     with triton_interpreter(device == "cpu"), pinned_memory_ignored(device == "cpu"):
         for cfg_c in dict.fromkeys(cc for _, _, cc in cases):
             ctx = LoadContext(device=device, num_draft_tokens=cfg_c, num_steps=max(1, cfg_c - 1),
-                              flashinfer=spec.flashinfer)
-            with SglangImporter(tree, ctx, backend_source, extra_real=extra | set(spec.real_modules),
+                              attention_backend=spec.name,
+                              # kernels that run here (Triton's, on a CPU) take this machine's paths
+                              emulate=spec.kernels is None or device.startswith("cuda"))
+            if loader == "fakes":
+                from ddcheck.smoke.legacy_loader import LoadContext as FakesContext, SglangImporter as Importer
+
+                ctx = FakesContext(device=device, num_draft_tokens=cfg_c, num_steps=max(1, cfg_c - 1),
+                                   flashinfer=spec.flashinfer)
+            else:
+                Importer = SglangImporter
+            with Importer(tree, ctx, backend_source, extra_real=extra | set(spec.real_modules),
                                 backend_module=spec.module) as importer:
                 session = Session(importer, shape, cfg_c, device, lambda width, c=cfg_c: inputs(width, c), spec)
                 report.block_m = report.block_m or session.block_m()
@@ -246,7 +267,9 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                                                                 capture, pad))
                         finally:
                             session.use_tree_mask = True
+                importer.collect()
                 _merge(trace, importer.trace)
+                trace.started = list(dict.fromkeys(trace.started + importer.published))
                 for what, why in session.input_failures.items():
                     note = f"the tree's verify input ({what}) does not run here ({why}): a stand-in " \
                            f"carrying its class's fields was used"
@@ -256,6 +279,7 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                 for width, builder in session.tree_masks.items():
                     report.tree_masks[f"W={width} C={cfg_c}"] = builder
     report.harness = trace
+    report.loader = loader
 
 
 def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback: str | None = None):
@@ -283,25 +307,20 @@ def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback
                    or next((ch for ch in facts.choices if ch.width is None), None)) if facts.worker else None
             if hit is None and fallback and algorithm == "DDTREE" and not launch:
                 module, cls = fallback.rsplit(".", 1)
+                if tree.module_file(module) is None:  # the class lives elsewhere in this tree (eagle_utils, 0.4.10)
+                    module = tree.module_defining(cls) or module
                 attrs, rel, line = class_fields(TreeModules(tree), cls, module)
                 memo[(width, c)] = (cls, attrs, module, None) if rel else None
                 if rel:
                     report.verify_inputs[f"W={width} C={c}"] = f"{cls} ({rel}:{line}; the tree has no DDTree input)"
                 return memo[(width, c)]
-            module = _module_of(tree, hit.cls_path) if hit else ""
+            module = tree.module_name(hit.cls_path) if hit else ""
             memo[(width, c)] = (hit.cls, hit.attrs, module, hit.mask_from) if hit else None
             if hit is not None:
                 report.verify_inputs[f"W={width} C={c}"] = f"{hit.cls} ({hit.path}:{hit.line})"
         return memo[(width, c)]
 
     return get
-
-
-def _module_of(tree, relpath: str) -> str:
-    root = tree.package_root("sglang")
-    prefix = f"{root}/" if root else ""
-    rel = relpath[len(prefix):] if relpath.startswith(prefix) else relpath
-    return rel[:-3].replace("/", ".") if rel.endswith(".py") else ""
 
 
 def _interpreted() -> bool:
@@ -317,6 +336,8 @@ def _merge(into: HarnessTrace, t) -> None:
     for k, v in t.provided_calls.items():
         into.provided_calls[k] = into.provided_calls.get(k, 0) + v
     into.stand_ins_called = sorted(set(into.stand_ins_called) | set(t.stand_ins_called))
+    into.stand_in_modules = sorted(set(into.stand_in_modules) | set(getattr(t, "stand_in_modules", ())))
+    into.stopped.update(getattr(t, "stopped", {}))
     for src, dst in ((t.reads, into.reads), (t.missing, into.missing)):
         for k, v in src.items():
             dst[k] = sorted(set(dst.get(k, [])) | set(v))
@@ -350,9 +371,6 @@ def _verdict(report: SmokeReport) -> None:
     if crashed:
         p = crashed[0]
         report.exit_code, report.verdict = 2, f"harness failure in {p.case}/{p.path}: {p.error}"
-    elif report.harness.stand_ins_called:  # raised, then swallowed by the backend: a path real sglang never takes
-        report.exit_code = 2
-        report.verdict = f"harness failure: stand-in(s) called: {', '.join(report.harness.stand_ins_called)}"
     elif any(p.status != "ok" for p in controls):
         bad = ", ".join(f"{p.case}/{p.path} (W = C = {p.width})" for p in controls if p.status != "ok")
         report.exit_code = 2
@@ -372,15 +390,22 @@ def _verdict(report: SmokeReport) -> None:
                                 "packed) the same paths are right: the builder's layout is not the backend's")
             return
         report.exit_code = 1
-        report.verdict = (("capture width" if capture_only else "bug")
-                          + f": W == C is right but W = {w} != C = {c} is wrong on "
-                          + ", ".join(_fault(p, report.kernels is not None) for p in bad))
+        faults = ", ".join(_fault(p, report.kernels is not None) for p in bad)
         if capture_only:
-            report.verdict += ("; eager is right and the graph path is right when captured at W: the remaining "
-                               "failure is the capture width, not the backend")
+            report.verdict = _capture_verdict(bad, w, c, faults)
+            report.config_facts["capture_width_is_the_cause"] = True
+        else:
+            report.verdict = f"bug: W == C is right but W = {w} != C = {c} is wrong on {faults}"
+        if any(p.out_of_bounds for p in bad) and not capture_only:
+            n = len(report.prefix_lens)
+            report.verdict += (f"; at W < C a layout of C rows per request runs past the verify batch of "
+                               f"{n} x {w} = {n * w} tokens")
     else:
         report.exit_code = 0
         report.verdict = f"every path correct at W = {w}, C = {c} and at the W == C controls"
+    for call in report.harness.stand_ins_called:  # what cannot run here, reached while the backend ran
+        report.limitations.append(f"stand-in {call}: it cannot run on this machine; what it returned is "
+                                  f"ddcheck's stand-in, so this verdict does not cover what it computes")
     for p in paths:
         if p.status == "ok" and p.violations and p.case == "ddtree":
             report.limitations.append(
@@ -388,12 +413,37 @@ def _verdict(report: SmokeReport) -> None:
                 f"contract ({'; '.join(_violation(v) for v in p.violations)}): right here, not by design")
 
 
+def _capture_verdict(bad: list, w: int, c: int, faults: str) -> str:
+    """The verdict when only the graph path captured at C is wrong and the same path captured at W is right:
+    the capture width is the cause, and what the graph runner must do."""
+    kept = sorted({v["field"].removeprefix("forward_metadata.") for p in bad for v in p.violations})
+    if any(p.unwritten_tokens for p in bad):
+        kept.append("the kernel's launch grid")
+    return (f"capture width: the backend is right at W = {w} (eager, and the graph path captured at W), but a graph "
+            f"captured at C = {c} is wrong at W on {faults}: what a graph keeps from its capture "
+            f"({', '.join(kept) or 'its metadata'}) was made for {c} tokens per request. This is not a bug of the "
+            f"backend: the CUDA-graph runner must capture the target-verify graphs at the verify width W = budget "
+            f"+ 1 = {w} (a graph per width the launch verifies), or run target-verify without CUDA graphs; "
+            f"--graph-capture-width W runs the graph path as such a runner would")
+
+
+def _past(o: dict) -> str:
+    """One write past the batch, in words (``PathResult.out_of_bounds``)."""
+    return f"wrote {o['rows']} row(s) past the {o['batch_rows']} of {o['buffer']}"
+
+
 def _violation(v: dict) -> str:
     return f"{v['field']}: expected {v['expected']}, got {v['got']}"
 
 
 def _fault(p, numbers: bool) -> str:
-    """How one path is wrong: its numbers where the kernels ran, else its first contract violation."""
+    """How one path is wrong: what it wrote past the batch, its numbers where the kernels ran, else its
+    first contract violation."""
+    if p.out_of_bounds:
+        oob = "; ".join(_past(o) for o in p.out_of_bounds)
+        rest = f", {p.wrong_tokens} wrong, {p.unwritten_tokens} unwritten of {p.tokens} tokens" if numbers else \
+            (f", {_violation(p.violations[0])}" if p.violations else "")
+        return f"{p.path} ({oob}{rest})"
     if numbers and p.status == "wrong" and (p.wrong_tokens or p.unwritten_tokens):
         return f"{p.path} ({p.wrong_tokens} wrong, {p.unwritten_tokens} unwritten of {p.tokens} tokens)"
     if p.violations:

@@ -9,7 +9,7 @@ the Triton extend kernel reads through ``mask_indptr``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -46,6 +46,10 @@ class VerifyBatch:
     k: torch.Tensor  # [bs*W, Hkv, D]
     v: torch.Tensor
     ref: torch.Tensor | None = None  # [bs*W, Hq, D] float64, see reference()
+    # name -> (store, n): the batch's own tensors are views of the first n rows of a store with spare
+    # rows after them, so a launch laid out wider than the batch stays in memory the harness owns
+    pads: dict[str, tuple[torch.Tensor, int]] = field(default_factory=dict)
+    pad_sentinels: dict[str, torch.Tensor] = field(default_factory=dict)  # each store's spare rows as built
 
     @property
     def bs(self) -> int:
@@ -54,6 +58,18 @@ class VerifyBatch:
     @property
     def num_tokens(self) -> int:
         return self.bs * self.width
+
+    def pad_writes(self) -> dict[str, int]:
+        """{buffer: rows of its spare region changed since the batch was built}, for those written; the
+        spare rows are put back, so the next path starts from the same sentinels."""
+        out = {}
+        for name, (store, n) in self.pads.items():
+            before = self.pad_sentinels[name]
+            rows = changed_rows(store[n:], before)
+            if rows:
+                out[name] = rows
+                store[n:] = before
+        return out
 
 
 def random_tree(width: int, gen: torch.Generator) -> list[int]:
@@ -73,11 +89,23 @@ def ancestor_mask(parents: list[int]) -> torch.Tensor:
     return mask
 
 
+def changed_rows(region: torch.Tensor, before: torch.Tensor) -> int:
+    """Rows (entries of the first dimension) of ``region`` that differ from ``before`` (NaN equals NaN)."""
+    if region.numel() == 0:
+        return 0
+    same = region == before
+    if region.is_floating_point():
+        same |= torch.isnan(region) & torch.isnan(before)
+    return int((~same.reshape(region.shape[0], -1).all(dim=1)).sum())
+
+
 def make_batch(width: int, prefix_lens: list[int], shape: Shape, device: str, seed: int,
                pad_rows: int = 0, pad_mask: int = 0) -> VerifyBatch:
-    """Build the batch. ``pad_rows``/``pad_mask`` extra elements back q/k/v and the mask, so a
-    kernel launched with a too-large per-request width reads harness-owned memory, not past the
-    tensors (only used when out-of-bounds configurations are explicitly allowed)."""
+    """Build the batch. ``pad_rows`` spare rows back q/k/v and ``out_cache_loc`` (zeros: slot 0 is the
+    padding slot), ``pad_mask`` spare entries the mask (False), so a kernel launched with a per-request
+    width larger than the batch's reads and writes harness-owned memory, not past the tensors; the
+    spare regions are kept as built (``pad_sentinels``) so writes into them can be counted
+    (:meth:`VerifyBatch.pad_writes`). The random draws do not depend on the padding."""
     gen = torch.Generator().manual_seed(seed)
     bs = len(prefix_lens)
     if bs > shape.max_bs:
@@ -120,22 +148,29 @@ def make_batch(width: int, prefix_lens: list[int], shape: Shape, device: str, se
         v_buffer[prefix_slots] = rnd(p, hkv, d)
 
     n = bs * width
+    pads: dict[str, tuple[torch.Tensor, int]] = {}
 
-    def padded(t: torch.Tensor) -> torch.Tensor:
-        store = torch.cat([t, torch.zeros(pad_rows, *t.shape[1:])]) if pad_rows else t
-        return store.to(device=device, dtype=shape.dtype)[:n]
+    def padded(name: str, t: torch.Tensor, spare: int, dtype=None) -> torch.Tensor:
+        store = torch.cat([t, torch.zeros(spare, *t.shape[1:], dtype=t.dtype)]) if spare else t
+        store = store.to(device=device, dtype=dtype or t.dtype)
+        if spare:
+            pads[name] = (store, t.shape[0])
+        return store[: t.shape[0]]
 
-    custom = torch.cat([custom_mask, torch.zeros(pad_mask, dtype=torch.bool)])
-    return VerifyBatch(
+    q, k, v = rnd(n, hq * d), rnd(n, hkv, d), rnd(n, hkv, d)
+    batch = VerifyBatch(
         width=width, prefix_lens=list(prefix_lens), parents=parents,
         req_pool_indices=req_pool_indices.to(device), seq_lens=torch.tensor(prefix_lens, device=device),
-        out_cache_loc=torch.cat(out_cache_loc).to(device),
-        custom_mask=custom.to(device)[: custom_mask.numel()], tree_mask=tree_mask,
+        out_cache_loc=padded("out_cache_loc", torch.cat(out_cache_loc), pad_rows),
+        custom_mask=padded("custom_mask", custom_mask, pad_mask), tree_mask=tree_mask,
         req_to_token=req_to_token.to(device),
         k_buffer=k_buffer.to(device=device, dtype=shape.dtype),
         v_buffer=v_buffer.to(device=device, dtype=shape.dtype),
-        q=padded(rnd(n, hq * d)), k=padded(rnd(n, hkv, d)), v=padded(rnd(n, hkv, d)),
+        q=padded("q", q, pad_rows, shape.dtype), k=padded("k", k, pad_rows, shape.dtype),
+        v=padded("v", v, pad_rows, shape.dtype), pads=pads,
     )
+    batch.pad_sentinels = {name: store[m:].clone() for name, (store, m) in pads.items()}
+    return batch
 
 
 def reference(batch: VerifyBatch, shape: Shape, scaling: float) -> torch.Tensor:

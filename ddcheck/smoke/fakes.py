@@ -7,6 +7,7 @@ than returning a guess.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -20,7 +21,10 @@ def kv_pool(batch: VerifyBatch, trace: Trace) -> Recording:
     k_buf, v_buf = batch.k_buffer, batch.v_buffer
 
     def set_kv_buffer(layer, loc, k, v, k_scale=None, v_scale=None, **_):
-        loc = getattr(loc, "args", (loc,))[0]  # a KVWriteLoc record carries the loc first
+        # the tree's KVWriteLoc (0.5.16+) carries the per-token location as ``loc``; the fakes loader's
+        # record carries it first
+        loc = getattr(loc, "loc", None) if not isinstance(loc, torch.Tensor) and hasattr(loc, "loc") else \
+            getattr(loc, "args", (loc,))[0]
         k_buf[loc] = k.reshape((-1,) + k_buf.shape[1:]).to(k_buf.dtype)
         v_buf[loc] = v.reshape((-1,) + v_buf.shape[1:]).to(v_buf.dtype)
 
@@ -39,10 +43,11 @@ def kv_pool(batch: VerifyBatch, trace: Trace) -> Recording:
 
 
 def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device: str, trace: Trace,
-                 pool: Recording) -> Recording:
-    """A target-model runner configured with ``speculative_num_draft_tokens = C``."""
+                 pool: Recording, server_args: Any = None) -> Recording:
+    """A target-model runner configured with ``speculative_num_draft_tokens = C``; ``server_args``:
+    the tree's own ServerArgs for this launch (:meth:`SglangImporter.server_args`)."""
     attn_arch = _attr_of_stand_in("sglang.srt.configs.model_config", "AttentionArch", "MHA")
-    server_args = Recording(
+    server_args = server_args if server_args is not None else Recording(
         "model_runner.server_args", trace,
         speculative_num_draft_tokens=num_draft_tokens, speculative_num_steps=max(1, num_draft_tokens - 1),
         speculative_eagle_topk=1, speculative_algorithm="EAGLE", triton_attention_num_kv_splits=8,
@@ -59,7 +64,7 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         attention_arch=attn_arch, num_attention_heads=shape.num_q_heads,
         get_num_kv_heads=lambda *a: shape.num_kv_heads,
         get_max_num_attention_heads=lambda: shape.num_q_heads,
-        context_len=shape.max_context_len, is_encoder_decoder=False, head_dim=shape.head_dim,
+        context_len=shape.max_context_len, is_encoder_decoder=False, head_dim=shape.head_dim, dtype=shape.dtype,
         v_head_dim=shape.head_dim, swa_v_head_dim=shape.head_dim,
         num_key_value_heads=shape.num_kv_heads, is_hybrid_swa=False, is_local_attention_model=False,
         hidden_size=shape.num_q_heads * shape.head_dim, is_multimodal=False,
@@ -229,3 +234,28 @@ def _attr_of_stand_in(module: str, cls: str, member: str) -> Any:
     import importlib
 
     return getattr(getattr(importlib.import_module(module), cls), member)
+
+
+def planned_views(backend: Any, fields) -> None:
+    """flashinfer's wrappers are stand-ins here (its kernels cannot run): for a contract field read
+    through ``...wrapper.planned``, give that wrapper the arguments of its last ``plan`` (or
+    ``begin_forward``) call, by flashinfer's parameter names: what its kernels would have run on."""
+    from ddcheck.backends import PLAN_PARAMETERS
+    from ddcheck.contract import read_field
+    from ddcheck.target.standins import is_stand_in, last_call
+
+    for path in fields:
+        head, sep, _ = path.partition(".planned.")
+        if not sep:
+            continue
+        wrapper = read_field(backend, head)
+        if not is_stand_in(wrapper):
+            continue
+        kind = type.__getattribute__(wrapper, "__dict__")["_ddcheck_name"].removesuffix("()").rsplit(".", 1)[-1]
+        for method in ("plan", "begin_forward"):
+            call = last_call(getattr(wrapper, method))
+            if call is not None:
+                args, kwargs = call
+                planned = SimpleNamespace(**dict(zip(PLAN_PARAMETERS.get(kind, ()), args)), **kwargs)
+                type.__setattr__(wrapper, "planned", planned)
+                break

@@ -41,10 +41,11 @@ from ddcheck.target.names import (CAPTURE_CUDA_GRAPH as OLD_CAPTURE, IN_GRAPH, I
 
 
 @contextmanager
-def poisoned_allocations(pad_rows: int = 0) -> Iterator[None]:
+def poisoned_allocations(pad_rows: int = 0, made: list | None = None) -> Iterator[None]:
     """Make ``torch.empty_like``/``Tensor.new_empty`` return NaN-filled floats while the backend
-    runs, optionally backed by ``pad_rows`` spare rows so an out-of-bounds launch stays in memory
-    the harness owns. Correct code never reads what it did not write, so this only exposes bugs."""
+    runs, backed by ``pad_rows`` spare rows (NaN too) so a launch laid out wider than the batch stays in
+    memory the harness owns. Correct code never reads what it did not write, so this only exposes bugs.
+    ``made`` collects ``(store, rows, where)`` of each padded allocation, for :func:`written_past`."""
     empty_like, new_empty = torch.empty_like, torch.Tensor.new_empty
 
     def poison(out: torch.Tensor) -> torch.Tensor:
@@ -53,6 +54,8 @@ def poisoned_allocations(pad_rows: int = 0) -> Iterator[None]:
         if pad_rows and out.dim():
             big = torch.full((out.shape[0] + pad_rows, *out.shape[1:]), float("nan"), dtype=out.dtype,
                              device=out.device)
+            if made is not None:
+                made.append((big, out.shape[0], _caller()))
             return big[: out.shape[0]]
         return out.fill_(float("nan"))
 
@@ -62,6 +65,31 @@ def poisoned_allocations(pad_rows: int = 0) -> Iterator[None]:
         yield
     finally:
         torch.empty_like, torch.Tensor.new_empty = empty_like, new_empty
+
+
+def _caller() -> str:
+    """The innermost frame of the target's code on the stack (where an allocation was made)."""
+    frames = [f for f in traceback.extract_stack() if "ddcheck-smoke-" in f.filename]
+    if not frames:
+        return "?"
+    f = frames[-1]
+    return f"{f.filename.split('ddcheck-smoke-', 1)[-1].split('/', 1)[-1]}:{f.lineno} in {f.name}"
+
+
+def written_past(batch: VerifyBatch, made: list) -> list[dict]:
+    """What the path wrote past the verify batch: rows of the spare regions after the batch's own
+    tensors (q/k/v, out_cache_loc, the mask) and after the backend's padded allocations (its output)
+    that no longer hold their sentinel. Each: buffer, rows written past its end, its rows, where made."""
+    from ddcheck.smoke.batch import changed_rows
+
+    out = [{"buffer": f"the batch's {name}", "rows": rows, "batch_rows": batch.pads[name][1], "where": "batch"}
+           for name, rows in batch.pad_writes().items()]
+    for store, n, where in made:
+        rows = changed_rows(store[n:], torch.full_like(store[n:], float("nan")))
+        if rows:
+            out.append({"buffer": f"the tensor allocated at {where}", "rows": rows, "batch_rows": n,
+                        "where": where})
+    return out
 
 
 @contextmanager
@@ -124,12 +152,19 @@ def _call(fn, **kwargs) -> Any:
 def _where(exc: BaseException) -> str:
     """Innermost frame in the target's code (or the harness, if it never got there)."""
     frames = traceback.extract_tb(exc.__traceback__)
-    tree = [f for f in frames if "ddcheck-smoke-" in f.filename]
+    marks = ("ddcheck-tree-", "ddcheck-smoke-")  # the tree's files as the runtime (or the fakes loader) wrote them
+    tree = [f for f in frames if any(m in f.filename for m in marks)]
     f = (tree or frames or [None])[-1]
     if f is None:
         return "?"
-    name = f.filename.split("ddcheck-smoke-", 1)[-1].split("/", 1)[-1] if tree else os.path.basename(f.filename)
-    return f"{name}:{f.lineno} in {f.name}"
+    if tree:
+        mark = next(m for m in marks if m in f.filename)
+        name = f.filename.split(mark, 1)[-1].split("/", 1)[-1]
+    else:
+        name = os.path.basename(f.filename)
+    inner = frames[-1]
+    beyond = f" -> {os.path.basename(inner.filename)}:{inner.lineno} in {inner.name}" if tree and inner is not f else ""
+    return f"{name}:{f.lineno} in {f.name}{beyond}"
 
 
 def _tolist(value: Any) -> Any:
@@ -166,9 +201,7 @@ class Session:
         self.use_tree_mask = True  # build the tree mask with the tree's own builder, where it has one
         self.tree_masks: dict[int, str] = {}  # width -> the tree function that built the mask
         self.module = importer.load_backend()
-        self.backend_cls = getattr(self.module, self.spec.cls, None)
-        if not isinstance(self.backend_cls, type):
-            raise HarnessError(f"the backend module defines no {self.spec.cls}")
+        self.backend_cls = importer.backend_class(self.module, self.spec.cls)
         self.mode = importer.forward_mode().TARGET_VERIFY
         self.trace = importer.trace
 
@@ -191,7 +224,9 @@ class Session:
 
     def _backend(self, batch: VerifyBatch):
         pool = fakes.kv_pool(batch, self.trace)
-        runner = fakes.model_runner(batch, self.shape, self.c, self.device, self.trace, pool)
+        runner = fakes.model_runner(batch, self.shape, self.c, self.device, self.trace, pool,
+                                    self.importer.server_args())
+        self.importer.start_up(runner.model_config)
         return self.backend_cls(runner), pool
 
     def run(self, case: str, path: str, batch: VerifyBatch, tol: tuple[float, float], capture_width: int,
@@ -199,9 +234,11 @@ class Session:
         result = PathResult(case=case, path=path, width=batch.width, num_draft_tokens=self.c,
                             capture_width=capture_width if path == "graph" else None, tokens=batch.num_tokens)
         start = time.perf_counter()
+        made: list = []  # the backend's padded allocations on this path
         try:
-            out, backend, entry = self._run(path, batch, capture_width, pad_rows)
+            out, backend, entry = self._run(path, batch, capture_width, pad_rows, made)
             result.entry_points = entry
+            fakes.planned_views(backend, self.spec.fields)
             result.metadata = _metadata(backend, self.spec.fields, batch.bs)
             self._contract(result, backend, batch)
             if out is not None:
@@ -211,10 +248,15 @@ class Session:
         except Exception as exc:  # any failure of the harness or the backend: never a verdict of 1
             result.status = "crash"
             result.error = f"{type(exc).__name__}: {exc} (at {_where(exc)})"
+        finally:
+            # rows written past the batch (the spare rows are put back for the next path)
+            result.out_of_bounds = written_past(batch, made)
+        if result.out_of_bounds and result.status == "ok":
+            result.status = "wrong"  # right numbers in the batch, but the launch wrote past it
         result.seconds = round(time.perf_counter() - start, 3)
         return result
 
-    def _run(self, path: str, batch: VerifyBatch, capture_width: int, pad_rows: int):
+    def _run(self, path: str, batch: VerifyBatch, capture_width: int, pad_rows: int, made: list | None = None):
         backend, pool = self._backend(batch)
         layer = fakes.layer(self.shape, self.trace)
         spec = self._spec(batch.width, batch.custom_mask, "spec_info", batch)
@@ -228,7 +270,7 @@ class Session:
         backend.forward_metadata = md  # on the graph path: as captured, its tensors refilled by replay
         if self.spec.kernels is None:
             return None, backend, entry[:-1]
-        with poisoned_allocations(pad_rows):
+        with poisoned_allocations(pad_rows, made):
             out = backend.forward_extend(batch.q, batch.k, batch.v, layer, fb)
         return out, backend, entry
 
@@ -276,7 +318,7 @@ class Session:
             self.input_failures[f"{source.function}() ({source.path}:{source.line})"] = str(exc)
             return fallback
         self.tree_masks[batch.width] = f"{source.function} ({source.path}:{source.line})"
-        return mask
+        return _padded_like(mask, batch.pads.get("custom_mask"))
 
     def _capture_replay(self, backend, batch: VerifyBatch, fb, pool, cw: int):
         bs, max_tokens = batch.bs, self.shape.max_bs * cw  # the runner sizes its state for its capture width
@@ -325,6 +367,16 @@ class Session:
         result.status = "ok" if not bad.any() else "wrong"
 
 
+def _padded_like(mask: torch.Tensor, pad: tuple[torch.Tensor, int] | None) -> torch.Tensor:
+    """``mask`` backed by as many spare (False) entries as the batch's own mask has (a launch laid out
+    wider than the batch then reads memory the harness owns)."""
+    spare = pad[0].numel() - pad[1] if pad is not None else 0
+    if spare <= 0 or mask.dim() != 1:
+        return mask
+    store = torch.cat([mask, torch.zeros(spare, dtype=mask.dtype, device=mask.device)])
+    return store[: mask.numel()]
+
+
 class _CaptureBatch:
     """The graph runner's capture-time view of a batch: same bs, dummy lengths, width ``cw``."""
 
@@ -335,11 +387,13 @@ class _CaptureBatch:
 
 
 def build_batch(width: int, prefix_lens: list[int], shape: Shape, device: str, seed: int, c: int,
-                allow_oob: bool) -> tuple[VerifyBatch, int]:
-    """The batch plus the pad rows that keep a W < C launch inside harness memory."""
-    pad_rows = len(prefix_lens) * max(0, c - width) if allow_oob else 0
-    pad_mask = sum(max(0, c * (p + c) - width * (p + width)) for p in prefix_lens) if allow_oob else 0
+                allow_oob: bool = True) -> tuple[VerifyBatch, int]:
+    """The batch plus the spare rows behind its tensors and the backend's output, at every width: as
+    many as a layout with C per request needs past a W < C batch, and at least one row per request
+    (``allow_oob`` is accepted for old callers and ignored)."""
+    bs, top = len(prefix_lens), max(prefix_lens, default=0)
+    pad_rows = bs * max(c - width, 1)
+    pad_mask = sum(max(0, c * (p + c) - width * (p + width)) for p in prefix_lens) + top + max(c, width)
     batch = make_batch(width, prefix_lens, shape, device, seed, pad_rows=pad_rows, pad_mask=pad_mask)
     batch.ref = reference(batch, shape, 1.0 / shape.head_dim ** 0.5)  # before any path touches the pool
     return batch, pad_rows
-

@@ -1,7 +1,8 @@
 """Run many smoke tests (releases x variants x widths) in parallel and write one JSON record.
 
 ``python -m ddcheck.smoke.matrix SPEC.json OUT.json [--jobs N]``, where SPEC is a list of
-``{"label": ..., "expect": 0|1|2|null, "kwargs": {run_smoke keyword arguments}}``. Each run is an
+``{"label": ..., "expect": 0|1|2|null, "kwargs": {run_smoke keyword arguments}, "cell": {...}}``
+(``cell``, optional, is copied into the run's row). Each run is an
 isolated worker process, so N of them share the machine; the record carries the environment
 (torch, triton, GPU) and each full report. Exit status 0 when every run met its ``expect``.
 """
@@ -40,6 +41,8 @@ def run_matrix(spec: list[dict], jobs: int = 4) -> dict:
         row = {"label": entry["label"], "expect": entry.get("expect"), "exit_code": report.exit_code,
                "verdict": report.verdict, "seconds": report.seconds, "report": report.model_dump(mode="json")}
         row["met"] = entry.get("expect") is None or entry["expect"] == report.exit_code
+        if "cell" in entry:  # what the run stands for in a table (bench/smoke_matrix.py)
+            row["cell"] = entry["cell"]
         print(f"{'ok ' if row['met'] else 'BAD'} exit {report.exit_code} {report.seconds:7.1f}s  {entry['label']}",
               flush=True)
         return row

@@ -1,8 +1,9 @@
 """Result models for ``ddcheck smoke`` and their text rendering.
 
-Exit codes: 0 every path correct; 1 the controls (W == C) are right but a W != C path is wrong --
-the bug; 2 the harness itself failed (a control wrong, a crash, a bad target, a refused
-configuration). A crash is never reported as 1.
+Exit codes: 0 every path correct; 1 the controls (W == C) are right but a W != C path is wrong
+(wrong numbers, metadata that breaks the verify contract, or rows written past the verify batch) --
+the bug, or the capture width (the verdict says which); 2 the harness itself failed (a control
+wrong, a crash, a bad target). A crash is never reported as 1.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class PathResult(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)  # the backend's contract fields, as the path left them
     contract_fields: list[str] = Field(default_factory=list)  # those the contract judged (set on this path)
     violations: list[dict[str, Any]] = Field(default_factory=list)  # contract.Violation.to_dict() each
+    # writes past the verify batch: {buffer, rows (written past its end), batch_rows, where}, each
+    out_of_bounds: list[dict[str, Any]] = Field(default_factory=list)
     entry_points: list[str] = Field(default_factory=list)
     error: Optional[str] = None
     seconds: float = 0.0
@@ -39,8 +42,11 @@ class HarnessTrace(BaseModel):
 
     real_modules: list[str] = Field(default_factory=list)
     files: list[str] = Field(default_factory=list)  # tree files read (what a GPU run must carry)
-    provided_calls: dict[str, int] = Field(default_factory=dict)
-    stand_ins_called: list[str] = Field(default_factory=list)
+    provided_calls: dict[str, int] = Field(default_factory=dict)  # launch values set on the tree's ServerArgs
+    stand_ins_called: list[str] = Field(default_factory=list)  # "name at relpath:line", while the backend ran
+    stand_in_modules: list[str] = Field(default_factory=list)  # modules that cannot be imported here
+    stopped: dict[str, str] = Field(default_factory=dict)  # tree modules / start-up calls that stopped: why
+    started: list[str] = Field(default_factory=list)  # the tree's own start-up functions that ran
     reads: dict[str, list[str]] = Field(default_factory=dict)
     missing: dict[str, list[str]] = Field(default_factory=dict)
 
@@ -73,6 +79,9 @@ class SmokeReport(BaseModel):
     # "W=17 C=8" -> the tree's own function that built the verify input's mask for that case
     tree_masks: dict[str, str] = Field(default_factory=dict)
     harness: HarnessTrace = Field(default_factory=HarnessTrace)
+    # "tree": the tree's own code ran (ddcheck.smoke.loader); "fakes": it stopped on this machine and
+    # ddcheck's fakes of the sglang runtime gave the verdict (the limitations say why)
+    loader: str = "tree"
     seconds: float = 0.0
 
     def to_json(self, indent: int = 2) -> str:
@@ -110,6 +119,9 @@ def render_text(report: SmokeReport, console=None) -> None:
         for v in p.violations:
             console.print(f"  {p.case}/{p.path} {v['field']}: {v['term']}: expected {_short(v['expected'])}, "
                           f"got {_short(v['got'])}", highlight=False)
+        for o in p.out_of_bounds:
+            console.print(f"  {p.case}/{p.path} out of bounds: wrote {o['rows']} row(s) past the "
+                          f"{o['batch_rows']} of {o['buffer']}", highlight=False)
     for case, cls in report.verify_inputs.items():
         reads = sorted({a for label, attrs in report.harness.reads.items() if cls.split()[0] in label for a in attrs})
         how = "an instance of" if cls.split()[0] in report.verify_input_instances else "a stand-in with the fields of"

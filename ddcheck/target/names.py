@@ -5,7 +5,8 @@ Plain data, importing nothing, so the guard (loaded in every process of a served
 one-file scan pay nothing for it. ``tests/test_names.py`` finds no second definition of these names
 elsewhere in ``ddcheck/``: no constant of the same name, and no module-level literal spelling one of
 these values again. What a fork may rename is also extendable from ``[tool.ddcheck]`` (the
-analysis's :class:`ddcheck.analysis.vocabulary.Vocabulary` starts from the values here).
+analysis's :class:`ddcheck.analysis.vocabulary.Vocabulary` starts from the values here). Names are
+grouped by what ddcheck does with them; each comment says where SGLang defines the name.
 """
 
 from __future__ import annotations

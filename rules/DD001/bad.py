@@ -16,4 +16,7 @@ class ToyVerifyBackend:
             )
             seq_mask_len = self.num_draft_tokens * (forward_batch.seq_lens + self.num_draft_tokens)  # expect: DD001 DD001
             max_extend_len = self.num_draft_tokens  # expect: DD001
-            self.metadata = (qo_indptr, seq_mask_len, max_extend_len, spec_info.custom_mask)
+            # this step's key bound (the page table is sliced to it), and a tensor made in the step
+            max_seq_len_k = forward_batch.seq_lens_cpu.max().item() + self.num_draft_tokens  # expect: DD001
+            positions = torch.empty(bs * self.num_draft_tokens, dtype=torch.int64)  # expect: DD001
+            self.metadata = (qo_indptr, seq_mask_len, max_extend_len, max_seq_len_k, positions, spec_info.custom_mask)

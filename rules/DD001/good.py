@@ -18,4 +18,7 @@ class ToyVerifyBackend:
             )
             seq_mask_len = num_tokens_per_req * (forward_batch.seq_lens + num_tokens_per_req)
             max_extend_len = num_tokens_per_req
-            self.metadata = (qo_indptr, seq_mask_len, max_extend_len, spec_info.custom_mask)
+            # this step's key bound (the page table is sliced to it), and a tensor made in the step
+            max_seq_len_k = forward_batch.seq_lens_cpu.max().item() + num_tokens_per_req
+            positions = torch.empty(bs * num_tokens_per_req, dtype=torch.int64)
+            self.metadata = (qo_indptr, seq_mask_len, max_extend_len, max_seq_len_k, positions, spec_info.custom_mask)

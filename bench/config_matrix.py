@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""`ddcheck config` per release: who resolved an EAGLE-family launch with a local model folder.
+
+    python bench/config_matrix.py [--releases 0.4.10.post2 0.5.23 | --all] [--algorithms EAGLE ...]
+                                  [--json RECORD.json] [--doc docs/config.md]
+
+For each release (``--all``: the last post-release of every version on PyPI from 0.4.10 to 0.5.23,
+as `pip index versions sglang` lists them) and each algorithm the release's ``--speculative-algorithm``
+accepts (EAGLE, EAGLE3, NEXTN, STANDALONE, DFLASH by default), it runs
+
+    ddcheck config --format json --sglang sglang==X -- python -m sglang.launch_server
+        --model-path DIR --speculative-algorithm A --speculative-draft-model-path DDIR
+        --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4
+
+with DIR/DDIR temporary folders holding a Llama-3-8B-shaped ``config.json`` (the draft: one layer,
+``LlamaForCausalLMEagle``, ``LlamaForCausalLMEagle3`` for EAGLE3, ``DFlashDraftModel`` with
+``block_size`` 4 for DFLASH), and prints per launch ``settings.resolved_by``, the tree's start-up code
+that ran, C and W, and the reason the tables were used (``tree_note``) or, for the tree, how many
+limitations it reported. Each release runs in its own process (its modules, its stand-ins). With --doc
+the table replaces the part of the page between the ``config-matrix`` markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ALGORITHMS = ["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "DFLASH"]
+FIRST, LAST = (0, 4, 10), (0, 5, 23)
+BEGIN, END = "<!-- config-matrix:begin -->", "<!-- config-matrix:end -->"
+
+TARGET = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+          "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
+          "num_hidden_layers": 32, "vocab_size": 128256, "max_position_embeddings": 131072,
+          "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "hidden_act": "silu", "torch_dtype": "bfloat16",
+          "bos_token_id": 128000, "eos_token_id": 128009, "tie_word_embeddings": False}
+DRAFTS = {"EAGLE": {**TARGET, "architectures": ["LlamaForCausalLMEagle"], "num_hidden_layers": 1},
+          "EAGLE3": {**TARGET, "architectures": ["LlamaForCausalLMEagle3"], "num_hidden_layers": 1,
+                     "draft_vocab_size": 32000},
+          "STANDALONE": {**TARGET, "num_hidden_layers": 2},
+          "DFLASH": {**TARGET, "architectures": ["DFlashDraftModel"], "num_hidden_layers": 1, "block_size": 4}}
+
+
+def model_folders(root: Path) -> dict[str, Path]:
+    """name -> folder holding that model's config.json (``target`` and one draft per algorithm)."""
+    out = {}
+    for name, config in {"target": TARGET, **DRAFTS}.items():
+        folder = root / name.lower()
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.json").write_text(json.dumps(config, indent=1))
+        out[name] = folder
+    return out
+
+
+def launch(folders: dict[str, Path], algorithm: str) -> list[str]:
+    draft = folders.get(algorithm, folders["EAGLE"])  # NEXTN: an EAGLE-shaped draft
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", str(folders["target"]),
+            "--speculative-algorithm", algorithm, "--speculative-draft-model-path", str(draft)]
+    if algorithm == "DFLASH":
+        return argv
+    return argv + ["--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                   "--speculative-num-draft-tokens", "4"]
+
+
+def releases_on_pypi() -> list[str]:
+    """The last post-release of each version from 0.4.10 to 0.5.23 (`pip index versions sglang`)."""
+    out = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "sglang"], capture_output=True,
+                         text=True, check=True).stdout
+    listed = re.search(r"Available versions: (.*)", out).group(1).split(", ")
+    last: dict[tuple, tuple] = {}
+    for v in listed:
+        m = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)(?:\.post(\d+))?", v.strip())
+        if not m:
+            continue
+        base, post = tuple(int(x) for x in m.group(1, 2, 3)), int(m.group(4) or 0)
+        if FIRST <= base <= LAST and (base not in last or post > last[base][0]):
+            last[base] = (post, v.strip())
+    return [last[b][1] for b in sorted(last)]
+
+
+def run_release(release: str, algorithms: list[str]) -> list[dict]:
+    """The launches of one release, in this process."""
+    from ddcheck.launch import check_launch
+    from ddcheck.launch.flags import flag_table
+    from ddcheck.sources import open_target
+
+    tree = open_target(f"sglang=={release}")
+    known = flag_table(tree).algorithms
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ddcheck-models-") as tmp:
+        folders = model_folders(Path(tmp))
+        for algorithm in algorithms:
+            if known is not None and algorithm not in known:
+                rows.append({"release": release, "algorithm": algorithm, "resolved_by": "-",
+                             "reason": "not an algorithm of this release"})
+                continue
+            r = check_launch(launch(folders, algorithm), tree=tree)
+            s = r.settings
+            rows.append({"release": release, "algorithm": algorithm,
+                         "resolved_by": s.resolved_by if s else "-", "handler": r.handler,
+                         "C": s.num_draft_tokens if s else None, "W": s.verify_width if s else None,
+                         "reason": r.tree_note, "limitations": len(r.tree_limitations),
+                         "findings": sorted(f.id for f in r.findings if f.level == "error")})
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| release | algorithm | resolved by | start-up code that ran | C | W | why the tables / limitations |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        why = (r.get("reason") or "").replace("|", "\\|")
+        if r.get("resolved_by") == "tree":
+            why = f"{r.get('limitations', 0)} limitation(s) reported"
+        lines.append(f"| {r['release']} | {r['algorithm']} | {r.get('resolved_by', '-')} | "
+                     f"`{r.get('handler') or '-'}` | {r.get('C', '-')} | {r.get('W', '-')} | {why[:160]} |")
+    return "\n".join(lines)
+
+
+def write_doc(doc: Path, text: str) -> None:
+    page = doc.read_text() if doc.exists() else f"{BEGIN}\n{END}\n"
+    if BEGIN not in page:
+        page += f"\n{BEGIN}\n{END}\n"
+    head, rest = page.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1] if END in rest else ""
+    doc.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--releases", nargs="*", default=["0.4.10.post2", "0.5.10", "0.5.23"])
+    p.add_argument("--all", action="store_true", help="every last post-release from 0.4.10 to 0.5.23 on PyPI")
+    p.add_argument("--algorithms", nargs="*", default=ALGORITHMS)
+    p.add_argument("--json", type=Path, help="write the rows here")
+    p.add_argument("--doc", type=Path, help="write the table into this page, between the config-matrix markers")
+    p.add_argument("--one", help=argparse.SUPPRESS)  # a child: one release, rows as JSON on stdout
+    a = p.parse_args(argv)
+    if a.one:
+        print(json.dumps(run_release(a.one, a.algorithms)))
+        return 0
+    releases = releases_on_pypi() if a.all else a.releases
+    rows: list[dict] = []
+    for release in releases:
+        child = subprocess.run([sys.executable, __file__, "--one", release, "--algorithms", *a.algorithms],
+                               capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        try:
+            got = json.loads(child.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            got = [{"release": release, "algorithm": "*", "resolved_by": "-",
+                    "reason": f"the run failed: {child.stderr.strip().splitlines()[-1:] or child.returncode}"}]
+        rows.extend(got)
+        for r in got:
+            print(f"{r['release']:<14} {r['algorithm']:<11} {r.get('resolved_by', '-'):<7} "
+                  f"C={r.get('C')} W={r.get('W')} {r.get('handler') or ''} {r.get('reason') or ''}", flush=True)
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=1))
+    text = table(rows)
+    print(text)
+    if a.doc:
+        write_doc(a.doc, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""`ddcheck smoke` on every release: does the tree's own code run, and does the verdict agree with scan?
+
+    python bench/smoke_releases.py [--releases 0.4.10.post2 0.5.23 ...] [--backends fa3 triton ...]
+                                   [--jobs 2] [--doc docs/smoke-releases.md]
+
+For each release (default: the last post-release of each from 0.4.10 to 0.5.23 on PyPI) and each
+backend of `ddcheck.backends` that can run here and whose file is in the release, it runs
+`ddcheck smoke sglang==X --backend B` (budget 16, C = 8, CPU) and prints one row: the exit code,
+which loader gave the verdict (`tree`: the tree's own code ran; `fakes`: it stopped here, and the
+earlier fakes of the runtime gave it, with the reason), and what `ddcheck scan` says of that
+backend's file (its DD001 count): the verdict agrees when it is 1 exactly where the scan reports
+DD001. With --doc, the table replaces the one between the markers in that file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+RELEASES = ("0.4.10.post2", "0.5.1.post3", "0.5.2", "0.5.3.post3", "0.5.4.post3", "0.5.5.post3", "0.5.6.post2",
+            "0.5.7", "0.5.8.post1", "0.5.9", "0.5.10.post1", "0.5.11", "0.5.12.post1", "0.5.13.post1", "0.5.14",
+            "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
+BEGIN, END = "<!-- smoke-releases:begin -->", "<!-- smoke-releases:end -->"
+
+
+def scan_counts(release: str) -> dict[str, int]:
+    """DD001 findings per backend file of a release (relpath -> count)."""
+    from ddcheck.api import scan
+    from ddcheck.settings import Settings
+
+    counts: dict[str, int] = {}
+    for f in scan([f"sglang=={release}"], settings=Settings()).findings:
+        if f.rule == "DD001":
+            rel = f.path.split("!", 1)[-1]
+            counts[rel] = counts.get(rel, 0) + 1
+    return counts
+
+
+def cell(release: str, backend) -> dict:
+    from ddcheck.smoke.api import run_smoke
+
+    r = run_smoke(f"sglang=={release}", backend=backend.name, seed_case=False)
+    return {"release": release, "backend": backend.name, "exit": r.exit_code, "loader": r.loader,
+            "verdict": r.verdict, "fallback_reason": r.limitations[0] if r.loader == "fakes" else ""}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--releases", nargs="*", default=list(RELEASES))
+    ap.add_argument("--backends", nargs="*", default=None)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--doc", type=Path, default=None)
+    ap.add_argument("--json", type=Path, default=None, help="write the rows as JSON too")
+    args = ap.parse_args(argv)
+
+    from ddcheck import backends
+    from ddcheck.sources import open_target
+
+    wanted = [backends.get(n) for n in args.backends] if args.backends else \
+        [b for b in backends.BACKENDS.values() if b.runs]
+    rows = []
+    for release in args.releases:
+        tree = open_target(f"sglang=={release}")
+        present = [b for b in wanted if tree.module_file(b.module) is not None]
+        counts = scan_counts(release)
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each run is its own process
+            for row in pool.map(lambda b: cell(release, b), present):
+                row["scan_dd001"] = counts.get(backends.get(row["backend"]).relpath, 0)
+                row["agrees"] = row["exit"] == (1 if row["scan_dd001"] else 0)
+                rows.append(row)
+                print(f"{release:14} {row['backend']:11} exit {row['exit']} {row['loader']:5} "
+                      f"DD001 {row['scan_dd001']:3} {'agrees' if row['agrees'] else 'DISAGREES'}  "
+                      f"{row['verdict'][:90]}", flush=True)
+    table = render(rows)
+    print(table)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    if args.doc:
+        text = args.doc.read_text(encoding="utf-8") if args.doc.exists() else f"{BEGIN}\n{END}\n"
+        head, _, rest = text.partition(BEGIN)
+        _, _, tail = rest.partition(END)
+        args.doc.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}", encoding="utf-8")
+    return 0 if all(r["exit"] in (0, 1) and r["agrees"] for r in rows) else 1
+
+
+def render(rows: list[dict]) -> str:
+    out = ["| release | backend | exit | loader | scan DD001 | agrees | verdict |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        verdict = r["verdict"].split(":")[0] if r["exit"] != 2 else r["verdict"][:120]
+        note = f" ({r['fallback_reason'][:160]})" if r["loader"] == "fakes" else ""
+        out.append(f"| {r['release']} | {r['backend']} | {r['exit']} | {r['loader']} | {r['scan_dd001']} | "
+                   f"{'yes' if r['agrees'] else '**no**'} | {verdict}{note} |".replace("\n", " "))
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

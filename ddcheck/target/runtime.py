@@ -1,0 +1,350 @@
+"""The target tree's own code, run from its files, with stand-ins only for what cannot run here.
+
+``with TreeRuntime(tree, platform):`` installs two meta-path finders for the block:
+
+* first, the tree's: every module of the tree's package (``sglang.*``, packages' ``__init__`` and
+  relative imports included) is executed from the tree's own file (written to a private directory,
+  so ``inspect`` and Triton read ordinary files). A module whose own code raises while it is
+  imported is kept as far as it ran; the rest of its names are stand-ins, and the failure is
+  recorded with the tree line that raised. A module the tree does not have (a partial tree, a
+  fixture) is a stand-in module, recorded too.
+* last, after every regular finder: a module that no finder can import here, imported by the
+  tree's code (a compiled extension, a third-party package that is not installed), is a stand-in
+  module, found from the import that failed -- never from a list of names.
+
+The platform probes of torch (``torch.cuda.is_available``, ``get_device_capability``...) answer
+for the emulated machine (:class:`Platform`, an sm90 NVIDIA GPU by default) when this machine has
+no such device; tensors still live on ``platform.device``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+import traceback
+import types
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ddcheck.isolation import SwappedImports
+from ddcheck.sources import SourceTree
+from ddcheck.target.standins import StandInModule, Usage, is_stand_in, stand_in
+
+# Products by architecture: the name the probes give for an emulated GPU.
+GPU_NAMES = {"sm80": "NVIDIA A100-SXM4-80GB", "sm86": "NVIDIA RTX A6000", "sm89": "NVIDIA L40S",
+             "sm90": "NVIDIA H100 80GB HBM3", "sm100": "NVIDIA B200", "sm120": "NVIDIA GeForce RTX 5090"}
+
+
+@dataclass(frozen=True)
+class Platform:
+    """The machine the tree's probes answer for, and where its tensors really live."""
+
+    vendor: str = "nvidia"  # nvidia, amd, cpu
+    arch: str = "sm90"
+    device: str = "cpu"  # torch device the run allocates on
+    # Whether the probes answer for the emulated GPU at all. A run whose kernels execute on this machine
+    # (Triton's, through its interpreter) takes the paths of this machine, where its tensors live.
+    emulate: bool = True
+
+    @property
+    def capability(self) -> tuple[int, int]:
+        digits = self.arch.removeprefix("sm")
+        return (int(digits[:-1] or 0), int(digits[-1])) if digits.isdigit() else (9, 0)
+
+
+@dataclass
+class RuntimeReport:
+    """What ran, what stood in, and what of it the tree used."""
+
+    modules_run: list[str] = field(default_factory=list)
+    partial: dict[str, str] = field(default_factory=dict)  # module -> "Error: msg (at relpath:line)"
+    absent: list[str] = field(default_factory=list)  # tree modules the tree does not have
+    usage: Usage = field(default_factory=Usage)
+    files: list[str] = field(default_factory=list)  # tree relpaths run
+    probes: list[str] = field(default_factory=list)  # torch probes answered for the emulated platform
+    cuda_on_cpu: int = 0  # tensors the tree asked for on "cuda", made on this CPU
+
+    @property
+    def stand_in_modules(self) -> list[str]:
+        return sorted(set(self.usage.modules))
+
+    def limitations(self) -> list[str]:
+        """The report's lines: what of this run was not the tree's own code running for real."""
+        out = [f"stand-in {line}" for line in self.usage.summary()]
+        out += [f"{module} stopped while imported: {why}" for module, why in self.partial.items()]
+        return out
+
+
+class _TreeLoader(importlib.abc.Loader):
+    """Runs one tree module's source; a failure leaves the module as far as it ran."""
+
+    def __init__(self, runtime: "TreeRuntime", relpath: str, disk: Path):
+        self.runtime, self.relpath, self.disk = runtime, relpath, disk
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module) -> None:
+        rt = self.runtime
+        rt.report.modules_run.append(module.__name__)
+        rt.report.files.append(self.relpath)
+        code = compile(self.disk.read_text(encoding="utf-8"), str(self.disk), "exec", dont_inherit=True)
+        usage, phase = rt.report.usage, rt.report.usage.phase
+        usage.phase = "import"
+        try:
+            exec(code, module.__dict__)
+        except Exception as exc:  # noqa: BLE001 - the module stays as far as it ran, the failure is reported
+            rt.report.partial[module.__name__] = f"{type(exc).__name__}: {exc} (at {rt.where_in_tree(exc)})"
+            if "__getattr__" not in module.__dict__:
+                module.__getattr__ = rt.fallback(module.__name__)
+        finally:
+            usage.phase = phase
+
+
+class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
+    """Serves the tree's package from its files; see the module docstring."""
+
+    def __init__(self, tree: SourceTree, platform: Platform = Platform(), *, package: str = "sglang",
+                 overrides: dict[str, str] | None = None):
+        self.tree, self.platform, self.package = tree, platform, package
+        self.namespaces = (package,)
+        self.overrides = dict(overrides or {})  # module -> source run instead of the tree's file
+        self.report = RuntimeReport()
+        self._tmp: Path | None = None
+        self._last = _StandInFinder(self)
+        self._saved: list[tuple[Any, str, Any]] = []
+        self._emulated: list[tuple[Any, str, Any]] = []
+
+    # -- the block
+    def __enter__(self):
+        self._tmp = Path(tempfile.mkdtemp(prefix="ddcheck-tree-"))
+        self._environ = dict(os.environ)  # the tree's start-up writes the environment: put back on exit
+        self.report.usage.where = self.caller_in_tree
+        super().__enter__()
+        self._before = set(sys.modules)
+        sys.meta_path.append(self._last)
+        self._emulate()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for owner, name, value in reversed(self._saved):
+            setattr(owner, name, value)
+        self._saved.clear()
+        self._emulated.clear()
+        if os.environ != self._environ:
+            os.environ.clear()
+            os.environ.update(self._environ)
+        if self._last in sys.meta_path:
+            sys.meta_path.remove(self._last)
+        for name in set(sys.modules) - self._before:  # stand-in modules and what they brought in
+            if isinstance(sys.modules.get(name), StandInModule):
+                del sys.modules[name]
+        super().__exit__(*exc)
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    @property
+    def scratch(self) -> str:
+        """A private folder for this block's files (removed on exit)."""
+        return str(self._tmp)
+
+    def import_module(self, name: str) -> types.ModuleType:
+        return importlib.import_module(name)
+
+    # -- where things happen
+    def in_tree(self, filename: str) -> bool:
+        return self._tmp is not None and filename.startswith(str(self._tmp))
+
+    def relpath_of(self, filename: str) -> str:
+        return filename[len(str(self._tmp)) + 1:] if self.in_tree(filename) else os.path.basename(filename)
+
+    def caller_in_tree(self) -> str:
+        """The innermost tree line on the current stack, as relpath:line."""
+        frame = sys._getframe(1)
+        while frame is not None:
+            if self.in_tree(frame.f_code.co_filename):
+                return f"{self.relpath_of(frame.f_code.co_filename)}:{frame.f_lineno}"
+            frame = frame.f_back
+        return "?"
+
+    def where_in_tree(self, exc: BaseException) -> str:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if self.in_tree(f.filename)]
+        return f"{self.relpath_of(frames[-1].filename)}:{frames[-1].lineno}" if frames else "?"
+
+    def imported_by_tree(self) -> bool:
+        """Whether the import being resolved comes from the tree's code (or a stand-in's)."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if not (name.startswith("<frozen") or "importlib" in name):
+                return self.in_tree(name)
+            frame = frame.f_back
+        return False
+
+    def fallback(self, module: str):
+        """``__getattr__`` of a module that stopped while imported: sub-modules of the tree are
+        imported, anything else is a stand-in."""
+
+        def __getattr__(attr: str):
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            sub = f"{module}.{attr}"
+            if self.tree.module_file(sub) is not None:
+                return importlib.import_module(sub)
+            value = stand_in(sub, self.report.usage)
+            setattr(sys.modules[module], attr, value)
+            return value
+
+        return __getattr__
+
+    # -- the finder
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.split(".")[0] != self.package:
+            return None
+        hit = self.tree.module_file(fullname)
+        if hit is None:
+            folder = self.tree.namespace_dir(fullname)
+            if folder is not None:  # a namespace package (no __init__.py), as Python imports it
+                disk = self._tmp / folder
+                disk.mkdir(parents=True, exist_ok=True)
+                spec = importlib.machinery.ModuleSpec(fullname, None, is_package=True)
+                spec.submodule_search_locations = [str(disk)]
+                return spec
+            self.report.absent.append(fullname)
+            return importlib.machinery.ModuleSpec(fullname, _StandInLoader(self), is_package=True)
+        relpath, is_package = hit
+        source = self.overrides.get(fullname)
+        if source is None:
+            source = self.tree.file_at(relpath).read_bytes().decode("utf-8")
+        disk = self._tmp / relpath
+        disk.parent.mkdir(parents=True, exist_ok=True)
+        disk.write_text(source, encoding="utf-8")
+        spec = importlib.util.spec_from_file_location(
+            fullname, disk, loader=_TreeLoader(self, relpath, disk),
+            submodule_search_locations=[str(disk.parent)] if is_package else None)
+        return spec
+
+    # -- the platform
+    def _emulate(self) -> None:
+        """torch's probes answer for the emulated GPU when this machine has none."""
+        p = self.platform
+        if p.vendor == "cpu" or "torch" not in sys.modules and importlib.util.find_spec("torch") is None:
+            return
+        import torch
+
+        if torch.cuda.is_available() or not p.emulate:
+            return
+        major, minor = p.capability
+        props = types.SimpleNamespace(name=GPU_NAMES.get(p.arch, f"emulated {p.arch}"), major=major, minor=minor,
+                                      total_memory=80 * 2**30, multi_processor_count=132,
+                                      gcnArchName="gfx942" if p.vendor == "amd" else "")
+        probes = {
+            (torch.cuda, "is_available"): lambda: True,
+            (torch.cuda, "device_count"): lambda: 1,
+            (torch.cuda, "current_device"): lambda: 0,
+            (torch.cuda, "get_device_capability"): lambda device=None: (major, minor),
+            (torch.cuda, "get_device_name"): lambda device=None: props.name,
+            (torch.cuda, "get_device_properties"): lambda device=None: props,
+            (torch.cuda, "mem_get_info"): lambda device=None: (props.total_memory, props.total_memory),
+            (torch.version, "cuda"): "12.8" if p.vendor == "nvidia" else None,
+            (torch.version, "hip"): "6.3" if p.vendor == "amd" else None,
+        }
+        if p.device.startswith("cpu"):  # the emulated GPU's memory is this machine's
+            for name in CUDA_FACTORIES:
+                if hasattr(torch, name):
+                    probes[(torch, name)] = _on_cpu(getattr(torch, name), self.report)
+            probes[(torch.Tensor, "to")] = _on_cpu(torch.Tensor.to, self.report, positional=True)
+            probes[(torch.Tensor, "cuda")] = lambda t, *a, **k: t
+        for (owner, name), value in probes.items():
+            self._saved.append((owner, name, getattr(owner, name, None)))
+            self._emulated.append((owner, name, value))
+            setattr(owner, name, value)
+            self.report.probes.append(f"{getattr(owner, '__name__', owner)}.{name}")
+
+    @contextmanager
+    def this_machine(self):
+        """The probes answer for this machine while the block runs (start-up state that allocates: a
+        process group on the device that exists here); the tree's cached probe answers are dropped on
+        the way in and out, so each side asks afresh."""
+        for owner, name, value in self._saved:
+            setattr(owner, name, value)
+        self._clear_cached_probes()
+        try:
+            yield
+        finally:
+            for owner, name, value in self._emulated:
+                setattr(owner, name, value)
+            self._clear_cached_probes()
+
+    def _clear_cached_probes(self) -> None:
+        prefix = self.package + "."
+        for name, module in list(sys.modules.items()):
+            if name.startswith(prefix) and isinstance(module, types.ModuleType) \
+                    and not isinstance(module, StandInModule):
+                for value in list(vars(module).values()):
+                    if callable(getattr(value, "cache_clear", None)) and hasattr(value, "__wrapped__") \
+                            and getattr(value, "__module__", None) == name:
+                        value.cache_clear()
+
+
+# torch factories that take ``device=``: on a CPU run that emulates a GPU, "cuda" means this machine.
+CUDA_FACTORIES = ("empty", "zeros", "ones", "full", "tensor", "arange", "empty_strided", "as_tensor", "rand",
+                  "randn", "randint", "randperm", "eye", "linspace", "zeros_like", "ones_like", "empty_like",
+                  "full_like")
+
+
+def _is_cuda_device(value: Any) -> bool:
+    return (isinstance(value, str) and value.startswith("cuda")) or getattr(value, "type", None) == "cuda"
+
+
+def _on_cpu(factory, report: RuntimeReport, positional: bool = False):
+    """``factory`` with a CUDA device (keyword, or ``Tensor.to``'s first argument) made the CPU."""
+    import functools
+
+    @functools.wraps(factory)
+    def call(*args, **kwargs):
+        if _is_cuda_device(kwargs.get("device")):
+            kwargs["device"] = "cpu"
+            report.cuda_on_cpu += 1
+        if positional and len(args) > 1 and _is_cuda_device(args[1]):
+            args = (args[0], "cpu", *args[2:])
+            report.cuda_on_cpu += 1
+        return factory(*args, **kwargs)
+
+    return call
+
+
+class _StandInLoader(importlib.abc.Loader):
+    def __init__(self, runtime: TreeRuntime):
+        self.runtime = runtime
+
+    def create_module(self, spec):
+        self.runtime.report.usage.modules.append(spec.name)
+        return StandInModule(spec.name, self.runtime.report.usage)
+
+    def exec_module(self, module) -> None:
+        pass
+
+
+class _StandInFinder(importlib.abc.MetaPathFinder):
+    """Last on ``sys.meta_path``: what nothing else can import, when the tree's code imports it."""
+
+    def __init__(self, runtime: TreeRuntime):
+        self.runtime = runtime
+
+    def find_spec(self, fullname, path=None, target=None):
+        parent = sys.modules.get(fullname.rpartition(".")[0]) if "." in fullname else None
+        if not (isinstance(parent, StandInModule) or self.runtime.imported_by_tree()):
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _StandInLoader(self.runtime), is_package=True)
+
+
+__all__ = ["TreeRuntime", "Platform", "RuntimeReport", "is_stand_in"]

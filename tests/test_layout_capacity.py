@@ -1,0 +1,119 @@
+"""Layout vs capacity, decided by where the value lives; capacity found where it is made (issue 28).
+
+Fixtures: fixtures/analysis/layout_capacity.py (every new shape, in a tree that states no largest verify
+width) and fixtures/analysis/budget_tree (a tree whose server args state a tree drafter's budget)."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from collections import Counter
+from pathlib import Path
+
+from ddcheck.api import scan
+from ddcheck.settings import Settings
+
+from test_analysis import FIXTURES, expected
+
+SHAPES = FIXTURES / "layout_capacity.py"
+BUDGET_TREE = FIXTURES / "budget_tree"
+
+
+def findings(target):
+    result = scan([str(target)], settings=Settings(), use_cache=False)
+    assert result.errors == []
+    return result.findings
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_every_shape_gets_its_expected_rule_and_nothing_else():
+    got = Counter((Path(f.path).name, f.line, f.rule) for f in findings(SHAPES))
+    assert got == expected([SHAPES])
+
+
+def test_the_step_bound_is_layout_with_a_safe_fix_to_the_verify_width():
+    line = line_of(SHAPES, "metadata.max_seq_len_k = ")
+    f = next(f for f in findings(SHAPES) if f.line == line)
+    assert (f.rule, f.fix_safety) == ("DD001", "safe")
+    assert "key bound `max_seq_len_k`" in f.message and "W - C keys" in f.message
+    assert f.replacement == ('(getattr(spec_info, "draft_token_num", None) or '
+                             'self.speculative_num_draft_tokens)')
+
+
+def sliced_variant() -> str:
+    """The fixture with the size check's total used to slice a buffer instead."""
+    src = SHAPES.read_text().replace(
+        'assert_buffer_fits(kv_indices_used, self.cuda_graph_kv_indices.numel(), "verify kv_indices", bs=bs)',
+        "metadata.kv_indices = self.cuda_graph_kv_indices[:kv_indices_used]")
+    assert src != SHAPES.read_text()
+    return src
+
+
+def test_a_size_check_on_a_total_computed_with_c_is_not_reported():
+    fs = findings(SHAPES)
+    checked = {line_of(SHAPES, "kv_indices_used = "), line_of(SHAPES, "assert forward_batch.seq_lens_sum")}
+    assert not [f for f in fs if f.line in checked]
+
+
+def test_the_size_check_total_becomes_a_layout_when_it_slices(tmp_path):
+    path = tmp_path / "backend.py"
+    path.write_text(sliced_variant())
+    line = line_of(path, "kv_indices_used = ")
+    assert [(f.rule, f.fix_safety) for f in findings(path) if f.line == line] == [("DD001", "safe")]
+
+
+def test_capacity_is_reported_at_the_allocation_naming_the_write():
+    fs = {f.line: f for f in findings(SHAPES)}
+    positions = fs[line_of(SHAPES, "self.cuda_graph_positions = ")]
+    write = line_of(SHAPES, "positions = self.cuda_graph_positions[")
+    assert positions.rule == "DD002" and positions.function == "LayoutCapacityBackend.init_cuda_graph_state"
+    assert f"layout_capacity.py:{write}" in positions.message
+    assert "LayoutCapacityBackend.init_forward_metadata_replay_cuda_graph" in positions.message
+    kv = fs[line_of(SHAPES, "self.cuda_graph_kv_indices = ")]
+    assert "hands it to `build_kv_indices`" in kv.message
+    # no largest width stated in the tree: no fix, and the hint says what the size must cover
+    for f in (positions, kv):
+        assert f.fix is None and f.fix_safety is None
+        assert "states no largest verify width" in f.hint and "budget + 1" in f.hint
+    # a buffer read one entry per request (`[:bs]`) cannot overflow: not reported
+    assert line_of(SHAPES, "self.cuda_graph_seq_lens = ") not in fs
+
+
+def test_a_start_up_size_grown_by_c_is_capacity():
+    f = next(f for f in findings(SHAPES) if f.line == line_of(SHAPES, "max_kv_len += "))
+    assert f.rule == "DD002" and f.function == "LayoutCapacityBackend.graph_max_kv_len"
+    assert "start-up size `self.max_context_len`" in f.message and f.fix is None
+
+
+def test_where_the_tree_states_the_budget_the_fix_sizes_for_budget_plus_one(tmp_path):
+    got = Counter((Path(f.path).name, f.line, f.rule) for f in findings(BUDGET_TREE))
+    assert got == expected(sorted(BUDGET_TREE.rglob("*.py")))
+    backend = BUDGET_TREE / "sglang/srt/layers/attention/budget_backend.py"
+    fs = {f.line: f for f in findings(BUDGET_TREE)}
+    mask, positions = fs[line_of(backend, "self.verify_mask = ")], fs[line_of(backend, "self.cuda_graph_positions = ")]
+    assert mask.fix_safety == positions.fix_safety == "safe"
+    assert mask.replacement == ('max(self.speculative_num_draft_tokens, (getattr(model_runner.server_args, '
+                                '"speculative_ddtree_budget", None) or 0) + 1)')
+    assert "self.model_runner.server_args" in positions.replacement
+    # `ddcheck fix` (no unsafe fixes) applies them: the file still parses and reads the budget
+    from ddcheck.fixer import fix_targets
+
+    tree = tmp_path / "tree"
+    shutil.copytree(BUDGET_TREE, tree)
+    fix_targets([str(tree)])
+    fixed = (tree / "sglang/srt/layers/attention/budget_backend.py").read_text()
+    ast.parse(fixed)
+    assert fixed.count('"speculative_ddtree_budget", None) or 0) + 1)') == 3
+    assert findings(tree) == []  # fixed for good: a second `ddcheck fix` has nothing to do
+
+
+def test_without_the_budget_flag_the_same_tree_gets_no_fix(tmp_path):
+    tree = tmp_path / "tree"
+    shutil.copytree(BUDGET_TREE, tree)
+    args = tree / "sglang/srt/server_args.py"
+    args.write_text(args.read_text().replace("speculative_ddtree_budget", "speculative_other_setting"))
+    fs = [f for f in findings(tree) if f.rule == "DD002"]
+    assert len(fs) == 3 and all(f.fix is None and "states no largest verify width" in f.hint for f in fs)

@@ -1,0 +1,93 @@
+"""ddcheck.target.runtime: the tree's own code runs; stand-ins only for what cannot run, reported."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from ddcheck.sources import open_target
+from ddcheck.target.runtime import Platform, TreeRuntime
+from ddcheck.target.standins import is_stand_in, last_call
+
+PROBE = Path(__file__).resolve().parents[1] / "fixtures" / "trees" / "runtime_probe"
+KERNELS = PROBE / "sglang" / "srt" / "ops" / "kernels.py"
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_the_tree_runs_and_only_what_cannot_run_stands_in():
+    rt = TreeRuntime(open_target(str(PROBE)), Platform(device="cpu"))
+    with rt:
+        backend_mod = rt.import_module("sglang.srt.nsless.backend")
+        import sglang
+
+        assert sglang.PACKAGE_INIT_RAN is True  # the package's own __init__ ran
+        out = backend_mod.Backend().verify(SimpleNamespace(draft_token_num=17))
+        # the tree's helpers ran for real, through a relative import: (17 + 1) * 3
+        assert out[0] == 54
+        assert out[2] == "defined before the failure"
+        # the extension's kernel is a stand-in: called, recorded with the tree line that called it
+        assert is_stand_in(out[1])
+        assert last_call(sys.modules["ddcheck_absent_ext"].ops.run_kernel) == ((17,), {"block": 128})
+    report = rt.report
+    assert "ddcheck_absent_ext" in report.stand_in_modules
+    assert report.usage.calls == [("ddcheck_absent_ext.ops.run_kernel",
+                                   f"sglang/srt/ops/kernels.py:{line_of(KERNELS, 'run_kernel(')}")]
+    # the decorator applied at import left the function as written, and was not counted as a run call
+    assert [n for n, _ in report.usage.decorators] == ["ddcheck_absent_ext.ops.jit_compile"]
+    # the module that raised halfway is kept as far as it ran, the failure reported at its line
+    halfway = PROBE / "sglang" / "srt" / "halfway.py"
+    assert report.partial["sglang.srt.halfway"] == (
+        f"RuntimeError: no NVML on this machine (at sglang/srt/halfway.py:{line_of(halfway, 'raise RuntimeError')})")
+    assert "sglang.srt.helpers" in report.modules_run and "sglang.srt.nsless.backend" in report.modules_run
+    assert not report.absent
+
+
+def test_nothing_is_left_behind():
+    before = set(sys.modules)
+    with TreeRuntime(open_target(str(PROBE)), Platform(device="cpu")) as rt:
+        rt.import_module("sglang.srt.nsless.backend")
+    assert not {m for m in set(sys.modules) - before if m.split(".")[0] in ("sglang", "ddcheck_absent_ext")}
+
+
+def test_an_import_outside_the_tree_is_not_stood_in():
+    # Only the tree's code gets stand-ins: ddcheck's (or the user's) own failing import still fails.
+    with TreeRuntime(open_target(str(PROBE)), Platform(device="cpu")):
+        with pytest.raises(ImportError):
+            import ddcheck_absent_ext_2  # noqa: F401
+
+
+def test_stand_ins_are_falsy_and_empty_and_subclassable():
+    from ddcheck.target.standins import Usage, stand_in
+
+    usage = Usage()
+    s = stand_in("ext.Thing", usage)
+    assert not s and len(s) == 0 and list(s) == []
+
+    class Real(s):  # a tree class deriving from a stand-in base is a real class
+        def __init__(self, x):
+            super().__init__(x)
+            self.x = x
+
+    assert Real(3).x == 3 and bool(Real)
+    assert int(s.size) == 1 and usage.numbers == [("ext.Thing.size", "?")]
+
+
+def test_platform_probes_answer_for_the_emulated_gpu():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a real GPU answers for itself")
+    with TreeRuntime(open_target(str(PROBE)), Platform(arch="sm100", device="cpu")) as rt:
+        assert torch.cuda.is_available() and torch.cuda.get_device_capability() == (10, 0)
+        assert torch.version.cuda
+        with rt.this_machine():  # start-up state that allocates is made for the device that exists here
+            assert not torch.cuda.is_available() and torch.version.cuda is None
+        assert torch.cuda.is_available()
+    assert not torch.cuda.is_available() and torch.version.cuda is None
+    with TreeRuntime(open_target(str(PROBE)), Platform(device="cpu", emulate=False)):
+        assert not torch.cuda.is_available()  # kernels that run here take this machine's paths
