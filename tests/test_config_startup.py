@@ -145,3 +145,32 @@ def test_eagle_with_a_local_model_folder_is_resolved_by_the_tree(release, tmp_pa
     assert path.endswith(".py") and int(line) > 0
     assert any("config.json" in x for x in r.tree_limitations)  # the model's config came from the folder
     assert json.loads(r.model_dump_json())["settings"]["resolved_by"] == "tree"
+
+
+# --------------------------------------------------------------------------- declared decisions (0.5.21+)
+
+DECLARING = FIX.parent / "declaring_tree" / "sglang"
+HOOK = "sglang/srt/arg_groups/speculative_hook.py"
+
+
+def _hook_line(text: str) -> int:
+    lines = (DECLARING.parent / HOOK).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
+def test_decisions_declared_on_the_record_are_writes():
+    """The handler never assigns a field: it hands its decisions to a tree function with the record
+    (``declare(server_args, source, field=value)``). Those are the run's writes, at the handler's
+    line, and the values after it; the record's own __post_init__ does not run (the handler does)."""
+    tree = open_target(str(DECLARING))
+    r = run_handler(tree, {"model_path": "m", "speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
+                           "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 8})
+    assert r.ok and r.rejected is None, r.failed
+    assert str(r.handler) == f"{HOOK}:{_hook_line('def handle_speculative_decoding')}"
+    assert [(w.name, w.old, w.new, str(w.where)) for w in r.writes] == [
+        ("speculative_algorithm", "NEXTN", "EAGLE", f"{HOOK}:{_hook_line('alias')}"),
+        ("speculative_num_draft_tokens", 8, 4, f"{HOOK}:{_hook_line('topk1')}")]
+    assert (r.values["speculative_algorithm"], r.values["speculative_num_draft_tokens"]) == ("EAGLE", 4)
+    r = run_handler(tree, {"model_path": "m", "speculative_algorithm": "EAGLE", "speculative_num_steps": 3,
+                           "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8, "page_size": 16})
+    assert r.rejected == "ValueError: topk > 1 needs page_size 1 here" and r.writes == []

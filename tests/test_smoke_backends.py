@@ -39,6 +39,14 @@ def path(report, case, name):
     return next(p for p in report.paths if p.case == case and p.path == name)
 
 
+
+def only_what_cannot_run_here(r) -> bool:
+    """The run was the tree's own code: every stand-in it called belongs to a package that cannot be
+    imported on this machine (flashinfer, sgl_kernel), none to sglang or to ddcheck's fakes."""
+    return r.loader == "tree" and all(
+        call.split(" at ")[0].split(".")[0] in {m.split(".")[0] for m in r.harness.stand_in_modules}
+        and not call.startswith("sglang.") for call in r.harness.stand_ins_called)
+
 @pytest.mark.network
 @pytest.mark.parametrize("version", FA3_RELEASES)
 def test_fa3_unfixed_breaks_the_contract_at_w_not_c(version):
@@ -53,7 +61,7 @@ def test_fa3_unfixed_breaks_the_contract_at_w_not_c(version):
     got = {v["field"].removeprefix("forward_metadata."): v["got"] for v in eager.violations}
     assert got["cu_seqlens_q"] == [0, 8, 16, 24] and got["max_seq_len_q"] == 8
     assert got["cache_seqlens_int32"] == [11 + 8, 37 + 8, 70 + 8]
-    assert "cu_seqlens_q" in r.verdict and r.harness.stand_ins_called == []
+    assert "cu_seqlens_q" in r.verdict and only_what_cannot_run_here(r)
 
 
 @pytest.mark.network
@@ -93,7 +101,7 @@ def test_trtllm_mha_unfixed_and_fixed(version, eager):
     assert r.exit_code == 1, r.verdict
     assert path(r, "ddtree", "eager").status == eager and path(r, "ddtree", "graph").status == "wrong"
     assert "forward_metadata.cu_seqlens_q" in [v["field"] for v in path(r, "ddtree", "graph").violations]
-    assert r.harness.stand_ins_called == []
+    assert only_what_cannot_run_here(r)
     fixed = fixed_file_text(f"sglang=={version}", backends.get("trtllm_mha").relpath, unsafe=True)
     r = run_smoke(f"sglang=={version}", backend="trtllm_mha", backend_source=fixed, seed_case=False,
                   graph_capture_width="W")
@@ -131,7 +139,7 @@ def test_flashinfer_plans_the_verify_layout_at_w(version):
     assert r.exit_code == 0, r.verdict
     assert {(p.case, p.path) for p in r.paths} == {("ddtree", "eager"), ("control", "eager")}
     assert all(p.status == "ok" and len(p.contract_fields) == 3 for p in r.paths)
-    assert r.verify_input_instances == ["EagleVerifyInput"] and r.harness.stand_ins_called == []
+    assert r.verify_input_instances == ["EagleVerifyInput"] and only_what_cannot_run_here(r)
     assert any("graph path does not run on a CPU" in note for note in r.limitations)
 
 
@@ -170,7 +178,7 @@ def test_trtllm_mla_unfixed_and_fixed(version):
     assert path(r, "control", "eager").status == "ok"
     got = {v["field"]: v["got"] for v in path(r, "ddtree", "eager").violations}
     assert got["forward_decode_metadata.seq_lens_k"] == [11 + 8, 37 + 8, 70 + 8]
-    assert "forward_decode_metadata.block_kv_indices" in got and r.harness.stand_ins_called == []
+    assert "forward_decode_metadata.block_kv_indices" in got and only_what_cannot_run_here(r)
     fixed = fixed_file_text(f"sglang=={version}", backends.get("trtllm_mla").relpath, unsafe=True)
     r = run_smoke(f"sglang=={version}", backend="trtllm_mla", backend_source=fixed, seed_case=False)
     assert r.exit_code == 0, r.verdict

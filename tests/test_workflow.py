@@ -30,7 +30,7 @@ BACKEND = REPO / "fixtures" / "workflow" / "backend.py"
 # Where the fixture reads C (line, 0-based column), from its docstring; the first two sit in one
 # multi-line statement that starts on line 16.
 BACKEND_DD001 = [(18, 27), (19, 21), (21, 27), (21, 77)]
-BACKEND_DD002 = [(22, 39)]
+BACKEND_DD002 = [(22, 44)]
 C = "self.num_draft_tokens"
 
 

@@ -234,6 +234,7 @@ class _Session(TreeRuntime):
         super().__init__(tree, platform)
         self._kept: dict[str, Any] = {}
         self._kept_dir = None
+        self.answered: dict[str, str] = {}  # model path -> how its config was answered (first time)
 
     def __enter__(self):
         super().__enter__()
@@ -358,8 +359,9 @@ class _Run:
         if data is None:
             data, source = _local_config(path), os.path.join(path, "config.json")
         if data is not None:
-            self.limitation(f"{label} read from {source} by ddcheck: `{reader}()` cannot run here "
-                            f"(at {self.caller() or '?'})")
+            text = f"{label} read from {source} by ddcheck: `{reader}()` cannot run here (at {self.caller() or '?'})"
+            self.limitation(text)
+            self.rt.answered.setdefault(path, text)  # the tree may keep it (lru_cache) for later launches
         if data is None:  # a hub id, nothing given: the tree's own reader is answered instead (see _Unreadable)
             raise _Unreadable(f"{label} is not known to ddcheck (pass {supply})", path)
         if reader.endswith("config_dict"):  # transformers' (config_dict, unused kwargs)
@@ -846,6 +848,10 @@ def _run_once(run: "_Run", tree: SourceTree, found, values: dict[str, Any], read
         for h, level in silenced:
             h.setLevel(level)
     run.result.values = _values_of(run, sa, values) if sa is not None else values
+    for key in ("model_path", "speculative_draft_model_path"):  # read by an earlier launch, kept by the tree
+        text = getattr(rt, "answered", {}).get(values.get(key))
+        if text is not None and not any(x.startswith(text.split(" by ddcheck")[0]) for x in run.result.limitations):
+            run.limitation(text)
     return unreadable
 
 

@@ -96,16 +96,9 @@ def run_smoke(
                 except OSError:
                     pass  # the worker reports the unreadable file
             first = _isolated(args, timeout, report)
-            if first.exit_code != 2 or loader != "tree" or not fallback \
-                    or not first.verdict.startswith("harness failure in"):
+            if not _falls_back(first, loader, fallback):
                 return first
-            # The tree's own code stopped on this machine: the earlier fakes of the runtime, said so.
-            second = _isolated({**args, "loader": "fakes"}, timeout, _blank_report(args))
-            second.limitations.insert(0, f"the tree's own code did not run this backend here ({first.verdict}); "
-                                         f"this verdict comes from ddcheck's fakes of the sglang runtime "
-                                         f"(ddcheck.smoke.legacy_loader)")
-            second.loader = "fakes"
-            return second
+            return _fell_back(first, _isolated({**args, "loader": "fakes"}, timeout, _blank_report(args)))
         _run(report, target, backend_file, backend_source, prefix_lens, dtype, allow_out_of_bounds,
              graph_capture_width, seed_case, launch, spec, loader)
     except HarnessError as exc:
@@ -115,7 +108,23 @@ def run_smoke(
     else:
         _verdict(report)
     report.seconds = round(time.perf_counter() - t0, 2)
+    if not isolate and _falls_back(report, loader, fallback):
+        return _fell_back(report, run_smoke(**{**args, "loader": "fakes"}, isolate=False, timeout=timeout))
     return report
+
+
+def _falls_back(first: SmokeReport, loader: str, fallback: bool) -> bool:
+    """The tree's own code stopped on this machine while a path ran (not a bad target or option)."""
+    return first.exit_code == 2 and loader == "tree" and fallback and first.verdict.startswith("harness failure in")
+
+
+def _fell_back(first: SmokeReport, second: SmokeReport) -> SmokeReport:
+    """The earlier fakes of the runtime gave the verdict: say so, with why the tree's code did not."""
+    second.limitations.insert(0, f"the tree's own code did not run this backend here ({first.verdict}); "
+                                 f"this verdict comes from ddcheck's fakes of the sglang runtime "
+                                 f"(ddcheck.smoke.legacy_loader)")
+    second.loader = "fakes"
+    return second
 
 
 def _backend(name: str):
@@ -338,6 +347,7 @@ def _merge(into: HarnessTrace, t) -> None:
     into.stand_ins_called = sorted(set(into.stand_ins_called) | set(t.stand_ins_called))
     into.stand_in_modules = sorted(set(into.stand_in_modules) | set(getattr(t, "stand_in_modules", ())))
     into.stopped.update(getattr(t, "stopped", {}))
+    into.startup_stand_ins = sorted(set(into.startup_stand_ins) | set(getattr(t, "startup_stand_ins", ())))
     for src, dst in ((t.reads, into.reads), (t.missing, into.missing)):
         for k, v in src.items():
             dst[k] = sorted(set(dst.get(k, [])) | set(v))

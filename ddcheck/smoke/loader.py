@@ -56,6 +56,7 @@ class Trace:
     files: list[str] = field(default_factory=list)  # tree relpaths run
     stopped: dict[str, str] = field(default_factory=dict)  # tree modules that stopped while imported
     stand_in_modules: list[str] = field(default_factory=list)
+    startup_stand_ins: list[str] = field(default_factory=list)  # called by the tree's start-up code
 
     def call(self, name: str) -> None:
         self.provided_calls[name] = self.provided_calls.get(name, 0) + 1
@@ -141,6 +142,7 @@ class SglangImporter:
         t.stopped = {**rep.partial, **t.stopped}
         t.stand_in_modules = rep.stand_in_modules
         t.stand_ins_called = [f"{n} at {w}" for n, w in dict.fromkeys(rep.usage.run_calls())]
+        t.startup_stand_ins = [f"{n} at {w}" for n, w in dict.fromkeys(rep.usage.startup_calls)]
 
     # -- tree lookups
     def tree_has_module(self, fullname: str) -> bool:
@@ -166,7 +168,8 @@ class SglangImporter:
             raise HarnessError(f"{self.tree.label}: no {name.replace('.', '/')}.py in this target")
         server_args = self.server_args()  # the start-up runs first: it sets what modules read at import
         module = importlib.import_module(name)
-        self.publish(server_args)
+        with self.runtime.start_up():
+            self.publish(server_args)
         return module
 
     def backend_class(self, module: types.ModuleType, cls: str) -> type:
@@ -188,7 +191,8 @@ class SglangImporter:
     # -- server args: the tree's class, its defaults, this launch's values
     def server_args(self) -> Any:
         if self._server_args is None:
-            self._server_args = self._build_server_args()
+            with self.runtime.start_up():
+                self._server_args = self._build_server_args()
         return self._server_args
 
     def launch_values(self) -> dict[str, Any]:
@@ -198,7 +202,7 @@ class SglangImporter:
                 "attention_backend": ctx.attention_backend, "prefill_attention_backend": ctx.attention_backend,
                 "decode_attention_backend": ctx.attention_backend, "page_size": 1, "kv_cache_dtype": "auto",
                 "device": "cuda", "disable_cuda_graph": False, "tp_size": 1, "dp_size": 1,
-                "model_path": "ddcheck-smoke", "triton_attention_num_kv_splits": 8}
+                "triton_attention_num_kv_splits": 8}
 
     def _build_server_args(self) -> Any:
         """An instance of the tree's ``ServerArgs`` holding its own field defaults and the launch's
@@ -212,8 +216,9 @@ class SglangImporter:
             return Recording("server_args", self.trace, **values)
         fields = _field_names(cls)
         given = {k: v for k, v in values.items() if k in fields}
+        model = {"model_path": self._model_dir()} if "model_path" in fields else {}
         try:  # the tree's own start-up, for a model shaped as the smoke batch
-            obj = cls(**{**given, "model_path": self._model_dir()})
+            obj = cls(**given, **model)
         except Exception as exc:  # noqa: BLE001 - reported; its field defaults are used instead
             self.trace.stopped[f"{names.SERVER_ARGS_CLASS}.__post_init__"] = (
                 f"{type(exc).__name__}: {exc} (at {self.runtime.where_in_tree(exc)}); the tree's field defaults "
@@ -221,7 +226,7 @@ class SglangImporter:
             try:
                 quiet = type(cls.__name__, (cls,), {"__post_init__": lambda self: None,
                                                     "__module__": cls.__module__, "__qualname__": cls.__qualname__})
-                obj = quiet(**given)
+                obj = quiet(**given, **model)
             except Exception as exc2:  # noqa: BLE001 - reported; the fakes' server args stand in
                 self.trace.stopped[f"{names.SERVER_ARGS_CLASS}(...)"] = f"{type(exc2).__name__}: {exc2}"
                 return Recording("server_args", self.trace, **values)
@@ -269,7 +274,7 @@ class SglangImporter:
             with socket.socket() as sock:
                 sock.bind(("127.0.0.1", 0))
                 values["distributed_init_method"] = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
-        with self.runtime.this_machine():
+        with self.runtime.this_machine(), self.runtime.start_up():
             self._start_up(values)
 
     def _start_up(self, values: dict[str, Any]) -> None:
@@ -302,22 +307,23 @@ class SglangImporter:
                 self.published.append(label)
 
     def publish(self, server_args: Any) -> None:
-        """Hand the server args to the tree's own process-wide setters (``set_global_server_args...``,
-        a context object's ``set_server_args``), in every tree module loaded so far, and fill the
-        tree's server-args dicts (``global_server_args_dict``) from them."""
+        """Hand the server args to the tree's own process-wide setter: the first module-level function
+        named like ``set_global_server_args...`` (``names.SERVER_ARGS_SETTER``) that takes them, else a
+        context object's ``set_server_args``, in the tree modules loaded so far; and fill the tree's
+        server-args dicts (``global_server_args_dict``, 0.4.x) from them."""
         import sys
 
         pattern = re.compile(names.SERVER_ARGS_SETTER)
         prefix = self.runtime.package + "."
-        for mod_name, module in list(sys.modules.items()):
+        functions, methods = [], []
+        for mod_name, module in sorted(sys.modules.items()):
             if not mod_name.startswith(prefix) or not isinstance(module, types.ModuleType):
                 continue
             for attr, value in list(vars(module).items()):
                 if is_stand_in(value) or isinstance(value, (type, types.ModuleType)):
                     continue
-                targets = []
                 if inspect.isfunction(value) and pattern.fullmatch(attr) and value.__module__ == mod_name:
-                    targets.append((f"{mod_name}.{attr}", value))
+                    functions.append((f"{mod_name}.{attr}", value))
                 elif isinstance(value, dict) and pattern.fullmatch(f"set_{attr}"):
                     for key in list(value):
                         if isinstance(key, str) and hasattr(server_args, key):
@@ -326,21 +332,23 @@ class SglangImporter:
                 elif not inspect.isroutine(value) and type(value).__module__ == mod_name:
                     for meth in dir(type(value)):
                         if pattern.fullmatch(meth) and callable(getattr(value, meth, None)):
-                            targets.append((f"{mod_name}.{attr}.{meth}", getattr(value, meth)))
-                for label, fn in targets:
-                    try:
-                        params = [p for p in inspect.signature(fn).parameters.values()
-                                  if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-                    except (TypeError, ValueError):
-                        continue
-                    if len(params) != 1:
-                        continue
-                    try:
-                        fn(server_args)
-                    except Exception as exc:  # noqa: BLE001 - reported: the tree's setter wants more than we have
-                        self.trace.stopped[label] = f"{type(exc).__name__}: {exc}"
-                    else:
-                        self.published.append(label)
+                            methods.append((f"{mod_name}.{attr}.{meth}", getattr(value, meth)))
+        for group in (functions, methods):
+            for label, fn in group:
+                try:
+                    params = [p for p in inspect.signature(fn).parameters.values()
+                              if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+                except (TypeError, ValueError):
+                    continue
+                if len(params) != 1:
+                    continue
+                try:
+                    fn(server_args)
+                except Exception as exc:  # noqa: BLE001 - reported: the tree's setter wants more than we have
+                    self.trace.stopped[label] = f"{type(exc).__name__}: {exc}"
+                else:
+                    self.published.append(label)
+                    return
 
 
 def _field_names(cls: type) -> set[str]:

@@ -46,6 +46,7 @@ class HarnessTrace(BaseModel):
     stand_ins_called: list[str] = Field(default_factory=list)  # "name at relpath:line", while the backend ran
     stand_in_modules: list[str] = Field(default_factory=list)  # modules that cannot be imported here
     stopped: dict[str, str] = Field(default_factory=dict)  # tree modules / start-up calls that stopped: why
+    startup_stand_ins: list[str] = Field(default_factory=list)  # stand-ins the tree's start-up code called
     started: list[str] = Field(default_factory=list)  # the tree's own start-up functions that ran
     reads: dict[str, list[str]] = Field(default_factory=dict)
     missing: dict[str, list[str]] = Field(default_factory=dict)

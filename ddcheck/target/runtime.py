@@ -151,6 +151,16 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
+    @contextmanager
+    def start_up(self):
+        """The block runs the tree's start-up code: stand-ins it calls are recorded as the start-up's."""
+        usage = self.report.usage
+        phase, usage.phase = usage.phase, "start-up"
+        try:
+            yield
+        finally:
+            usage.phase = phase
+
     @property
     def scratch(self) -> str:
         """A private folder for this block's files (removed on exit)."""

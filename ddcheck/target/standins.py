@@ -30,14 +30,17 @@ class Usage:
     decorators: list[tuple[str, str]] = field(default_factory=list)
     modules: list[str] = field(default_factory=list)
     where: Callable[[], str] = lambda: "?"
-    phase: str = "run"  # "import" while a tree module's own code runs at import
+    # "import" while a tree module's own code runs at import, "start-up" while the tree's start-up
+    # code runs (its ServerArgs, its process groups): calls then are not the run's
+    phase: str = "run"
     import_calls: int = 0
+    startup_calls: list[tuple[str, str]] = field(default_factory=list)
 
     def called(self, name: str) -> None:
         if self.phase == "import":  # a registry filled at import (AutoConfig.register): not the run's
             self.import_calls += 1
             return
-        self.calls.append((name, self.where()))
+        (self.startup_calls if self.phase == "start-up" else self.calls).append((name, self.where()))
 
     def run_calls(self) -> list[tuple[str, str]]:
         return self.calls
