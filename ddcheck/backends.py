@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ddcheck.contract import Term
-
-ATTENTION = "sglang.srt.layers.attention"
+from ddcheck.target.names import ATTENTION_PACKAGE as ATTENTION
 
 # The leading parameters of each flashinfer wrapper's ``plan`` (``begin_forward`` is its old name), as
 # flashinfer documents them; sglang passes them by position (0.5.10 flashinfer_backend.py:1493). Its

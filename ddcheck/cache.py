@@ -11,19 +11,23 @@ stamp changed at all, the content key computed last time is found under a key of
 apart (``scan/sources/``). Entries are JSON (a cache restored from elsewhere can hold data, never
 code), validated on load (a corrupt entry is a miss and is rewritten), and at most ``MAX_ENTRIES``
 of each kind are kept.
+
+Layering: this module stands above :mod:`ddcheck.rules` and :mod:`ddcheck.suppressions` (a cached
+result is read back into their findings and comments), and neither imports it. The rule definitions
+are kept by :mod:`ddcheck.rules`, which owns them, through :func:`ddcheck.files.kept`; files are
+written through :func:`ddcheck.files.write_json`.
 """
 
 from __future__ import annotations
 
 import json
 import marshal
-import os
 import re
 import sys
-from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
+from .files import stamps_digest, write_json
 from .sources import SourceTree, blake2b, cache_dir, content_hash, lazy_zipfile
 
 VERSION = 7  # 7: only the quoted lines of the sources
@@ -41,39 +45,6 @@ def code_digest() -> str:
     package = Path(__file__).resolve().parent
     rules = rules_dir().resolve()
     return stamps_digest([package] if rules.is_relative_to(package) else [package, rules])
-
-
-def stamps_digest(roots: list[Path]) -> str:
-    """A digest of the path and stat stamp of every ``.py`` and ``.toml`` file under ``roots`` (a root
-    that is a file stands for itself)."""
-    h = blake2b(digest_size=16)
-    for root in roots:
-        h.update(f"{root}\n".encode())
-        for rel, st in sorted(_walk(str(root), "") if root.is_dir() else _stat(root)):
-            h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\n".encode())
-    return h.hexdigest()
-
-
-def _stat(path: Path):
-    try:
-        yield "", path.stat()
-    except OSError:  # gone: not in the digest
-        return
-
-
-def _walk(folder: str, rel: str):
-    """(relpath, stat) of the code and rule files under ``folder`` (not the bytecode caches)."""
-    try:
-        with os.scandir(folder) as listing:
-            entries = list(listing)
-    except OSError:  # gone: its files are simply not in the digest
-        return
-    for e in entries:
-        if e.is_dir(follow_symlinks=False):
-            if e.name != "__pycache__":
-                yield from _walk(e.path, f"{rel}{e.name}/")
-        elif e.name.endswith((".py", ".toml")):
-            yield f"{rel}{e.name}", e.stat()
 
 
 def key(trees: list[SourceTree], settings_json: str) -> str | None:
@@ -152,20 +123,6 @@ class _Alias:
 
     def store(self, k: str) -> None:
         _write(self.path, k)
-
-
-def kept(name: str, sources: list[Path], make: Callable[[], object], read: Callable[[object], object]):
-    """``read(make())``, where ``make()`` is a JSON value that depends only on the files at or under
-    ``sources``: kept under the digest of their stamps (``scan/code/``), and made again where what is
-    kept does not read (``read`` raises for a value that does not fit)."""
-    path = cache_dir() / "scan" / "code" / f"{name}-{stamps_digest(sources)}.json"
-    try:
-        return read(json.loads(path.read_bytes()))
-    except Exception:  # noqa: BLE001 - missing, corrupt or not fit to read: made again
-        pass
-    value = make()
-    _write(path, value)
-    return read(value)
 
 
 KEY_RE = re.compile(r"[0-9a-f]{40}")
@@ -259,24 +216,6 @@ def store(k: str, result) -> None:
 
 
 def _write(path: Path, value) -> bool:
-    """``value`` as JSON at ``path``, whole or not at all (through a temporary file), then the
-    folder pruned; False where it could not be written (a read-only cache only costs speed)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(value), encoding="utf-8")
-        os.replace(tmp, path)
-        _prune(path.parent)
-    except (OSError, TypeError, ValueError):
-        return False
-    return True
-
-
-def _prune(folder: Path) -> None:
-    """Keep the newest ``MAX_ENTRIES`` entries (and no pickles of older versions)."""
-    entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in entries[MAX_ENTRIES:] + list(folder.glob("*.pickle")):
-        try:
-            old.unlink()
-        except OSError:
-            pass
+    """``value`` as JSON at ``path``, whole or not at all, then the folder pruned to ``MAX_ENTRIES``;
+    False where it could not be written (a read-only cache only costs speed)."""
+    return write_json(path, value, keep=MAX_ENTRIES)

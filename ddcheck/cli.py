@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import List, Optional
 
 # scan_command first: it sets the environment pydantic (loaded by typer) reads
+from .errors import EXIT_INTERRUPTED, EXIT_USAGE
 from .findings import Severity
 from .scan_command import UsageError, console, internal_failure, resolve_settings, scan_command, usage_failure
 
@@ -134,7 +135,7 @@ def _launch_widths(target: str, launch: str):
     """(budget, C, capture width, server_args values) of a launch command against ``target``."""
     import shlex
 
-    from .launch.api import UsageError, _jsonable, check_launch
+    from .launch.api import _jsonable, check_launch
 
     try:
         report = check_launch(shlex.split(launch), sglang=target)
@@ -167,14 +168,21 @@ def config(
     Example: [bold]ddcheck config --sglang sglang==0.5.16 -- python -m sglang.launch_server --model-path M
     --speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 16[/bold]
     """
+    from functools import partial
+
     from .launch import config_main
 
     if fmt not in ("text", "json"):
         raise UsageError("--format must be text or json")
+    run = None
+    if smoke:  # the launch, run: composed here, above both `config` and `smoke`
+        from .config_smoke import launch_smoke
+
+        run = partial(launch_smoke, device=device)
     raise typer.Exit(config_main(list(ctx.args), file=str(file) if file else None, sglang=sglang, fmt=fmt,
                                  draft_config=str(draft_config) if draft_config else None,
                                  model_config=str(model_config) if model_config else None, gpu=gpu,
-                                 smoke=smoke, device=device))
+                                 smoke=run))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -251,7 +259,7 @@ def main() -> None:
     except SystemExit:
         raise
     except (KeyboardInterrupt, typer.Abort):
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 - the last line of defence for scripts
         try:  # typer >= 0.2x vendors click as typer._click; older typers use click itself
             from typer._click.exceptions import ClickException
@@ -260,7 +268,7 @@ def main() -> None:
 
         if isinstance(exc, ClickException):
             exc.show()
-            sys.exit(2)
+            sys.exit(EXIT_USAGE)
         sys.exit(internal_failure(exc))
 
 

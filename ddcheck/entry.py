@@ -104,13 +104,14 @@ def _exit(code: int) -> None:
 
 
 def _run_scan(kw: dict) -> int:
-    from .scan_command import UsageError, internal_failure, scan_command, usage_failure
+    from .errors import EXIT_INTERRUPTED, UsageError
+    from .scan_command import internal_failure, scan_command, usage_failure
 
     try:
         return scan_command(**kw)
     except UsageError as exc:
         return usage_failure(exc)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the last line of defence for scripts, as in ddcheck.cli
         return internal_failure(exc)

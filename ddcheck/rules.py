@@ -1,4 +1,9 @@
-"""Rule metadata, read from the declarative definitions under ``rules/`` (shipped as ``ddcheck._rules``)."""
+"""Rule metadata, read from the declarative definitions under ``rules/`` (shipped as ``ddcheck._rules``).
+
+This module owns the rule definitions, and keeps them read as JSON (:func:`all_rules`, through
+:func:`ddcheck.files.kept`). It imports only the ground floor (:mod:`ddcheck.findings`,
+:mod:`ddcheck.files`): :mod:`ddcheck.suppressions` and :mod:`ddcheck.cache` stand above it.
+"""
 
 from __future__ import annotations
 
@@ -62,9 +67,9 @@ def rules_dir() -> Path:
 @lru_cache(maxsize=1)
 def all_rules() -> dict[str, Rule]:
     """Every rule by id. The definitions are read from TOML once and kept as JSON in the cache folder
-    (:func:`ddcheck.cache.kept`), under the stamps of what they are made from: the rule folders and this
+    (:func:`ddcheck.files.kept`), under the stamps of what they are made from: the rule folders and this
     module (which reads them). So a scan does not load the TOML reader, nor stat the rest of ddcheck."""
-    from .cache import kept
+    from .files import kept
 
     return kept("rules", [rules_dir(), Path(__file__)], _definitions, _read)
 

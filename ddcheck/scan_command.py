@@ -9,15 +9,12 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from .errors import EXIT_USAGE, UsageError
 from .findings import Severity
 
 # No command uses pydantic plugins; looking them up costs a sixth of a cache-hit scan. Set here, the
 # module both entry points load before pydantic.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-
-
-class UsageError(Exception):
-    """Usage error: printed without a traceback, exit code 2."""
 
 
 # rich is loaded when something is printed through it, not for a JSON scan or a cache hit.
@@ -36,7 +33,7 @@ def escape(text: str) -> str:
 
 def usage_failure(exc: UsageError) -> int:
     console(stderr=True).print(f"[bold red]ddcheck:[/bold red] {escape(str(exc))}")
-    return 2
+    return EXIT_USAGE
 
 
 def internal_failure(exc: Exception) -> int:
@@ -45,7 +42,7 @@ def internal_failure(exc: Exception) -> int:
         raise exc
     console(stderr=True).print(f"[bold red]ddcheck: internal error:[/bold red] {type(exc).__name__}: {exc} "
                                f"(set DDCHECK_DEBUG=1 for a traceback)")
-    return 2
+    return EXIT_USAGE
 
 
 def resolve_settings(target: str | None, config: Path | None, select, ignore, fail_on):

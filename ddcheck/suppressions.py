@@ -1,4 +1,8 @@
-"""``# ddcheck: ignore[DD001] reason`` comments: which findings they silence, and which are broken or stale."""
+"""``# ddcheck: ignore[DD001] reason`` comments: which findings they silence, and which are broken or stale.
+
+Stands above :mod:`ddcheck.rules` (which owns the rule definitions: the ids a comment may name, the
+severity of DD100/DD101) and below :mod:`ddcheck.cache`, which stores the parsed comments.
+"""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ddcheck.api import scan
+from ddcheck.config_smoke import launch_smoke
 from ddcheck.launch import check_launch
 from ddcheck.settings import Settings
 from ddcheck.sources import open_target
@@ -280,15 +281,15 @@ def test_fix_repairs_the_launch_that_was_corrupt(fork_dir, tmp_path):
 
 def test_config_smoke_runs_the_launch_at_its_c_and_w(fork):
     """`ddcheck config --smoke`: the launch, run from the tree with its worker's verify-input class."""
-    bad = check_launch(ddtree(3, "triton", False), tree=fork("hz"), smoke=True)
+    bad = check_launch(ddtree(3, "triton", False), tree=fork("hz"), smoke=launch_smoke)
     f = next(f for f in bad.findings if f.id == "launch-smoke")
     assert (f.level, f.consequence.value) == ("error", "CORRUPT")
     assert "DFlashVerifyInput (sglang/srt/speculative/ddtree_worker.py:142)" in f.message
-    good = check_launch(DBG_DDTREE, tree=fork("dbg"), smoke=True)
+    good = check_launch(DBG_DDTREE, tree=fork("dbg"), smoke=launch_smoke)
     g = next(f for f in good.findings if f.id == "launch-smoke")
     assert g.level == "info" and "DFlashVerifyInput (sglang/srt/speculative/dflash_worker.py:999)" in g.message
     assert "an instance of DFlashVerifyInput" in g.message  # dflash_info.py run from the fork
-    other = check_launch(ddtree(16, "fa3", False), tree=fork("hz"), smoke=True)
+    other = check_launch(ddtree(16, "fa3", False), tree=fork("hz"), smoke=launch_smoke)
     assert "triton backend only" in next(f for f in other.findings if f.id == "launch-smoke").message
 
 

@@ -18,11 +18,12 @@ from .modes import FORWARD_MODE_CLASS, FORWARD_MODE_MODULE
 from .module import ModuleModel, Outline, SourceError, decode, parse_class
 from .names import NameIndex, Part
 from .vocabulary import Vocabulary
+from ..target.names import NUM_TOKENS_PER_REQ, SPECULATIVE_NUM_DRAFT_TOKENS
 
 # Subclasses read `self.num_draft_tokens` that a base class in another module set from C.
-INHERITED_C_ATTRS = frozenset({"num_draft_tokens", "speculative_num_draft_tokens"})
+INHERITED_C_ATTRS = frozenset({"num_draft_tokens", SPECULATIVE_NUM_DRAFT_TOKENS})
 # The verify inputs carry `num_tokens_per_req` (default -1) on the SpecInput base from 0.5.16 on.
-WIDTH_FIELD_RE = re.compile(rb"^\s+num_tokens_per_req\s*:\s*int\s*=", re.M)
+WIDTH_FIELD_RE = re.compile(rb"^\s+" + NUM_TOKENS_PER_REQ.encode() + rb"\s*:\s*int\s*=", re.M)
 # A tree drafter's budget among the ServerArgs fields (`speculative_ddtree_budget: Optional[int] = None`).
 BUDGET_FIELD_RE = re.compile(rb"^    (speculative_\w*tree_budget)\s*:\s*(?:Optional\[int\]|int)", re.M)
 

@@ -20,8 +20,8 @@ from .module import ClassFacts, FunctionInfo, ModuleModel, Outline, names_a_budg
 from .verify_path import FunctionPass, Site
 from . import edits as E
 from .vocabulary import FIX_LOCAL as LOCAL, FIX_PARAMETER as THREADED, WIDTH_WORDS, Vocabulary
+from ..target.names import DRAFT_TOKEN_NUM, VERIFY_MARKERS as VERIFY_TEXT
 
-VERIFY_TEXT = ("target_verify", "TARGET_VERIFY")
 STARTUP_SIZE = "adds C to the start-up size"
 RESOLVER_WHAT = "returned by a width resolver for the verify inputs it does not read W from"
 # The analysis finds kinds of hazard; a rule (rules/<ID>/rule.toml) owns each kind's id and severity.
@@ -96,7 +96,7 @@ class Engine:
 
     vocab: Vocabulary
     load_module: Callable[..., ModuleModel | None]  # (dotted module name, needs_c=False) -> model (lazy)
-    width_api: str = "draft_token_num"  # or "num_tokens_per_req", read from the target tree
+    width_api: str = DRAFT_TOKEN_NUM  # or NUM_TOKENS_PER_REQ, read from the target tree
     inherited_c_attrs: frozenset[str] = frozenset()
     reported: dict[tuple, Reported] = field(default_factory=dict)
     _memo: dict[tuple, dict[str, list[ParamUse]]] = field(default_factory=dict)

@@ -12,15 +12,13 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from ..target.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE, FORWARD_MODE as FORWARD_MODE_CLASS, IS_TARGET_VERIFY
+from ..target.names import TARGET_VERIFY as VERIFY_MEMBER
 from .exprs import dotted
-
-VERIFY_MEMBER = "TARGET_VERIFY"
-FORWARD_MODE_MODULE = "sglang.srt.model_executor.forward_batch_info"
-FORWARD_MODE_CLASS = "ForwardMode"
 
 # Upstream SGLang's predicates, for targets without their own ForwardMode.
 DEFAULT_COVERS: dict[str, bool] = {
-    "is_target_verify": True, "is_extend": True, "is_prefill": True, "is_cuda_graph": True,
+    IS_TARGET_VERIFY: True, "is_extend": True, "is_prefill": True, "is_cuda_graph": True,
     "is_decode": False, "is_idle": False, "is_decode_or_idle": False, "is_mixed": False,
     "is_draft_extend": False, "is_draft_extend_v2": False, "is_extend_or_draft_extend_or_mixed": False,
     "is_split_prefill": False, "is_prebuilt": False, "is_dllm_extend": False, "is_cpu_graph": False,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from .. import suppressions
 from ..sources import SourceTree
+from ..target.names import VERIFY_MARKERS
 from .module import SourceError, check_decodes, decode, parse_source
 from .names import Part, index_into
 from .vocabulary import Vocabulary
@@ -18,11 +19,11 @@ from .vocabulary import Vocabulary
 # A file can start a verify path only if its code tests for it or names a function for it (a
 # comment does neither); helper modules reached from such a file are loaded on demand whatever they
 # contain.
-VERIFY_MARKERS = (b"target_verify", b"TARGET_VERIFY")
+VERIFY_MARKER_BYTES = tuple(m.encode() for m in VERIFY_MARKERS)
 
 
 def _markers(vocab: Vocabulary) -> tuple[bytes, ...]:
-    return tuple(dict.fromkeys(VERIFY_MARKERS + tuple(m.encode() for m in vocab.verify_function_markers)))
+    return tuple(dict.fromkeys(VERIFY_MARKER_BYTES + tuple(m.encode() for m in vocab.verify_function_markers)))
 
 
 def in_code(data: bytes, words: tuple[bytes, ...]) -> bool:

@@ -9,14 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-# Attribute names whose value *is* the start-up width C, whatever object they hang off.
-C_SOURCE_ATTRS = frozenset({"speculative_num_draft_tokens"})
-
-# Attribute names that carry the per-step width W of the verify input.
-PER_STEP_ATTRS = frozenset({"draft_token_num", "num_tokens_per_req"})
-
-# The verify input's width fields, newest first (what the guard and smoke read W from).
-WIDTH_FIELDS = ("num_tokens_per_req", "draft_token_num")
+# SGLang's names (ddcheck.target.names): attribute names whose value *is* the start-up width C,
+# whatever object they hang off; attribute names that carry the per-step width W of the verify input;
+# its width fields, newest first (what the guard and smoke read W from); functions whose whole body is
+# the verify path.
+from ..target.names import (C_SOURCE_ATTRS, NUM_TOKENS_PER_REQ, PER_STEP_ATTRS, TARGET_VERIFY,
+                            VERIFY_FUNCTION_MARKERS, WIDTH_FIELDS)
 
 # Words that name a width in an identifier (a `num_draft_tokens=None` parameter, an attribute named
 # `target_verify_num_draft_tokens`).
@@ -24,18 +22,15 @@ WIDTH_WORDS = ("draft_token", "num_tokens", "tokens_per_req", "width", "q_len", 
 
 # Names a fix writes: the local bound to W at the top of a verify block, and the parameter through
 # which a helper receives W from its callers.
-FIX_LOCAL = "num_tokens_per_req"
+FIX_LOCAL = NUM_TOKENS_PER_REQ
 FIX_PARAMETER = "verify_width"
 
 # Calls whose result is per-step (helpers that read W from the verify input).
-PER_STEP_CALL_MARKERS = ("num_tokens_per_req", "draft_token_num")
+PER_STEP_CALL_MARKERS = WIDTH_FIELDS
 
 # Forward-mode predicates; a function that tests any of them decides its own verify path.
 MODE_PREDICATE_PREFIX = "is_"
-VERIFY_ENUM_MEMBERS = frozenset({"TARGET_VERIFY"})
-
-# Functions whose whole body is the verify path.
-VERIFY_FUNCTION_MARKERS = ("target_verify",)
+VERIFY_ENUM_MEMBERS = frozenset({TARGET_VERIFY})
 
 # Names assigned an upper bound (wrong only when W > C).
 UPPER_BOUND_NAMES = frozenset({"max_seq_len_k", "max_seqlen_k", "max_kv_len", "max_seq_len_kv"})

@@ -8,13 +8,13 @@ from __future__ import annotations
 import difflib
 import os
 import stat
-import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from ..analysis.module import decode
+from ..files import replace
 from ..findings import Edit, Finding, FixSafety, ScanResult, Severity
 from ..settings import Settings
 from ..sources import SourceTree, TargetError, open_target
@@ -184,28 +184,20 @@ def _err(path: str, message: str):
 
 
 def write_atomic(path: Path, data: bytes, expected_before: bytes | None) -> None:
-    """Replace ``path`` with ``data`` via a temp file + rename, keeping its mode; refuses when the
-    file changed on disk since it was read (checked again just before the rename). A symlink is
-    followed: its target is fixed in place and the link stays a link."""
+    """Replace ``path`` with ``data`` via a temp file + rename (:func:`ddcheck.files.replace`, fsynced),
+    keeping its mode; refuses when the file changed on disk since it was read (checked again just before
+    the rename). A symlink is followed: its target is fixed in place and the link stays a link."""
     path = Path(os.path.realpath(path))
     if expected_before is not None and path.read_bytes() != expected_before:
         raise FixError(f"{path} changed on disk since it was read; not written")
     st = path.stat() if path.exists() else None
     mode = stat.S_IMODE(st.st_mode) if st else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".ddcheck-tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
+
+    def unchanged() -> None:
         if expected_before is not None and (path.read_bytes() != expected_before or _identity(path) != _identity_of(st)):
             raise FixError(f"{path} changed on disk while it was being fixed; not written")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+
+    replace(path, data, mode=mode, durable=True, before_rename=unchanged)
 
 
 def _identity(path: Path) -> tuple:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from ddcheck import backends
-from ddcheck.analysis.vocabulary import WIDTH_FIELDS
 from ddcheck.contract import VerifyLayout, Violation, check
+from ddcheck.target.names import WIDTH_FIELDS
 
 
 class GuardViolation(RuntimeError):

@@ -24,11 +24,10 @@ from typing import Any
 from ddcheck import backends
 from ddcheck.contract import Violation, check
 from ddcheck.guard import GuardViolation, layout_of
+from ddcheck.target.names import (ATTENTION_PACKAGE, CAPTURE_CUDA_GRAPH as OLD_CAPTURE, INIT_FORWARD_METADATA as EAGER,
+                                  OUT_GRAPH, REPLAY_CUDA_GRAPH as OLD_REPLAY)
 
-PREFIX = "sglang.srt.layers.attention."
-EAGER = "init_forward_metadata"
-OLD_CAPTURE, OLD_REPLAY = "init_forward_metadata_capture_cuda_graph", "init_forward_metadata_replay_cuda_graph"
-OUT_GRAPH = "init_forward_metadata_out_graph"
+PREFIX = ATTENTION_PACKAGE + "."
 # Check the first FIRST verify steps of each (backend, path), then every EVERY-th. One check costs
 # 0.08-0.19 ms on an H200 (docs/guard-overhead-h200.txt, bench/guard_overhead.py), 0.1-0.8% of a
 # 32-layer attention-only verify step: every 16th keeps it near 0.05% at worst while a bad path is

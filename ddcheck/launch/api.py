@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 
+from ddcheck.errors import UsageError
 from ddcheck.launch.checks import ALL_CHECKS, Consequence, ConfigFinding, check_startup, tree_run_findings
 from ddcheck.launch.evidence import scan_errors
 from ddcheck.launch.flags import ParseError, flag_table, merge_config_file, parse
@@ -20,10 +22,6 @@ from ddcheck.launch.worker import graph_capture, verify_inputs
 from ddcheck.sources import SourceTree, TargetError, installed_sglang, open_target
 
 _LAUNCHERS = re.compile(r"(^|[./])launch_server(\.py)?$|^serve$")
-
-
-class UsageError(Exception):
-    """Bad invocation of ddcheck itself (exit 2)."""
 
 
 def server_argv(argv: list[str]) -> list[str]:
@@ -65,14 +63,15 @@ def open_sglang(sglang: str | None) -> SourceTree:
 
 def check_launch(argv: list[str], sglang: str | None = None, file: str | None = None,
                  tree: SourceTree | None = None, draft_config: str | None = None,
-                 model_config: str | None = None, gpu: str = "nvidia", smoke: bool = False,
-                 device: str = "cpu") -> Report:
+                 model_config: str | None = None, gpu: str = "nvidia",
+                 smoke: Callable[[SpecSettings, SourceTree], ConfigFinding] | None = None) -> Report:
     """Check a launch (``argv`` as the script runs it, and/or an SGLang ``--config`` YAML ``file``)
     against the target SGLang (installed by default; ``sglang`` = path, wheel or ``sglang==VER``).
     ``draft_config``/``model_config``: the models' ``config.json`` (file or directory), for the
     values the tree's start-up code reads from them; ``gpu``: the serving machine's kind.
-    ``smoke``: also run the launch's verify path from the tree at exactly its C and W
-    (``ddcheck smoke``, triton backend; ``device`` cpu or cuda)."""
+    ``smoke``: also run the launch's verify path from the tree at exactly its C and W, and report
+    what it finds (:func:`ddcheck.config_smoke.launch_smoke`, a floor above both this package and
+    ``ddcheck.smoke``: ``config --smoke``)."""
     if gpu not in GPUS:
         raise UsageError(f"--gpu must be one of {', '.join(GPUS)}")
     try:
@@ -142,40 +141,11 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
         report.findings.extend(check(s, tree))
     if any(f.id == "verify-width" for f in report.findings):
         report.scan_engine = scan_errors(tree, [])[1]
-    if smoke:
-        report.findings.append(launch_smoke(s, tree, device))
+    if smoke is not None:
+        report.findings.append(smoke(s, tree))
     rank = {"error": 0, "warning": 1, "info": 2}
     report.findings.sort(key=lambda f: rank.get(f.level, 3))  # what stops the launch first; stable otherwise
     return report
-
-
-def launch_smoke(s: SpecSettings, tree: SourceTree, device: str) -> ConfigFinding:
-    """The launch, run: the tree's triton verify path at the launch's C and W, with the verify-input
-    class its worker builds, captured at the width its graph runner captures with."""
-    from ddcheck.launch.checks import _f
-    from ddcheck.smoke import run_smoke
-
-    W, C = s.verify_width, s.num_draft_tokens
-    if s.verify_backend != "triton" or W is None or C is None:
-        why = "W or C is not known" if W is None or C is None else \
-            f"ddcheck smoke runs the triton backend only; {s.verify_backend or 'the automatic choice'} is judged statically"
-        return _f("launch-smoke", Consequence.PERF, f"not run: {why}", level="info")
-    values = {k: v for k, v in s.values.items() if _jsonable(v)} if s.values else None
-    r = run_smoke(tree.label, budget=W - 1, num_draft_tokens=C, device=device, allow_out_of_bounds=True,
-                  graph_capture_width="W" if s.cuda_graph and s.capture_width == W else "C", launch=values)
-    inputs = r.verify_inputs.get(f"W={W} C={C}")
-    if inputs is None:
-        inputs = "ddcheck's stand-in verify input"
-    else:
-        inputs = ("an instance of " if inputs.split()[0] in r.verify_input_instances
-                  else "a stand-in with the fields of ") + inputs
-    if r.exit_code == 1:
-        return _f("launch-smoke", Consequence.CORRUPT, f"the tree's triton verify path at C={C}, W={W} ({inputs}) "
-                  f"gives wrong attention: {r.verdict}", "see verify-width; `ddcheck fix` the tree, or make W == C")
-    if r.exit_code == 2:
-        return _f("launch-smoke", Consequence.PERF, f"could not run: {r.verdict}", level="warning")
-    return _f("launch-smoke", Consequence.PERF, f"the tree's triton verify path at C={C}, W={W} ({inputs}) is right "
-              f"on every path run: {r.verdict}", level="info")
 
 
 def _jsonable(v) -> bool:
@@ -230,7 +200,7 @@ def _apply(s: SpecSettings, run: TreeRun, tree: SourceTree) -> None:
 
 def config_main(argv: list[str], file: str | None = None, sglang: str | None = None, fmt: str = "text",
                 draft_config: str | None = None, model_config: str | None = None, gpu: str = "nvidia",
-                smoke: bool = False, device: str = "cpu") -> int:
+                smoke: Callable[[SpecSettings, SourceTree], ConfigFinding] | None = None) -> int:
     """CLI body: prints the report (rich text or JSON); 0 clean, 1 error findings, 2 usage."""
     if fmt not in ("text", "json"):
         print(f"ddcheck config: unknown format {fmt!r} (text|json)", file=sys.stderr)
@@ -243,7 +213,7 @@ def config_main(argv: list[str], file: str | None = None, sglang: str | None = N
         return 2
     try:
         report = check_launch(argv, sglang=sglang, file=file, draft_config=draft_config, model_config=model_config,
-                              gpu=gpu, smoke=smoke, device=device)
+                              gpu=gpu, smoke=smoke)
     except UsageError as exc:
         print(f"ddcheck config: {exc}", file=sys.stderr)
         return 2

@@ -19,10 +19,11 @@ import operator
 from dataclasses import dataclass
 from typing import Any
 
+from ddcheck.target.names import SERVER_ARGS_GETTERS, SPEC_INFO_MODULE
+
 UNKNOWN = object()
 _FELL_THROUGH = object()
 MAX_CALL_DEPTH = 8
-SERVER_ARGS_GETTERS = ("get_server_args", "get_global_server_args")
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ class World:
     def __init__(self, mods: TreeModules, algorithm: str | None):
         self.mods, self.algorithm = mods, algorithm
         self.algo_methods: dict[str, ast.FunctionDef] = {}
-        self.algo_module = "sglang.srt.speculative.spec_info"
+        self.algo_module = SPEC_INFO_MODULE
         hit = mods.find_class("SpeculativeAlgorithm", self.algo_module)
         if hit is not None:
             self.algo_methods = {f.name: f for f in hit[1].body if isinstance(f, ast.FunctionDef)}

@@ -23,12 +23,13 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from ddcheck.files import replace
 from ddcheck.sources import SourceTree, cache_dir, content_hash, read_regular
+from ddcheck.target.names import SERVER_ARGS_FILE, SPEC_INFO_FILE as SPEC_INFO
 
 TABLE_VERSION = 3  # bump when extraction changes, to invalidate cached tables
-FIELD_SOURCES = ("sglang/srt/server_args.py",)
-CHOICE_SOURCES = ("sglang/srt/server_args.py", "sglang/srt/arg_groups/choices.py")
-SPEC_INFO = "sglang/srt/speculative/spec_info.py"
+FIELD_SOURCES = (SERVER_ARGS_FILE,)
+CHOICE_SOURCES = (SERVER_ARGS_FILE, "sglang/srt/arg_groups/choices.py")
 CONFIG_MERGER = "sglang/srt/utils/server_args_config_parser.py"
 
 
@@ -316,7 +317,7 @@ def _algorithms(tree: SourceTree, flags: list[FlagSpec]) -> tuple[list[str] | No
 def extract(tree: SourceTree) -> FlagTable:
     files = _field_files(tree)
     if not files:
-        raise LookupError(f"{tree.label}: no sglang/srt/server_args.py; is this an SGLang tree?")
+        raise LookupError(f"{tree.label}: no {SERVER_ARGS_FILE}; is this an SGLang tree?")
     mods = [(f.relpath, _parse(f)) for f in files]
     choice_mods = [_parse(f) for f in (tree.find(s) for s in CHOICE_SOURCES) if f is not None]
     consts = _module_consts(choice_mods + [m for _, m in mods])
@@ -335,7 +336,7 @@ def extract(tree: SourceTree) -> FlagTable:
             seen.update(opts)
             unique.append(f.model_copy(update={"options": opts}))
     algos, restricted = _algorithms(tree, unique)
-    text = tree.read_text("sglang/srt/server_args.py") or ""
+    text = tree.read_text(SERVER_ARGS_FILE) or ""
     return FlagTable(release=release_of(tree), flags=unique, algorithms=algos, algorithm_choices=restricted,
                      supports_config_file=any("--config" in f.options for f in unique) and "ConfigArgumentMerger" in text,
                      field_defaults={k: v for k, v in defaults.items() if _jsonable(v)})
@@ -369,9 +370,7 @@ def flag_table(tree: SourceTree) -> FlagTable:
     table = extract(tree)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(table.model_dump_json())
-        tmp.replace(path)
+        replace(path, table.model_dump_json().encode("utf-8"))
     except OSError:
         pass
     return table

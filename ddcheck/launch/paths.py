@@ -22,12 +22,10 @@ from ddcheck.findings import Finding
 from ddcheck.launch.evaluate import UNKNOWN, Evaluator, guards_to, statements_before, tree_class
 from ddcheck.launch.inputs import inline_helper, input_truth
 from ddcheck.sources import SourceTree
+from ddcheck.target.names import (EAGER_ENTRY_POINTS as EAGER, FORWARD_BATCH_CLASS, FORWARD_BATCH_FILE,
+                                  FORWARD_METHODS as FORWARD, GRAPH_ENTRY_POINTS as GRAPH,
+                                  NEW_EAGER_ENTRY_POINTS as NEW_EAGER)
 
-EAGER = ("init_forward_metadata",)
-NEW_EAGER = ("init_forward_metadata_out_graph", "init_forward_metadata_in_graph")  # base calls them eagerly
-GRAPH = ("init_forward_metadata_capture_cuda_graph", "init_forward_metadata_replay_cuda_graph",
-         "init_forward_metadata_out_graph", "init_forward_metadata_in_graph", "init_cuda_graph_state")
-FORWARD = ("forward_extend", "forward", "forward_decode")
 RANK = {"never": 0, "conditional": 1, "reached": 2}
 
 
@@ -93,7 +91,7 @@ class _LaunchEval(Evaluator):
 
 def batch_fields(tree: SourceTree) -> set[str]:
     """The fields of the tree's ``ForwardBatch`` (for ``hasattr(forward_batch, ...)`` tests)."""
-    cls = tree_class(tree, "sglang/srt/model_executor/forward_batch_info.py", "ForwardBatch")
+    cls = tree_class(tree, FORWARD_BATCH_FILE, FORWARD_BATCH_CLASS)
     return {i.target.id for i in (cls.body if cls else []) if isinstance(i, ast.AnnAssign)
             and isinstance(i.target, ast.Name)}
 

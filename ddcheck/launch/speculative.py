@@ -14,9 +14,7 @@ import json
 from pydantic import BaseModel, Field
 
 from ddcheck.launch.flags import FlagTable
-
-EAGLE_FAMILY = {"EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP"}
-BLOCK_ALGOS = {"DFLASH", "DDTREE"}
+from ddcheck.target.names import BLOCK_ALGORITHMS as BLOCK_ALGOS, EAGLE_FAMILY
 
 
 class SpecSettings(BaseModel):

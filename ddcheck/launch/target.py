@@ -13,12 +13,9 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from ddcheck.sources import SourceTree
+from ddcheck.target.names import (ALGORITHMS, ATTENTION_REGISTRY_FILE as REGISTRY, EAGLE_FAMILY,
+                                  REGISTRY_FUNCTION_HINTS as _FUNC_HINTS, SERVER_ARGS_FILE, SPEC_INFO_FILE)
 
-ALGORITHMS = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "FROZEN_KV_MTP", "DSPARK", "UNO", "DDTREE"}
-EAGLE_FAMILY = {"EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP"}
-REGISTRY = "sglang/srt/layers/attention/attention_registry.py"
-_FUNC_HINTS = {"ngram": {"NGRAM"}, "eagle": EAGLE_FAMILY, "dflash": {"DFLASH"}, "dspark": {"DSPARK"},
-               "ddtree": {"DDTREE"}, "standalone": {"STANDALONE"}, "uno": {"UNO"}}
 
 
 class Evidence(BaseModel):
@@ -49,7 +46,7 @@ class Guard:
 def _startup_files(tree: SourceTree):
     for f in tree.files:
         rel = f.relpath
-        if rel.endswith("sglang/srt/server_args.py") or rel.endswith("sglang/srt/speculative/spec_info.py") or (
+        if rel.endswith(SERVER_ARGS_FILE) or rel.endswith(SPEC_INFO_FILE) or (
                 "sglang/srt/arg_groups/" in rel and "/fields/" not in rel and rel.endswith(".py")):
             yield f
 

@@ -49,11 +49,10 @@ from typing import Any
 
 from ddcheck.launch.evaluate import tree_class
 from ddcheck.sources import SourceTree
+from ddcheck.target.names import HANDLER_METHOD_NAMES as METHOD_NAMES, HANDLER_NAMES, SERVER_ARGS_FILE
 from ddcheck.target.runtime import Platform, TreeRuntime
 from ddcheck.target.standins import StandInMeta, is_stand_in
 
-HANDLER_NAMES = ("handle_speculative_decoding",)
-METHOD_NAMES = ("_handle_speculative_decoding",)
 ENTRY_METHOD = "__post_init__"  # the start-up code of a release without a handler
 GPUS = ("nvidia", "amd", "npu", "xpu", "musa", "cpu")
 # The machine torch's probes answer for. npu/xpu/musa cannot be emulated through torch.cuda: their
@@ -719,7 +718,7 @@ def find_handler(tree: SourceTree) -> tuple[str, str, str] | None:
 
 
 def server_args_methods(tree: SourceTree) -> set[str]:
-    cls = tree_class(tree, "sglang/srt/server_args.py", "ServerArgs")
+    cls = tree_class(tree, SERVER_ARGS_FILE, "ServerArgs")
     return {n.name for n in cls.body if isinstance(n, ast.FunctionDef)} if cls else set()
 
 
@@ -727,7 +726,7 @@ def server_args_values(tree: SourceTree, ns: dict[str, Any], field_defaults: dic
     """What ``ServerArgs.from_cli_args`` builds: the fields' defaults, the parsed flags, and the
     renames it applies (``args.pp_size = args.pipeline_parallel_size``), read from the tree."""
     values = {**field_defaults, **ns}
-    f = tree.find("sglang/srt/server_args.py")
+    f = tree.find(SERVER_ARGS_FILE)
     mod = ast.parse(f.read_bytes()) if f is not None else ast.Module(body=[], type_ignores=[])
     for node in ast.walk(mod):
         if isinstance(node, ast.FunctionDef) and node.name == "from_cli_args":
@@ -862,7 +861,7 @@ class _NoStartup(Exception):
 
 def _tree_server_args(run: _Run, tree: SourceTree):
     """(module, ServerArgs class) of the tree, or (None, None) where it cannot be had here."""
-    rel = tree.find("sglang/srt/server_args.py")
+    rel = tree.find(SERVER_ARGS_FILE)
     if rel is None:
         return None, None
     name = rel.relpath[len(run.rt.tree.package_root("sglang") or "") :].lstrip("/")[:-3].replace("/", ".")

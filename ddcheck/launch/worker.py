@@ -18,8 +18,9 @@ from typing import Any
 
 from ddcheck.launch.evaluate import UNKNOWN, Evaluator, TreeModules, World, guards_to, statements_before
 from ddcheck.sources import SourceTree
+from ddcheck.target.names import (DRAFT_TOKEN_NUM, NUM_TOKENS_PER_REQ, SPEC_INFO_FILE as SPEC_INFO, SPEC_INFO_MODULE,
+                                  VERIFY_FUNCTION_MARKERS)
 
-SPEC_INFO = "sglang/srt/speculative/spec_info.py"
 
 
 @dataclass
@@ -71,7 +72,7 @@ class WorkerFacts:
 
 def worker_class(mods: TreeModules, algorithm: str) -> tuple[str, str] | None:
     """(class name, module) the tree's SpeculativeAlgorithm gives for ``algorithm``."""
-    hit = mods.module("sglang.srt.speculative.spec_info")
+    hit = mods.module(SPEC_INFO_MODULE)
     if hit is None:
         return None
     want = f"is_{algorithm.lower()}"
@@ -267,7 +268,7 @@ def _import_module_for(fn: ast.FunctionDef, name: str) -> str | None:
 
 # Names that mark the capture width in a graph runner's ``__init__``: upstream's
 # ``get_num_tokens_per_bs_for_target_verify``, newer ``decode_num_tokens_per_req``/``num_tokens_per_req``.
-CAPTURE_MARKS = ("target_verify", "num_tokens_per_req", "num_tokens_per_bs")
+CAPTURE_MARKS = (*VERIFY_FUNCTION_MARKERS, NUM_TOKENS_PER_REQ, "num_tokens_per_bs")
 RUNNER_DIR = "sglang/srt/model_executor/"
 
 
@@ -320,7 +321,7 @@ def graph_capture(tree: SourceTree, algorithm: str, values: dict[str, Any],
 
 GATE_METHODS = ("can_run", "can_run_graph")
 # What a batch's own width is read through in a runner's can_run.
-BATCH_WIDTH_MARKS = ("numel", "num_tokens_per_req", "draft_token_num", "runtime_num_tokens")
+BATCH_WIDTH_MARKS = ("numel", NUM_TOKENS_PER_REQ, DRAFT_TOKEN_NUM, "runtime_num_tokens")
 
 
 def _replay_gate(mods: TreeModules, cls: str, module: str, init_ev: Evaluator, attrs: list[str],

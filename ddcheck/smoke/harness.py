@@ -36,9 +36,8 @@ from ddcheck.smoke import fakes
 from ddcheck.smoke.batch import Shape, VerifyBatch, make_batch, reference
 from ddcheck.smoke.loader import HarnessError, SglangImporter
 from ddcheck.smoke.report import PathResult
-
-OLD_CAPTURE, OLD_REPLAY = "init_forward_metadata_capture_cuda_graph", "init_forward_metadata_replay_cuda_graph"
-OUT_GRAPH, IN_GRAPH = "init_forward_metadata_out_graph", "init_forward_metadata_in_graph"
+from ddcheck.target.names import (CAPTURE_CUDA_GRAPH as OLD_CAPTURE, IN_GRAPH, INIT_FORWARD_METADATA, OUT_GRAPH,
+                                  REPLAY_CUDA_GRAPH as OLD_REPLAY)
 
 
 @contextmanager
@@ -265,7 +264,7 @@ class Session:
         fb = fakes.forward_batch(batch, self.mode, spec, pool, self.trace)
         if path == "eager":
             backend.init_forward_metadata(fb)
-            entry = ["init_forward_metadata", "forward_extend"]
+            entry = [INIT_FORWARD_METADATA, "forward_extend"]
             md = backend.forward_metadata
         else:
             md, entry = self._capture_replay(backend, batch, fb, pool, capture_width)

@@ -36,10 +36,11 @@ from typing import Any, Callable
 
 from ddcheck.isolation import SwappedImports
 from ddcheck.sources import SourceTree
+from ddcheck.target.names import FORWARD_BATCH_FILE, FORWARD_BATCH_MODULE, FORWARD_MODE, PACKAGE, SERVER_ARGS_MODULE
 
 BACKEND_MODULE = "sglang.srt.layers.attention.triton_backend"  # the default backend
 BACKEND_RELPATH = "sglang/srt/layers/attention/triton_backend.py"
-NAMESPACES = ("sglang", "sgl_kernel", "flashinfer")
+NAMESPACES = (PACKAGE, "sgl_kernel", "flashinfer")
 
 # Modules executed from the tree. Kernel modules are matched by package so a release that adds a
 # helper module next to the kernels still loads it for real.
@@ -222,7 +223,7 @@ def _extract(tree: SourceTree, relpath: str, names: tuple[str, ...], env: dict[s
     return {n: ns[n] for n in names if n in ns}
 
 
-EXTRACTED = (("sglang/srt/model_executor/forward_batch_info.py", ("ForwardMode",)),
+EXTRACTED = ((FORWARD_BATCH_FILE, (FORWARD_MODE,)),
              ("sglang/srt/speculative/eagle_utils.py", ("TreeMaskMode", "default_tree_mask_mode")))
 # Globals for the extracted definitions. ``_is_cpu`` False: we emulate a GPU deployment, whose
 # Triton kernels read the FULL_MASK tree-mask layout.
@@ -395,7 +396,7 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
         "sglang.srt.utils": utils,
         "sglang.srt.utils.common": utils,
         "sgl_kernel.utils": {"is_arch_support_pdl": rec("sgl_kernel.is_arch_support_pdl", pdl)},
-        "sglang.srt.model_executor.forward_batch_info": forward_mode,
+        FORWARD_BATCH_MODULE: forward_mode,
         "sglang.srt.speculative.eagle_utils": tree_mask,
         "sglang.srt.runtime_context": {"get_spec": rec("runtime_context.get_spec", lambda: spec),
                                        "get_parallel": rec("runtime_context.get_parallel", lambda: parallel),
@@ -409,7 +410,7 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
                                                               lambda: global_args),
                                        "get_disagg": rec("runtime_context.get_disagg", lambda: disagg)},
         "sglang.srt.layers.dp_attention": {"get_attention_tp_size": const("dp_attention.get_attention_tp_size", 1)},
-        "sglang.srt.server_args": {"get_global_server_args": rec("server_args.get_global_server_args",
+        SERVER_ARGS_MODULE: {"get_global_server_args": rec("server_args.get_global_server_args",
                                                                  lambda: global_args)},
         "sglang.srt.configs.hybrid_arch": {n: const(f"hybrid_arch.{n}", None) for n in
                                            ("mambaish_config", "hybrid_gdn_config", "kimi_linear_config",
@@ -587,7 +588,7 @@ class SglangImporter(SwappedImports, importlib.abc.MetaPathFinder, importlib.abc
             raise HarnessError(f"importing {name} failed: {type(exc).__name__}: {exc}") from exc
 
     def forward_mode(self):
-        mode = self._provided and self._provided["sglang.srt.model_executor.forward_batch_info"].get("ForwardMode")
+        mode = self._provided and self._provided[FORWARD_BATCH_MODULE].get(FORWARD_MODE)
         if mode is None:
             raise HarnessError(f"{self.tree.label}: ForwardMode not found in forward_batch_info.py")
         return mode

@@ -1,7 +1,12 @@
-"""Every SGLang name ddcheck relies on, defined once.
+"""Every SGLang name ddcheck relies on, defined once: a renamed SGLang method, field or module is one
+edit here, whichever command reads it (scan, fix, config, smoke, guard).
 
-A renamed SGLang module, class or method is one edit here. Names are grouped by what ddcheck does
-with them; each comment says where SGLang defines the name.
+Plain data, importing nothing, so the guard (loaded in every process of a served model) and the
+one-file scan pay nothing for it. ``tests/test_names.py`` finds no second definition of these names
+elsewhere in ``ddcheck/``: no constant of the same name, and no module-level literal spelling one of
+these values again. What a fork may rename is also extendable from ``[tool.ddcheck]`` (the
+analysis's :class:`ddcheck.analysis.vocabulary.Vocabulary` starts from the values here). Names are
+grouped by what ddcheck does with them; each comment says where SGLang defines the name.
 """
 
 from __future__ import annotations
@@ -30,3 +35,65 @@ SINGLE_PROCESS_STARTUP = (
     ("sglang.srt.distributed.parallel_state", "initialize_model_parallel"),
     ("sglang.srt.layers.dp_attention", "initialize_dp_attention"),
 )
+
+# ----------------------------------------------------------------------------- SGLang's files
+# Modules (dotted) and files (relpaths in a tree, as ddcheck.sources names them).
+SPEC_INFO_MODULE = "sglang.srt.speculative.spec_info"  # SpeculativeAlgorithm, SpecInput
+SPEC_INFO_FILE = "sglang/srt/speculative/spec_info.py"
+SERVER_ARGS_FILE = "sglang/srt/server_args.py"  # ServerArgs and its start-up handlers
+FORWARD_BATCH_FILE = "sglang/srt/model_executor/forward_batch_info.py"  # ForwardMode, ForwardBatch
+ATTENTION_REGISTRY_FILE = "sglang/srt/layers/attention/attention_registry.py"  # backend name -> class
+
+# ----------------------------------------------------------------------------- the forward mode (also above)
+FORWARD_BATCH_CLASS = "ForwardBatch"
+IS_TARGET_VERIFY = "is_target_verify"  # ForwardMode's predicate for TARGET_VERIFY
+# Functions whose whole body is the verify path (``init_forward_metadata_..._target_verify``).
+VERIFY_FUNCTION_MARKERS = ("target_verify",)
+# Words that mark code which can start a verify path: the member and the function marker.
+VERIFY_MARKERS = (*VERIFY_FUNCTION_MARKERS, TARGET_VERIFY)
+
+# ----------------------------------------------------------------------------- the widths
+# C: the start-up width (ServerArgs' field, and the attribute backends copy it to).
+SPECULATIVE_NUM_DRAFT_TOKENS = "speculative_num_draft_tokens"
+C_SOURCE_ATTRS = frozenset({SPECULATIVE_NUM_DRAFT_TOKENS})
+# W: the verify input's per-step width fields, newest first (what the guard and smoke read W from).
+NUM_TOKENS_PER_REQ = "num_tokens_per_req"
+DRAFT_TOKEN_NUM = "draft_token_num"
+WIDTH_FIELDS = (NUM_TOKENS_PER_REQ, DRAFT_TOKEN_NUM)
+PER_STEP_ATTRS = frozenset(WIDTH_FIELDS)
+SPEC_INFO_FIELD = "spec_info"  # the forward batch's verify input
+
+# ----------------------------------------------------------------------------- the backends' entry points
+# An attention backend's metadata entry points: the eager one, the CUDA-graph pair of older releases,
+# the out-/in-graph pair of newer ones (the base class calls those eagerly too), and the graph state.
+INIT_FORWARD_METADATA = "init_forward_metadata"
+CAPTURE_CUDA_GRAPH = "init_forward_metadata_capture_cuda_graph"
+REPLAY_CUDA_GRAPH = "init_forward_metadata_replay_cuda_graph"
+OUT_GRAPH = "init_forward_metadata_out_graph"
+IN_GRAPH = "init_forward_metadata_in_graph"
+INIT_CUDA_GRAPH_STATE = "init_cuda_graph_state"
+EAGER_ENTRY_POINTS = (INIT_FORWARD_METADATA,)
+NEW_EAGER_ENTRY_POINTS = (OUT_GRAPH, IN_GRAPH)
+GRAPH_ENTRY_POINTS = (CAPTURE_CUDA_GRAPH, REPLAY_CUDA_GRAPH, OUT_GRAPH, IN_GRAPH, INIT_CUDA_GRAPH_STATE)
+FORWARD_EXTEND = "forward_extend"
+FORWARD_METHODS = (FORWARD_EXTEND, "forward", "forward_decode")
+
+# ----------------------------------------------------------------------------- the algorithms
+# --speculative-algorithm values ddcheck knows (upstream's and the forks'), and families of them.
+DDTREE = "DDTREE"
+DFLASH = "DFLASH"
+NGRAM = "NGRAM"
+EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP"})  # W = C: draft-token count
+BLOCK_ALGORITHMS = frozenset({DFLASH, DDTREE})  # W from a block size or a budget
+ALGORITHMS = frozenset({*EAGLE_FAMILY, *BLOCK_ALGORITHMS, NGRAM, "NEXTN", "DSPARK", "UNO"})
+# A word in an attention-registry function's name -> the algorithms that function serves.
+REGISTRY_FUNCTION_HINTS = {"ngram": frozenset({NGRAM}), "eagle": EAGLE_FAMILY, "dflash": frozenset({DFLASH}),
+                           "dspark": frozenset({"DSPARK"}), "ddtree": frozenset({DDTREE}),
+                           "standalone": frozenset({"STANDALONE"}), "uno": frozenset({"UNO"})}
+
+# ----------------------------------------------------------------------------- the start-up code
+# ServerArgs' speculative start-up handler: a module function in some trees, a method in others.
+HANDLER_NAMES = ("handle_speculative_decoding",)
+HANDLER_METHOD_NAMES = ("_handle_speculative_decoding",)
+# Functions through which the tree's code reads the server arguments.
+SERVER_ARGS_GETTERS = ("get_server_args", "get_global_server_args")

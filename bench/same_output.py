@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Outputs of one ddcheck checkout, kept to compare with another's: a refactoring changes no output.
+
+Records, for the checkout given (PYTHONPATH set to it, run in a scratch directory, no result cache):
+  scan    `ddcheck scan --no-cache --format json TARGET` on sglang==0.5.10, 0.5.16, 0.5.23 and the two
+          DDTree forks of ../shared/corpus/ddtree-forks
+  config  `ddcheck config --format json --sglang FORK -- LAUNCH` for the forks' test launches
+          (tests/test_forks.py's)
+  smoke   `ddcheck smoke FORK --format json` (and with --launch), the verdict and exit code
+          (with --smoke; needs torch and triton, minutes on a CPU)
+each to OUT/<case>.out (stdout, then the exit code). The forks are unpacked to one fixed folder
+(``--forks``, default /tmp/ddcheck-same-output-forks) so the paths in the outputs agree between runs.
+
+Usage:
+  python bench/same_output.py record OUT [--checkout DIR] [--smoke] [--only scan|config|smoke]
+  python bench/same_output.py compare OUT_BEFORE OUT_AFTER    (exit 1 and the differing cases if any)
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = Path(os.environ.get("DDCHECK_FORKS", REPO.parent / "shared" / "corpus" / "ddtree-forks"))
+FORKS = {"hz": "HaiyuZhou-sglang-ad7ab160.tar.gz", "dbg": "DB-Guo-sglang-ddtree-dev-514ea1f3.tar.gz"}
+RELEASES = ("0.5.10", "0.5.16", "0.5.23")
+SCRATCH = "<scratch>"
+LAUNCH = "python -m sglang.launch_server --model-path m --speculative-draft-model-path d"
+DDTREE = LAUNCH + " --speculative-algorithm DDTREE --speculative-num-draft-tokens 16"
+DBG = LAUNCH + (" --speculative-algorithm DFLASH --speculative-dflash-enable-ddtree --speculative-ddtree-budget 7"
+                " --speculative-num-draft-tokens 16 --attention-backend triton")
+# (fork, launch): the launches tests/test_forks.py checks
+LAUNCHES = {
+    "hz-ddtree-b3-triton-eager": ("hz", DDTREE + " --speculative-ddtree-budget 3 --attention-backend triton --disable-cuda-graph"),
+    "hz-ddtree-b15-triton-graphs": ("hz", DDTREE + " --speculative-ddtree-budget 15 --attention-backend triton"),
+    "hz-ddtree-b16-fa3-eager": ("hz", DDTREE + " --speculative-ddtree-budget 16 --attention-backend fa3 --disable-cuda-graph"),
+    "hz-ddtree-b7-fa3-graphs": ("hz", DDTREE + " --speculative-ddtree-budget 7 --attention-backend fa3"),
+    "hz-ddtree-no-c": ("hz", LAUNCH + " --speculative-algorithm DDTREE --speculative-ddtree-budget 7 --attention-backend triton"),
+    "dbg-dflash-ddtree-triton": ("dbg", DBG),
+    "dbg-dflash-ddtree-fa3": ("dbg", DBG.replace("triton", "fa3")),
+    "dbg-dflash-without-ddtree": ("dbg", DBG.replace(" --speculative-dflash-enable-ddtree", "")),
+}
+
+
+def unpack(forks: Path) -> dict[str, Path]:
+    def keep(member, path):  # the archives hold a few symlinks out of the tree: skipped
+        return None if member.issym() or member.islnk() else tarfile.data_filter(member, path)
+
+    out = {}
+    for name, archive in FORKS.items():
+        dest = forks / name
+        if not (dest / "sglang").is_dir():
+            with tarfile.open(CORPUS / archive) as tar:
+                tar.extractall(dest, filter=keep)
+        out[name] = dest / "sglang"
+    return out
+
+
+def cases(trees: dict[str, Path], only: str | None, smoke: bool) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    if only in (None, "scan"):
+        for v in RELEASES:
+            out[f"scan-{v}"] = ["scan", "--no-cache", "--format", "json", f"sglang=={v}"]
+        for name, tree in trees.items():
+            out[f"scan-{name}"] = ["scan", "--no-cache", "--format", "json", str(tree)]
+    if only in (None, "config"):
+        for case, (name, launch) in LAUNCHES.items():
+            out[f"config-{case}"] = ["config", "--format", "json", "--sglang", str(trees[name]), "--", *launch.split()]
+    if smoke and only in (None, "smoke"):
+        for name, tree in trees.items():
+            out[f"smoke-{name}"] = ["smoke", str(tree), "--format", "json"]
+        out["smoke-hz-launch"] = ["smoke", str(trees["hz"]), "--format", "json", "--launch",
+                                  LAUNCHES["hz-ddtree-b3-triton-eager"][1]]
+    return out
+
+
+def record(args) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    checkout = Path(args.checkout).resolve()
+    trees = unpack(Path(args.forks))
+    with tempfile.TemporaryDirectory() as scratch:
+        env = {**os.environ, "PYTHONPATH": str(checkout), "DDCHECK_CACHE": f"{scratch}/cache", "NO_COLOR": "1",
+               "COLUMNS": "200"}
+        for case, argv in cases(trees, args.only, args.smoke).items():
+            p = subprocess.run([sys.executable, "-m", "ddcheck", *argv], cwd=scratch, env=env, capture_output=True,
+                               text=True)
+            text = p.stdout.replace(scratch, SCRATCH)  # the wheels are fetched into the scratch cache
+            (out / f"{case}.out").write_text(f"{text}\nexit {p.returncode}\n", encoding="utf-8")
+            print(f"{case}: exit {p.returncode}, {len(p.stdout)} characters", flush=True)
+    return 0
+
+
+def _scrub(text: str) -> str:
+    """A record's scratch folder as ``<scratch>`` (records made before it was written so), and smoke's
+    wall times (``"seconds"``) left out: they differ from run to run."""
+    text = re.sub(r"/tmp/tmp[A-Za-z0-9_]+(?=/)", SCRATCH, text)
+    return re.sub(r'"seconds": [0-9.]+', '"seconds": _', text)
+
+
+def compare(args) -> int:
+    a, b = Path(args.before), Path(args.after)
+    names = sorted({p.name for p in a.glob("*.out")} | {p.name for p in b.glob("*.out")})
+    differ = 0
+    for name in names:
+        x = _scrub((a / name).read_text()) if (a / name).exists() else "(missing)\n"
+        y = _scrub((b / name).read_text()) if (b / name).exists() else "(missing)\n"
+        if x != y:
+            differ += 1
+            print(f"{name}: differs")
+            sys.stdout.writelines(list(difflib.unified_diff(x.splitlines(True), y.splitlines(True), "before", "after"))[:40])
+        else:
+            print(f"{name}: byte-identical")
+    print(f"{len(names) - differ} of {len(names)} identical")
+    return 1 if differ else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record")
+    r.add_argument("out")
+    r.add_argument("--checkout", default=str(REPO))
+    r.add_argument("--forks", default=os.path.join(tempfile.gettempdir(), "ddcheck-same-output-forks"))
+    r.add_argument("--only", choices=("scan", "config", "smoke"))
+    r.add_argument("--smoke", action="store_true")
+    c = sub.add_parser("compare")
+    c.add_argument("before")
+    c.add_argument("after")
+    args = ap.parse_args()
+    return record(args) if args.cmd == "record" else compare(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

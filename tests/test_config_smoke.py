@@ -1,0 +1,43 @@
+"""`ddcheck config --smoke` is composed above both commands (ddcheck/config_smoke.py): the CLI hands
+check_launch the smoke run; ddcheck.launch imports nothing of ddcheck.smoke."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TREE = REPO / "fixtures" / "trees" / "newer_ddtree"
+LAUNCH = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "DDTREE",
+          "--speculative-ddtree-budget", "3", "--speculative-num-draft-tokens", "16", "--attention-backend", "fa3"]
+
+
+def _config(*flags: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "ddcheck", "config", *flags, "--format", "json", "--sglang", str(TREE),
+                          "--", *LAUNCH], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode in (0, 1), out.stderr
+    return json.loads(out.stdout)
+
+
+def test_config_smoke_reports_the_run_and_plain_config_does_not():
+    with_smoke = [f for f in _config("--smoke")["findings"] if f["id"] == "launch-smoke"]
+    assert len(with_smoke) == 1 and "triton backend only; fa3 is judged statically" in with_smoke[0]["message"]
+    assert not [f for f in _config()["findings"] if f["id"] == "launch-smoke"]
+
+
+def test_check_launch_runs_the_smoke_it_is_given():
+    from ddcheck.launch import check_launch
+    from ddcheck.launch.checks import Consequence, _f
+    from ddcheck.sources import open_target
+
+    seen = []
+
+    def smoke(s, tree):
+        seen.append((s.verify_width, s.num_draft_tokens, tree.label))
+        return _f("launch-smoke", Consequence.PERF, "ran", level="info")
+
+    report = check_launch(LAUNCH, tree=open_target(str(TREE)), smoke=smoke)
+    assert seen and seen[0][:2] == (4, 16)
+    assert [f.message for f in report.findings if f.id == "launch-smoke"] == ["ran"]

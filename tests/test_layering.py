@@ -1,0 +1,201 @@
+"""The floors of ddcheck/ (docs/architecture.md): each module imports only its own floor or lower ones,
+and nothing imports in a circle, neither module to module nor package to package.
+
+Every import counts, a function's own ``import`` too (it runs when called, so it is a dependency all
+the same). A module not declared here fails the test: give it a floor.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Bottom to top. A name stands for that module and, for a package, everything under it (but
+# ``ddcheck``, the package's own __init__: its Python API).
+FLOORS: list[tuple[str, tuple[str, ...]]] = [
+    ("ground: the target tree, its names, errors, files, the data every floor passes on",
+     ("ddcheck.target", "ddcheck.sources", "ddcheck.isolation", "ddcheck.errors", "ddcheck.files",
+      "ddcheck.findings", "ddcheck.contract")),
+    ("definitions: rules (they own their ids, severities, docs), suppression comments, backends' tables",
+     ("ddcheck.rules", "ddcheck.suppressions", "ddcheck.backends")),
+    ("analysis: the scan's model of the verify path",
+     ("ddcheck.analysis",)),
+    ("scan services: settings, the result cache, the scan API, baselines, copies of a target",
+     ("ddcheck.settings", "ddcheck.cache", "ddcheck.api", "ddcheck.baseline", "ddcheck.copying")),
+    # smoke still reads the tree's verify-input class through launch.worker / launch.evaluate; when
+    # they move into ddcheck.target (the parse-once model), launch and smoke can share one floor.
+    ("config", ("ddcheck.launch",)),
+    ("smoke", ("ddcheck.smoke",)),
+    ("fix (its --verify runs smoke) and the guard",
+     ("ddcheck.fixing", "ddcheck.fixer", "ddcheck.guard")),
+    ("compositions of two commands", ("ddcheck.config_smoke",)),
+    ("front: reporters, command bodies, the CLI, the entry points, the package's Python API",
+     ("ddcheck.reporters", "ddcheck.scan_command", "ddcheck.cli", "ddcheck.entry", "ddcheck.__main__",
+      "ddcheck")),
+]
+
+
+def modules(root: Path) -> dict[str, tuple[Path, bool]]:
+    """Dotted name -> (file, is a package) of every module under ``root / 'ddcheck'``."""
+    out = {}
+    for path in sorted((root / "ddcheck").rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        package = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if package else parts)] = (path, package)
+    return out
+
+
+def imports(root: Path) -> dict[str, set[str]]:
+    """Each module's ddcheck modules imported anywhere in it (the module itself left out)."""
+    mods = modules(root)
+
+    def known(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, (path, package) in mods.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = name.split(".") if package else name.split(".")[:-1]
+                    base = base[:len(base) - (node.level - 1)]
+                    full = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    full = node.module or ""
+                for a in node.names:  # `from . import suppressions`: the submodule, where there is one
+                    found.add(f"{full}.{a.name}" if f"{full}.{a.name}" in mods else full)
+        graph[name] = {m for m in (known(f) for f in found if f == "ddcheck" or f.startswith("ddcheck."))
+                       if m is not None and m != name}
+    return graph
+
+
+def floor_of(module: str) -> int | None:
+    best = None
+    for i, (_, names) in enumerate(FLOORS):
+        for n in names:
+            within = module.startswith(n + ".") and n != "ddcheck"  # the package's __init__ alone is the API
+            if (module == n or within) and (best is None or len(n) > len(best[1])):
+                best = (i, n)
+    return best[0] if best else None
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from a lower floor to a higher one, and modules without a floor."""
+    out = [f"{m}: no floor declared in tests/test_layering.py" for m in graph if floor_of(m) is None]
+    for m, deps in graph.items():
+        for d in deps:
+            if floor_of(m) is not None and floor_of(d) is not None and floor_of(d) > floor_of(m):
+                out.append(f"{m} ({FLOORS[floor_of(m)][0].split(':')[0]}) imports {d} "
+                           f"({FLOORS[floor_of(d)][0].split(':')[0]}), a higher floor")
+    return sorted(out)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one node (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph between ddcheck's second-level names (``ddcheck.launch``, ``ddcheck.smoke``, ...)."""
+    def top(m: str) -> str:
+        return ".".join(m.split(".")[:2])
+
+    out: dict[str, set[str]] = {}
+    for m, deps in graph.items():
+        out.setdefault(top(m), set()).update(top(d) for d in deps if top(d) != top(m))
+    return out
+
+
+GRAPH = imports(REPO)
+
+
+def test_every_module_imports_only_its_floor_or_lower_ones():
+    assert upward(GRAPH) == []
+
+
+def test_no_module_imports_in_a_circle():
+    assert cycles(GRAPH) == []
+
+
+def test_no_package_imports_in_a_circle():
+    """``launch`` and ``smoke`` used to import each other (``config --smoke`` one way, the tree's
+    verify-input class the other); cache, rules and suppressions did too."""
+    assert cycles(packages(GRAPH)) == []
+
+
+# ------------------------------------------------------------------------------- the check can fail
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> dict[str, set[str]]:
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return imports(tmp_path)
+
+
+def test_the_check_finds_an_upward_import_inside_a_function(tmp_path):
+    graph = _tree(tmp_path, {"ddcheck/__init__.py": "", "ddcheck/rules.py": "def f():\n    from .cache import kept\n",
+                             "ddcheck/cache.py": "from . import rules\n"})
+    assert graph["ddcheck.rules"] == {"ddcheck.cache"}
+    assert any(s.startswith("ddcheck.rules (definitions) imports ddcheck.cache") for s in upward(graph))
+    assert cycles(graph) == [["ddcheck.cache", "ddcheck.rules"]]
+
+
+def test_the_check_finds_packages_that_import_each_other_through_different_modules(tmp_path):
+    graph = _tree(tmp_path, {"ddcheck/__init__.py": "", "ddcheck/launch/__init__.py": "",
+                             "ddcheck/launch/api.py": "from ddcheck.smoke import run_smoke\n",
+                             "ddcheck/launch/worker.py": "", "ddcheck/smoke/__init__.py": "",
+                             "ddcheck/smoke/api.py": "import ddcheck.launch.worker\n"})
+    assert cycles(graph) == []  # no module circle...
+    assert cycles(packages(graph)) == [["ddcheck.launch", "ddcheck.smoke"]]  # ...but a package one
+
+
+def test_an_undeclared_module_has_no_floor(tmp_path):
+    graph = _tree(tmp_path, {"ddcheck/__init__.py": "", "ddcheck/newthing.py": ""})
+    assert upward(graph) == ["ddcheck.newthing: no floor declared in tests/test_layering.py"]
+
+
+@pytest.mark.parametrize("module, floor", [("ddcheck.target.names", 0), ("ddcheck.analysis.engine", 2),
+                                           ("ddcheck", len(FLOORS) - 1), ("ddcheck.launch.api", 4)])
+def test_floors_are_found_by_the_longest_name(module, floor):
+    assert floor_of(module) == floor

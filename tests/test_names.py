@@ -1,0 +1,134 @@
+"""Each SGLang name ddcheck relies on is defined once, in ddcheck/target/names.py (issue 33)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from ddcheck.target import names
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "ddcheck"
+NAMES_FILE = PACKAGE / "target" / "names.py"
+LISTED = {k: v for k, v in vars(names).items() if k.isupper() and not k.startswith("_")}
+
+
+def _strings(value) -> set[str]:
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set().union(*(_strings(k) | _strings(v) for k, v in value.items())) if value else set()
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return set().union(*(_strings(v) for v in value)) if value else set()
+    return set()
+
+
+VALUES = set().union(*(_strings(v) for v in LISTED.values()))
+# Spelled nowhere else, not even inside a function: SGLang's modules and files, the backends' metadata
+# entry points, the start-up handlers.
+DISTINCTIVE = {v for v in (names.__dict__[k] for k in LISTED) if isinstance(v, str) and (
+    "/" in v or v.startswith(names.PACKAGE + "."))} | set(names.GRAPH_ENTRY_POINTS) | set(
+    names.EAGER_ENTRY_POINTS) | set(names.HANDLER_NAMES) | set(names.HANDLER_METHOD_NAMES)
+
+
+def _is_literal(node: ast.AST) -> bool:
+    """A value written out: constants and containers of them (``frozenset({...})`` too)."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return all(_is_literal(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(k is not None and _is_literal(k) for k in node.keys) and all(_is_literal(v) for v in node.values)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("frozenset", "set", "tuple"):
+        return all(_is_literal(a) for a in node.args) and not node.keywords
+    return False
+
+
+def _literal_strings(node: ast.AST) -> set[str]:
+    return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+
+def second_definitions(source: str, where: str) -> list[str]:
+    """Where ``source`` defines one of names.py's names again: a constant of a listed name bound to a
+    literal, a module- or class-level literal holding one of their values, or anywhere a distinctive name
+    (a module, a file, an entry point, a handler) spelled out."""
+    tree = ast.parse(source)
+    out = []
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    scopes = [tree.body] + [n.body for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    for body in scopes:
+        for st in body:
+            if isinstance(st, ast.Assign):
+                targets, value = st.targets, st.value
+            elif isinstance(st, ast.AnnAssign) and st.value is not None:
+                targets, value = [st.target], st.value
+            else:
+                continue
+            bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if bound & LISTED.keys() and _is_literal(value):
+                out.append(f"{where}:{st.lineno}: {', '.join(sorted(bound & LISTED.keys()))} defined again")
+            written = _is_literal(value) or isinstance(value, (ast.Tuple, ast.Set, ast.List, ast.Dict))
+            again = _literal_strings(value) & VALUES if written else set()
+            if again:
+                out.append(f"{where}:{st.lineno}: {', '.join(sorted(bound))} spells {sorted(again)}")
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and n.value in DISTINCTIVE and id(n) not in docstrings:
+            out.append(f"{where}:{n.lineno}: {n.value!r} spelled out")
+    return sorted(set(out))
+
+
+def test_no_sglang_name_is_defined_twice():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path != NAMES_FILE:
+            found += second_definitions(path.read_text(encoding="utf-8"), str(path.relative_to(REPO)))
+    assert found == []
+
+
+@pytest.mark.parametrize("source", [
+    'EAGLE_FAMILY = {"EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP"}',  # the duplicate of issue 33
+    'VERIFY_TEXT = ("target_verify", "TARGET_VERIFY")',  # another name, the same words
+    'class Hook:\n    OUT = "init_forward_metadata_out_graph"',
+    'def f(tree):\n    return tree.find("sglang/srt/server_args.py")',
+    'HANDLERS = frozenset({"handle_speculative_decoding"})',
+])
+def test_the_check_finds_a_second_definition(source):
+    assert second_definitions(source, "x.py")
+
+
+@pytest.mark.parametrize("source", [
+    "from ddcheck.target.names import EAGLE_FAMILY",
+    "from ddcheck.target.names import GRAPH_ENTRY_POINTS as GRAPH\nALL = (*GRAPH, 'warmup')",
+    'def f(s):\n    return s.algorithm == "DDTREE"',  # a use inside code, not a definition
+])
+def test_the_check_accepts_imports_and_uses(source):
+    assert second_definitions(source, "x.py") == []
+
+
+def test_the_duplicates_the_issue_names_are_one_object():
+    from ddcheck.analysis import engine, triage, vocabulary
+    from ddcheck.guard import hook
+    from ddcheck.launch import paths, speculative, target, treerun
+
+    assert target.EAGLE_FAMILY is speculative.EAGLE_FAMILY is names.EAGLE_FAMILY
+    assert engine.VERIFY_TEXT is names.VERIFY_MARKERS
+    assert triage.VERIFY_MARKER_BYTES == tuple(m.encode() for m in names.VERIFY_MARKERS)
+    assert vocabulary.WIDTH_FIELDS is names.WIDTH_FIELDS
+    assert paths.GRAPH is names.GRAPH_ENTRY_POINTS and hook.OUT_GRAPH in names.GRAPH_ENTRY_POINTS
+    assert treerun.HANDLER_NAMES is names.HANDLER_NAMES
+
+
+def test_the_guard_no_longer_imports_the_analysis():
+    """The guard runs inside every SGLang process: it reads the width fields from names.py, not
+    through the analysis's vocabulary."""
+    import subprocess
+    import sys
+
+    code = "import sys, ddcheck.guard.hook; print(sorted(m for m in sys.modules if m.startswith('ddcheck.analysis')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
