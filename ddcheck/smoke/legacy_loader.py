@@ -126,19 +126,7 @@ class _StandInMeta(abc.ABCMeta):
 
 FLASHINFER_WRAPPERS = ("BatchPrefillWithPagedKVCacheWrapper", "BatchPrefillWithRaggedKVCacheWrapper",
                        "BatchDecodeWithPagedKVCacheWrapper", "BatchMLAPagedAttentionWrapper")
-# The leading parameters of each wrapper's ``plan`` (``begin_forward`` is its old name), as flashinfer
-# documents them; sglang passes them by position (0.5.10 flashinfer_backend.py:1493).
-PLAN_PARAMETERS = {
-    "BatchPrefillWithPagedKVCacheWrapper": ("qo_indptr", "paged_kv_indptr", "paged_kv_indices",
-                                            "paged_kv_last_page_len", "num_qo_heads", "num_kv_heads",
-                                            "head_dim_qk", "page_size", "head_dim_vo", "custom_mask"),
-    "BatchPrefillWithRaggedKVCacheWrapper": ("qo_indptr", "kv_indptr", "num_qo_heads", "num_kv_heads",
-                                             "head_dim_qk", "head_dim_vo", "custom_mask"),
-    "BatchDecodeWithPagedKVCacheWrapper": ("indptr", "indices", "last_page_len", "num_qo_heads", "num_kv_heads",
-                                           "head_dim", "page_size"),
-    "BatchMLAPagedAttentionWrapper": ("qo_indptr", "kv_indptr", "kv_indices", "kv_len_arr", "num_heads",
-                                      "head_dim_ckv", "head_dim_kpe", "page_size"),
-}
+from ddcheck.backends import PLAN_PARAMETERS  # noqa: E402 - flashinfer's documented API, one table
 
 
 def _inert(name: str, trace: Trace) -> type:
@@ -249,25 +237,7 @@ def verify_path_files(tree: SourceTree, backend_modules: tuple[str, ...] = (BACK
     return out + [tree.find(r) for r in dict.fromkeys(files) if tree.find(r) not in out]
 
 
-class Recording:
-    """A bag of attributes that records which ones the backend reads (and misses)."""
-
-    def __init__(self, label: str, trace: Trace, **attrs: Any):
-        object.__setattr__(self, "_label", label)
-        object.__setattr__(self, "_trace", trace)
-        object.__setattr__(self, "_attrs", dict(attrs))
-
-    def __getattr__(self, name: str):
-        attrs, trace, label = self._attrs, self._trace, self._label
-        if name in attrs:
-            trace.reads.setdefault(label, set()).add(name)
-            return attrs[name]
-        if not name.startswith("__"):
-            trace.missing.setdefault(label, set()).add(name)
-        raise AttributeError(f"{label} (ddcheck fake) has no attribute {name!r}")
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        self._attrs[name] = value
+from ddcheck.smoke.loader import Recording  # noqa: E402 - absent attributes raise outside a tree runtime
 
 
 def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
