@@ -333,14 +333,7 @@ class Engine:
         if any(d.kind == "per_step" and d.pos > mine.pos and not fp.exclusive(d.node, mine.node) for d in defs):
             return Verdict(FALLBACK, f"bound to `{target}`, which is replaced by the per-step width when the verify input has one")
         worst: Verdict | None = None
-        for use in _name_loads(fp.func.node, target):
-            if (use.lineno, use.col_offset) <= mine.pos or mine not in fp.reaching(target, use):
-                continue
-            v = classify(use, fp.model.parents, self.vocab)
-            if v.kind == ARGUMENT:
-                v = self._argument(fp, v) or Verdict(HARMLESS)
-            elif v.kind == ALIAS and v.what == DERIVED:
-                v = Verdict(LAYOUT, layout_what(v.target or ""))
+        for v in self._later_uses(fp, target, mine, lambda v: v.what == DERIVED):
             if v.kind in RANK and (worst is None or RANK[v.kind] > RANK[worst.kind]):
                 worst = v
         if worst is None:
@@ -364,19 +357,24 @@ class Engine:
         mine = next((d for d in defs if d.node is stmt), None)
         if mine is None:
             return layout
-        verdicts = []
+        # an alias hands the value on: kept as before, a layout
+        verdicts = list(self._later_uses(fp, target, mine, lambda v: True))
+        if verdicts and all(v.kind == HARMLESS for v in verdicts):
+            return None
+        return layout
+
+    def _later_uses(self, fp: FunctionPass, target: str, mine, alias_is_layout):
+        """What each read of local ``target`` that binding ``mine`` reaches does: an argument as the
+        callee takes it, an alias for which ``alias_is_layout`` holds as a layout."""
         for use in _name_loads(fp.func.node, target):
             if (use.lineno, use.col_offset) <= mine.pos or mine not in fp.reaching(target, use):
                 continue
             v = classify(use, fp.model.parents, self.vocab)
             if v.kind == ARGUMENT:
                 v = self._argument(fp, v) or Verdict(HARMLESS)
-            elif v.kind == ALIAS:
-                v = Verdict(LAYOUT, layout_what(v.target or ""))  # handed on: kept as before, a layout
-            verdicts.append(v)
-        if verdicts and all(v.kind == HARMLESS for v in verdicts):
-            return None
-        return layout
+            elif v.kind == ALIAS and alias_is_layout(v):
+                v = Verdict(LAYOUT, layout_what(v.target or ""))
+            yield v
 
     def _startup_size(self, fp: FunctionPass, stmt: ast.stmt | None, node: ast.expr) -> str | None:
         """How the start-up size is spelled, when ``stmt`` adds C to one: ``n += C`` where every binding
