@@ -245,10 +245,9 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                               # kernels that run here (Triton's, on a CPU) take this machine's paths
                               emulate=spec.kernels is None or device.startswith("cuda"))
             if loader == "fakes":
-                from ddcheck.smoke.legacy_loader import LoadContext as FakesContext, SglangImporter as Importer
+                from ddcheck.smoke.legacy_loader import SglangImporter as Importer
 
-                ctx = FakesContext(device=device, num_draft_tokens=cfg_c, num_steps=max(1, cfg_c - 1),
-                                   flashinfer=spec.flashinfer)
+                ctx.flashinfer = spec.flashinfer
             else:
                 Importer = SglangImporter
             with Importer(tree, ctx, backend_source, extra_real=extra | set(spec.real_modules),

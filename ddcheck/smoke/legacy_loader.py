@@ -421,17 +421,7 @@ def _provided(importer: "SglangImporter") -> dict[str, dict[str, Any]]:
 # --------------------------------------------------------------------------- the importer
 
 
-@dataclass
-class LoadContext:
-    """Start-up configuration the provided helpers answer with."""
-
-    device: str
-    num_draft_tokens: int
-    num_steps: int
-    topk: int = 1
-    # the backend derives from FlashInferAttnBackend: flashinfer "is available", its wrapper classes
-    # are inert (built and planned, never run: plan records its inputs, any other method is a stand-in call)
-    flashinfer: bool = False
+from ddcheck.smoke.loader import LoadContext  # noqa: E402 - one start-up configuration for both loaders
 
 
 class SglangImporter(SwappedImports, importlib.abc.MetaPathFinder, importlib.abc.Loader):
