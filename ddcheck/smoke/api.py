@@ -81,7 +81,7 @@ def run_smoke(
     args = dict(target=target, backend_file=backend_file, backend_source=backend_source, budget=budget,
                 num_draft_tokens=num_draft_tokens, device=device, seed=seed, allow_out_of_bounds=allow_out_of_bounds,
                 prefix_lens=prefix_lens, dtype=dtype, graph_capture_width=graph_capture_width, seed_case=seed_case,
-                launch=launch, backend=backend, loader=loader)
+                launch=launch, backend=backend, loader=loader, fallback=fallback)
     t0 = time.perf_counter()
     report = _blank_report(args)
     try:

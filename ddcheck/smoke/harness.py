@@ -249,6 +249,8 @@ class Session:
         except Exception as exc:  # any failure of the harness or the backend: never a verdict of 1
             result.status = "crash"
             result.error = f"{type(exc).__name__}: {exc} (at {_where(exc)})"
+            if os.environ.get("DDCHECK_DEBUG"):  # the whole stack, for whoever debugs a harness failure
+                traceback.print_exc()
         finally:
             # rows written past the batch (the spare rows are put back for the next path)
             result.out_of_bounds = written_past(batch, made)
