@@ -79,6 +79,8 @@ def decode(data: bytes) -> str:
     except UnicodeDecodeError as exc:
         what = "not UTF-8" if encoding in ("utf-8", "utf-8-sig") else f"not valid {encoding}"
         raise SourceError(f"{what}: {exc.reason} at byte {exc.start}") from exc
+    except UnicodeError as exc:  # a codec that fails as a whole ("undefined", idna on a long label)
+        raise SourceError(f"cannot be decoded as {encoding}: {exc}") from exc
 
 
 # Parent links are asked of statements and expressions, never of a load/store context or an operator

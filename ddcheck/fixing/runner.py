@@ -6,6 +6,7 @@ smoke and ``ddcheck config`` use. Every file fixed, rolled back or skipped carri
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 import stat
 from collections import Counter, defaultdict
@@ -192,6 +193,10 @@ def write_atomic(path: Path, data: bytes, expected_before: bytes | None) -> None
         raise FixError(f"{path} changed on disk since it was read; not written")
     st = path.stat() if path.exists() else None
     mode = stat.S_IMODE(st.st_mode) if st else 0o644
+    # The rename would replace a read-only file whatever its mode says (and root may write any file):
+    # as ruff and black do, a file nobody may write is refused, not rewritten.
+    if st is not None and not mode & 0o222:
+        raise PermissionError(errno.EACCES, f"read-only file (mode {mode:04o})", str(path))
 
     def unchanged() -> None:
         if expected_before is not None and (path.read_bytes() != expected_before or _identity(path) != _identity_of(st)):
