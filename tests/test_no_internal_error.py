@@ -164,3 +164,35 @@ def test_no_fixture_meets_an_internal_error(capsys, monkeypatch):
         assert done.value.code in (0, 1), f"{path}: exit {done.value.code}: {out.err}"
         if path.suffix == ".py":
             json.loads(out.out)
+
+
+# -- quieter ones ---------------------------------------------------------------------------------
+
+
+def test_fix_refuses_a_read_only_file_and_reports_it(tmp_path):
+    ro, rw = tmp_path / "ro.py", tmp_path / "rw.py"
+    for p in (ro, rw):
+        p.write_text(GUARDS)
+    ro.chmod(0o444)
+    try:
+        out = ddcheck("fix", str(tmp_path))
+        clean(out)
+        assert out.returncode == 1
+        assert "ro.py: not written" in out.stderr and "read-only file (mode 0444)" in out.stderr
+        assert ro.read_text() == GUARDS and (ro.stat().st_mode & 0o777) == 0o444  # untouched, mode kept
+        assert rw.read_text() != GUARDS  # the run went on
+    finally:
+        ro.chmod(0o644)
+
+
+def test_control_characters_in_file_names_are_escaped(tmp_path):
+    (tmp_path / "a\x1b[31mred\x07.py").write_text(GUARDS)
+    (tmp_path / "bad\nname.py").write_bytes(b"# coding: rot13\n")
+    out = ddcheck("scan", "--no-cache", str(tmp_path))
+    clean(out)
+    assert out.returncode == 1
+    assert "\x1b" not in out.stdout and "\x07" not in out.stdout and "bad\nname" not in out.stdout
+    assert "a\\x1b[31mred\\x07.py:" in out.stdout and "bad\\nname.py: cannot scan" in out.stdout
+    fix = ddcheck("fix", str(tmp_path))
+    assert "\x1b" not in fix.stdout + fix.stderr and "a\\x1b[31mred\\x07.py" in fix.stdout
+    assert "or self.num_draft_tokens" in (tmp_path / "a\x1b[31mred\x07.py").read_text()  # written to the real name
