@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ..analysis.module import decode
+from ..deep import python_limit
 from ..files import replace
 from ..findings import Edit, Finding, FixSafety, ScanResult, Severity
 from ..settings import Settings
@@ -141,9 +142,13 @@ def verify_fixes(fixes: list[FileFix], trees: list[SourceTree], settings: Settin
     rejected = []
     for fx in fixes:
         try:
-            compile(fx.after, fx.display, "exec", dont_inherit=True)
+            with python_limit():
+                compile(fx.after, fx.display, "exec", dont_inherit=True)
         except SyntaxError as exc:
             rejected.append((fx, f"the fixed file does not parse ({exc.msg}, line {exc.lineno})"))
+            continue
+        except (RecursionError, MemoryError):
+            rejected.append((fx, "the fixed file is nested too deeply for Python to compile"))
             continue
         tree = next(t for t in trees if any(f.display == fx.display for f in t.files))
         patched = _patched_tree(tree, fixes)
