@@ -42,16 +42,19 @@ def run(fn: Callable[..., object], *args, **kwargs):
     except (ValueError, RuntimeError):  # a platform that cannot size a thread's stack
         return fn(*args, **kwargs)
     old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(DEEP_LIMIT)  # before the start: the limit is the interpreter's, not the thread's
     try:
         worker = threading.Thread(target=body, name="ddcheck-deep", daemon=True)
-        sys.setrecursionlimit(max(old_limit, DEEP_LIMIT))
         worker.start()
+    except RuntimeError:  # no room for the stack (ulimit -v): the walks get the caller's room only
+        sys.setrecursionlimit(old_limit)
+        return fn(*args, **kwargs)
     finally:
         threading.stack_size(old_stack)
     try:
         worker.join()
     finally:
-        if sys.getrecursionlimit() == max(old_limit, DEEP_LIMIT):
+        if sys.getrecursionlimit() == DEEP_LIMIT:  # unless fn set its own
             sys.setrecursionlimit(old_limit)
     if "error" in box:
         raise box["error"]
