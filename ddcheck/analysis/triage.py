@@ -118,8 +118,8 @@ def triage(tree: SourceTree, positions: list[int], vocab: Vocabulary) -> Triage:
 
 def _as_utf8(data: bytes) -> bytes:
     """The bytes the prefilter reads: the file itself, or, for a file declaring another encoding,
-    its text as UTF-8 (in unicode_escape a whole file may be one line of bytes; in cp500 no marker
-    reads as ASCII)."""
+    its text as UTF-8 (in unicode_escape a whole file is one line of bytes, its newlines written
+    ``\\n``, and the prefilter reads lines)."""
     if data.isascii() and data.find(b"coding", 0, 4096) < 0:
         return data
     encoding = encoding_of(data)
