@@ -76,8 +76,11 @@ def write(path: Path, findings: list[Finding]) -> int:
             entries[fp] = {"fingerprint": fp, "count": 1, "rule": f.rule, "path": location(f, root),
                            "function": f.function, "statement": " ".join(f.statement.split())}
     ordered = sorted(entries.values(), key=lambda e: (e["path"], e["rule"], e["function"] or "", e["fingerprint"]))
-    path.write_text(json.dumps({"version": FORMAT_VERSION, "tool": "ddcheck", "findings": ordered}, indent=1) + "\n",
-                    encoding="utf-8")
+    text = json.dumps({"version": FORMAT_VERSION, "tool": "ddcheck", "findings": ordered}, indent=1) + "\n"
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise BaselineError(f"{path}: cannot write the baseline: {exc.strerror or exc}") from exc
     return len(findings)
 
 
@@ -89,7 +92,12 @@ def load(path: Path) -> Baseline:
             raise ValueError(f"unsupported baseline version {data.get('version')!r}")
         counts = Counter()
         for e in data["findings"]:
-            counts[str(e["fingerprint"])] += int(e["count"])
+            count = e["count"]
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise ValueError(f"count {count!r} of {e.get('fingerprint')!r} is not a whole number >= 0")
+            counts[str(e["fingerprint"])] += count
+    except RecursionError as exc:
+        raise BaselineError(f"{path}: not a ddcheck baseline (nested too deeply to read)") from exc
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BaselineError(f"{path}: not a ddcheck baseline ({exc})") from exc
     return Baseline(counts, root=path.resolve().parent)

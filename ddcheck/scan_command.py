@@ -88,7 +88,10 @@ def scan_command(targets: list[str] | None, fmt: str = "text", fail_on: Severity
     if write_baseline or baseline:
         from . import baseline as bl
     if write_baseline:
-        n = bl.write(write_baseline, result.findings)
+        try:
+            n = bl.write(write_baseline, result.findings)
+        except bl.BaselineError as exc:
+            raise UsageError(str(exc)) from exc
         console(stderr=True).print(f"wrote {n} findings to baseline {escape(str(write_baseline))}")
         return 0
     if baseline:

@@ -121,8 +121,9 @@ def find_pyproject(start: Path) -> Path | None:
                 if "tool.ddcheck" in text:  # ours and broken: load_settings reports it (exit 2)
                     return candidate
                 continue
-            if "ddcheck" in data.get("tool", {}):
-                return candidate
+            tool = data.get("tool")
+            if "ddcheck" in tool if isinstance(tool, dict) else tool is not None:
+                return candidate  # ours, or a `tool` that is no table: load_settings says so (exit 2)
     return None
 
 
@@ -137,7 +138,10 @@ def load_settings(start: Path | None = None, config_file: Path | None = None) ->
         data = tomllib.loads(read_regular(Path(path)).decode("utf-8"))
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
         raise SettingsError(f"{path}: cannot read configuration: {exc}") from exc
-    table = data.get("tool", {}).get("ddcheck", data if config_file and path.name != "pyproject.toml" else {})
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise SettingsError(f"{path}: tool: not a table (a [tool.ddcheck] table is looked for under it)")
+    table = tool.get("ddcheck", data if config_file and path.name != "pyproject.toml" else {})
     settings = _validate(table, path)
     settings.source = path
     return settings

@@ -272,7 +272,7 @@ def open_target(target: str, stamped: bool = False) -> SourceTree:
     if path.suffix == ".whl" or path.suffix == ".zip" and lazy_zipfile().is_zipfile(path):
         return _open_wheel(path, label=str(path))
     return SourceTree(label=str(path), kind="file", root=path.parent,
-                      files=[_disk_file(path, display=str(path), relpath=path.name)])
+                      files=[_disk_file(path, display=printable(str(path)), relpath=printable(path.name))])
 
 
 def _disk_file(path: Path, display: str, relpath: str) -> SourceFile:
@@ -280,10 +280,14 @@ def _disk_file(path: Path, display: str, relpath: str) -> SourceFile:
 
 
 def printable(name: str) -> str:
-    """A file name as text: bytes that are not UTF-8 (held as surrogates by os) shown as \\xNN."""
-    if name.isascii():  # nearly every name: no round trip
+    """A file name as text safe to print: bytes that are not UTF-8 (held as surrogates by os) shown as
+    \\xNN, and control characters (an escape sequence, a newline in a name) escaped as Python writes them,
+    so a name never moves the cursor or recolours the terminal (ruff escapes them too)."""
+    if name.isprintable():  # nearly every name: no round trip
         return name
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if not name.isascii():
+        name = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
 
 
 def read_regular(path: Path | str) -> bytes:
@@ -360,7 +364,7 @@ def _open_wheel(wheel: Path, label: str) -> SourceTree:
         if info.is_dir() or not info.filename.endswith(".py"):
             continue
         member = info.filename
-        files.append(SourceFile(display=f"{wheel}!{member}", relpath=member,
+        files.append(SourceFile(display=printable(f"{wheel}!{member}"), relpath=printable(member),
                                 _read=_member_reader(wheel, member)))
     return SourceTree(label=label, kind="wheel", files=files, wheel=wheel)
 

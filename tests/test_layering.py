@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("ground: the target tree, its names, errors, files, the data every floor passes on",
      ("ddcheck.target", "ddcheck.sources", "ddcheck.isolation", "ddcheck.errors", "ddcheck.files",
-      "ddcheck.findings", "ddcheck.contract")),
+      "ddcheck.findings", "ddcheck.contract", "ddcheck.deep")),
     ("definitions: rules (they own their ids, severities, docs), suppression comments, backends' tables",
      ("ddcheck.rules", "ddcheck.suppressions", "ddcheck.backends")),
     ("analysis: the scan's model of the verify path",

@@ -345,7 +345,8 @@ class Engine:
         by C (``n = self.max_context_len; n += C``) is a bound fixed at start-up (capacity); a value read
         only by size checks, comparisons or log lines lays nothing out; anything else is layout."""
         stmt = _statement_of(fp.model, site.node)
-        if stmt is not None and any(names_a_budget(n) for n in every_node(stmt)):
+        if stmt is not None and _per_statement(fp.model, "budget", stmt,
+                                               lambda: any(names_a_budget(n) for n in every_node(stmt))):
             return None  # sized for the largest width a budget allows (`max(C, budget + 1)`, a fix's output)
         aug = isinstance(stmt, ast.AugAssign)
         layout = Verdict(LAYOUT, f"grows `{target}` by C (an extent of this step)" if aug else layout_what(target))
@@ -366,7 +367,7 @@ class Engine:
     def _later_uses(self, fp: FunctionPass, target: str, mine, alias_is_layout):
         """What each read of local ``target`` that binding ``mine`` reaches does: an argument as the
         callee takes it, an alias for which ``alias_is_layout`` holds as a layout."""
-        for use in _name_loads(fp.func.node, target):
+        for use in _per_statement(fp.model, "loads", fp.func.node, lambda: _loads_by_name(fp.func.node)).get(target, ()):
             if (use.lineno, use.col_offset) <= mine.pos or mine not in fp.reaching(target, use):
                 continue
             v = classify(use, fp.model.parents, self.vocab)
@@ -1052,7 +1053,17 @@ def _statement(model: ModuleModel, node: ast.AST) -> tuple[str, int]:
     if stmt is None:
         return "", node.lineno
     header = stmt.test if isinstance(stmt, (ast.If, ast.While)) else stmt.iter if isinstance(stmt, ast.For) else stmt
-    return ast.unparse(header), stmt.lineno
+    return _per_statement(model, "text", stmt, lambda: ast.unparse(header)), stmt.lineno
+
+
+def _per_statement(model: ModuleModel, what: str, stmt: ast.stmt, make):
+    """``make()``, once per statement: a statement holding a thousand reads of C (a 2,900-term sum) is
+    walked once, not once per read."""
+    known = model.__dict__.setdefault("_per_statement", {})
+    key = (what, id(stmt))
+    if key not in known:
+        known[key] = make()
+    return known[key]
 
 
 def _param_for(func: FunctionInfo, call: ast.Call, arg: ast.expr, keyword: str | None, bound: bool) -> str | None:
@@ -1071,10 +1082,13 @@ def _resolves_width(func: ast.FunctionDef, vocab: Vocabulary) -> bool:
                for n in walk(func))
 
 
-def _name_loads(root: ast.AST, name: str):
+def _loads_by_name(root: ast.AST) -> dict[str, list[ast.Name]]:
+    """Every read of a name under ``root``, by name, in ``ast.walk`` order (made once per function)."""
+    out: dict[str, list[ast.Name]] = {}
     for n in ast.walk(root):
-        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
-            yield n
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            out.setdefault(n.id, []).append(n)
+    return out
 
 
 def _top_level_span(model, line: int) -> tuple[int, int]:

@@ -47,6 +47,17 @@ class Verdict:
     target: str | None = None
 
 
+def _per_step(node: ast.expr, vocab: Vocabulary) -> bool:
+    """:func:`mentions_per_step`, kept on the node: each read of C asks it of every conditional above
+    it, and a chain of a thousand `C if t else ...` would walk its branches once per read."""
+    known = node.__dict__.get("_ddcheck_per_step")
+    if known is not None and known[0] is vocab:
+        return known[1]
+    value = mentions_per_step(node, vocab)
+    node._ddcheck_per_step = (vocab, value)
+    return value
+
+
 def classify(node: ast.expr, parents: dict, vocab: Vocabulary) -> Verdict:
     """Judge one read of C by the expressions around it, up to its statement."""
     child = node
@@ -61,12 +72,12 @@ def classify(node: ast.expr, parents: dict, vocab: Vocabulary) -> Verdict:
             if fieldname == "test":
                 return Verdict(HARMLESS, "condition")
             other = parent.orelse if fieldname == "body" else parent.body
-            if mentions_per_step(other, vocab) or mentions_per_step(parent.test, vocab):
+            if _per_step(other, vocab) or _per_step(parent.test, vocab):
                 return Verdict(FALLBACK, FALLBACK_WHAT)
             direct = False
         elif isinstance(parent, ast.BoolOp):
             others = [v for v in parent.values if v is not child]
-            if isinstance(parent.op, ast.Or) and any(mentions_per_step(o, vocab) for o in others):
+            if isinstance(parent.op, ast.Or) and any(_per_step(o, vocab) for o in others):
                 return Verdict(FALLBACK, FALLBACK_WHAT)
             if isinstance(parent.op, ast.Or) and parent.values[-1] is child \
                     and any(_width_parameter(o, parent, parents) for o in others):

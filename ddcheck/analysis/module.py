@@ -10,6 +10,7 @@ import tokenize
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
+from ..deep import python_limit
 from ..sources import SourceFile, split_lines
 from .exprs import dotted, every_node, is_c_valued, is_exact_c, self_attr
 from .vocabulary import Vocabulary
@@ -34,11 +35,19 @@ def encoding_of(data: bytes) -> str:
     too, which ``tokenize.detect_encoding`` on a byte stream does not know)."""
     first_two = (m.group() for m in itertools.islice(BYTE_LINE_RE.finditer(data, 0, 4096), 2))
     try:
-        return tokenize.detect_encoding(lambda: next(first_two, b""))[0]
+        encoding = tokenize.detect_encoding(lambda: next(first_two, b""))[0]
     except SyntaxError as exc:
         if "encoding" in str(exc) and "invalid or missing" not in str(exc):  # unknown or conflicting declaration
             raise SourceError(f"cannot be decoded: {exc}") from exc
         return "utf-8"  # no declaration: the first lines are simply not UTF-8, said by decode()
+    if encoding not in ("utf-8", "utf-8-sig"):
+        import codecs
+
+        # rot13, base64 and the like are codecs, not text encodings: Python refuses them as a source
+        # encoding, and so does a scan, naming the declaration
+        if not getattr(codecs.lookup(encoding), "_is_text_encoding", True):
+            raise SourceError(f"cannot be decoded: the declared encoding {encoding!r} is not a text encoding")
+    return encoding
 
 
 def check_decodes(data: bytes) -> None:
@@ -51,7 +60,8 @@ def check_decodes(data: bytes) -> None:
 def parse_source(data: bytes, filename: str = "<unknown>") -> ast.Module:
     """``ast.parse``, with what makes a file unparseable said as a SourceError."""
     try:
-        return ast.parse(data, filename=filename)
+        with python_limit():
+            return ast.parse(data, filename=filename)
     except (RecursionError, MemoryError) as exc:
         raise SourceError(f"too deeply nested or too large to parse ({type(exc).__name__})") from exc
     except (SyntaxError, ValueError) as exc:
@@ -64,9 +74,13 @@ def decode(data: bytes) -> str:
     encoding = encoding_of(data)
     try:
         return data.decode(encoding)
+    except LookupError as exc:  # a codec that is found but not a text encoding, said by encoding_of
+        raise SourceError(f"cannot be decoded: {exc}") from exc
     except UnicodeDecodeError as exc:
         what = "not UTF-8" if encoding in ("utf-8", "utf-8-sig") else f"not valid {encoding}"
         raise SourceError(f"{what}: {exc.reason} at byte {exc.start}") from exc
+    except UnicodeError as exc:  # a codec that fails as a whole ("undefined", idna on a long label)
+        raise SourceError(f"cannot be decoded as {encoding}: {exc}") from exc
 
 
 # Parent links are asked of statements and expressions, never of a load/store context or an operator

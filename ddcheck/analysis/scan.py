@@ -7,6 +7,7 @@ import gc
 import os
 from collections.abc import Callable
 
+from .. import deep
 from ..findings import FileError, ScanResult
 from ..sources import SourceTree
 from .chunk import ChunkAnalysis, ChunkResult
@@ -23,7 +24,12 @@ def scan_trees(trees: list[SourceTree], vocab: Vocabulary = DEFAULT_VOCABULARY,
     """Analyse every tree (or only the files whose relpath is in ``only``; the others are still
     there for helper lookups). Suppression comments are collected here and applied by
     :mod:`ddcheck.api`, which also filters rules. ``jobs``: worker processes for a large tree
-    (default: one per CPU, at most 8)."""
+    (default: one per CPU, at most 8). Run where the walks have room for any nesting Python parses
+    (:func:`ddcheck.deep.run`)."""
+    return deep.run(_scan_trees, trees, vocab, wants_path, only, jobs)
+
+
+def _scan_trees(trees: list[SourceTree], vocab: Vocabulary, wants_path, only, jobs) -> ScanResult:
     result = ScanResult()
     # The cyclic GC would rescan every AST already built on each collection; nothing here makes cycles
     # that need it during the scan.

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from .. import suppressions
 from ..sources import SourceTree
 from ..target.names import VERIFY_MARKERS
-from .module import SourceError, check_decodes, decode, parse_source
+from .module import SourceError, check_decodes, decode, encoding_of, parse_source
 from .names import Part, index_into
 from .vocabulary import Vocabulary
 
@@ -102,17 +102,28 @@ def triage(tree: SourceTree, positions: list[int], vocab: Vocabulary) -> Triage:
         index_into(out.index, pos, data)
         try:
             check_decodes(data)
+            probe = _as_utf8(data)
         except SourceError as exc:
             out.errors[pos] = str(exc)
             continue
-        if suppressions.MARKER in data:
+        if suppressions.MARKER in probe:
             out.suppressions[pos] = suppressions.parse(decode(data))
-        if needs_analysis(data, vocab) or explicit and in_code(data, _markers(vocab)):
+        if needs_analysis(probe, vocab) or explicit and in_code(probe, _markers(vocab)):
             out.candidates.append((pos, len(data)))
             out.texts[pos] = data
         elif explicit:
             _syntax_check(data, pos, out.errors)
     return out
+
+
+def _as_utf8(data: bytes) -> bytes:
+    """The bytes the prefilter reads: the file itself, or, for a file declaring another encoding,
+    its text as UTF-8 (in unicode_escape a whole file is one line of bytes, its newlines written
+    ``\\n``, and the prefilter reads lines)."""
+    if data.isascii() and data.find(b"coding", 0, 4096) < 0:
+        return data
+    encoding = encoding_of(data)
+    return data if encoding in ("utf-8", "utf-8-sig") else decode(data).encode("utf-8", "surrogatepass")
 
 
 def _syntax_check(data: bytes, pos: int, errors: dict[int, str]) -> None:

@@ -6,6 +6,7 @@ smoke and ``ddcheck config`` use. Every file fixed, rolled back or skipped carri
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 import stat
 from collections import Counter, defaultdict
@@ -14,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ..analysis.module import decode
+from ..deep import python_limit
 from ..files import replace
 from ..findings import Edit, Finding, FixSafety, ScanResult, Severity
 from ..settings import Settings
@@ -140,9 +142,13 @@ def verify_fixes(fixes: list[FileFix], trees: list[SourceTree], settings: Settin
     rejected = []
     for fx in fixes:
         try:
-            compile(fx.after, fx.display, "exec", dont_inherit=True)
+            with python_limit():
+                compile(fx.after, fx.display, "exec", dont_inherit=True)
         except SyntaxError as exc:
             rejected.append((fx, f"the fixed file does not parse ({exc.msg}, line {exc.lineno})"))
+            continue
+        except (RecursionError, MemoryError):
+            rejected.append((fx, "the fixed file is nested too deeply for Python to compile"))
             continue
         tree = next(t for t in trees if any(f.display == fx.display for f in t.files))
         patched = _patched_tree(tree, fixes)
@@ -192,6 +198,10 @@ def write_atomic(path: Path, data: bytes, expected_before: bytes | None) -> None
         raise FixError(f"{path} changed on disk since it was read; not written")
     st = path.stat() if path.exists() else None
     mode = stat.S_IMODE(st.st_mode) if st else 0o644
+    # The rename would replace a read-only file whatever its mode says (and root may write any file):
+    # as ruff and black do, a file nobody may write is refused, not rewritten.
+    if st is not None and not mode & 0o222:
+        raise PermissionError(errno.EACCES, f"read-only file (mode {mode:04o})", str(path))
 
     def unchanged() -> None:
         if expected_before is not None and (path.read_bytes() != expected_before or _identity(path) != _identity_of(st)):

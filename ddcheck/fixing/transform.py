@@ -49,7 +49,7 @@ def rewrite(source: bytes, findings: list[Finding], extra: list[Edit] = ()) -> b
         if encoding == "utf-8-sig":
             return b"\xef\xbb\xbf" + new_text.encode("utf-8")
         return new_text.encode(encoding)
-    except UnicodeEncodeError as exc:
+    except UnicodeError as exc:
         raise FixError(f"the fixed text does not encode as {encoding}: {exc}") from exc
 
 

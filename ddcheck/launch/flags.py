@@ -87,7 +87,15 @@ def _field_files(tree: SourceTree) -> list:
 
 
 def _parse(f) -> ast.Module:
-    return ast.parse(f.read_bytes().decode("utf-8"), filename=f.relpath)
+    """The file's syntax tree; a LookupError naming it (a usage error) where it cannot be read."""
+    try:
+        return ast.parse(f.read_bytes().decode("utf-8"), filename=f.relpath)
+    except SyntaxError as exc:
+        raise LookupError(f"{f.display}: does not parse: {exc.msg} (line {exc.lineno}); "
+                          "the flags of this tree cannot be read") from exc
+    except (OSError, ValueError, RecursionError, MemoryError) as exc:  # ValueError: not UTF-8, NUL bytes
+        raise LookupError(f"{f.display}: cannot be read ({type(exc).__name__}: {exc}); "
+                          "the flags of this tree cannot be read") from exc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -476,6 +484,10 @@ def merge_config_file(table: FlagTable, argv: list[str], load=None) -> list[str]
         raise ParseError(f"Config file is not UTF-8: {path}: {exc.reason} at byte {exc.start}") from exc
     except yaml.YAMLError as exc:
         raise ParseError(f"Config file is not valid YAML: {path}: {exc}") from exc
+    except RecursionError as exc:
+        raise ParseError(f"Config file is nested too deeply to read: {path}") from exc
+    except ValueError as exc:  # a value YAML reads but Python will not make (an integer of 5,000 digits)
+        raise ParseError(f"Config file holds a value that cannot be read: {path}: {exc}") from exc
     if not isinstance(data, dict):
         raise ParseError("Config file must contain a dictionary at root level")
     store_true = {f.dest for f in table.flags if f.kind == "store_true"}
