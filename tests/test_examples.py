@@ -4,7 +4,7 @@
 A block that docs/ copies from the README runs once. An example that cannot run here says why in
 NOT_RUN, and is reported as skipped with that reason. An example that runs a release's own code
 (smoke's kernels on the CPU, config's start-up code, a copy of a whole wheel) takes 15-60 s on a
-2-core machine: those (COSTLY) run one by one when DDCHECK_EXAMPLES_ALL=1 is set, and are skipped
+2-core machine: those (COSTLY) run, block by block, when DDCHECK_EXAMPLES_ALL=1 is set, and are skipped
 with that reason otherwise (tests/test_smoke.py, test_config.py and test_fix.py run the same
 commands on the same releases).
 
@@ -132,7 +132,8 @@ EXAMPLES = [e for p in PAGES for e in examples(p.read_text(encoding="utf-8"), st
 BLOCKS = unique_blocks(EXAMPLES)
 RUN = [[e for e in b if e.command not in NOT_RUN and not e.command.startswith(COSTLY)] for b in BLOCKS]
 RUN = [b for b in RUN if b]
-SLOW = [e for b in BLOCKS for e in b if e.command not in NOT_RUN and e.command.startswith(COSTLY)]
+SLOW = [[e for e in b if e.command not in NOT_RUN and e.command.startswith(COSTLY)] for b in BLOCKS]
+SLOW = [b for b in SLOW if b]
 SKIPPED = [e for b in BLOCKS for e in b if e.command in NOT_RUN]
 
 
@@ -167,7 +168,7 @@ def test_every_example_states_its_exit_code_or_why_it_does_not_run():
 def test_the_examples_are_found():
     assert {e.page for e in EXAMPLES} >= {"README.md", "docs/scan.md", "docs/fix.md", "docs/smoke.md",
                                           "docs/config.md", "docs/guard.md", "docs/forks.md"}
-    assert sum(map(len, RUN)) > 10 and len(SLOW) >= 5
+    assert sum(map(len, RUN)) > 10 and sum(map(len, SLOW)) >= 5
     first = EXAMPLES[0]
     assert (first.page, first.command, first.exit_code) == ("README.md", "ddcheck scan sglang==0.5.10", 1)
 
@@ -188,17 +189,34 @@ def run(examples: list[Example], tmp_path: Path) -> list[str]:
     return wrong
 
 
+def test_the_first_command_scans_the_demo_where_no_sglang_is_installed(tmp_path):
+    """The README's *Run it*: ``ddcheck scan`` with no target and no sglang says so and scans the demo."""
+    from importlib.util import find_spec
+
+    if find_spec("sglang") is not None:
+        pytest.skip("an sglang is installed here, and `ddcheck scan` reads it")
+    run_it = README.read_text(encoding="utf-8").split("```", 1)[0]
+    stated = re.search(r"exit code (\d)", run_it)
+    assert stated, "the README's Run it states no exit code"
+    proc = subprocess.run([sys.executable, "-m", "ddcheck", "scan"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, check=False, env={**os.environ, "NO_COLOR": "1"})
+    assert proc.returncode == int(stated.group(1)), proc.stdout + proc.stderr
+    assert "demo" in proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize("block", RUN, ids=[b[0].where for b in RUN])
 def test_a_console_block_runs_as_shown(block, tmp_path):
     assert run(block, tmp_path) == []
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("example", SLOW, ids=lambda e: e.where)
-def test_an_example_that_runs_a_release_runs_as_shown(example, tmp_path):
+@pytest.mark.parametrize("block", SLOW, ids=[b[0].where for b in SLOW])
+def test_the_examples_that_run_a_release_run_as_shown(block, tmp_path):
+    """A block's examples that run a release's code, in order (a fixed copy, then the smoke of it)."""
     if not ALL:
-        pytest.skip("runs a release's own code (15-60 s on 2 cores): set DDCHECK_EXAMPLES_ALL=1")
-    assert run([example], tmp_path) == []
+        pytest.skip(f"{len(block)} example(s) that run a release's own code, 15-60 s each on 2 cores: "
+                    "set DDCHECK_EXAMPLES_ALL=1")
+    assert run(block, tmp_path) == []
 
 
 @pytest.mark.parametrize("example", SKIPPED, ids=lambda e: e.where)
