@@ -3,6 +3,7 @@ scanned), 2 usage or internal error."""
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -31,7 +32,7 @@ def scan(
     fail_on: Optional[Severity] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1 (default: error)."),
     select: List[str] = typer.Option(None, "--select", help="Only these rule ids (repeatable)."),
     ignore: List[str] = typer.Option(None, "--ignore", help="Never these rule ids (repeatable)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml to read [tool.ddcheck] from."),
+    config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml to read \\[tool.ddcheck] from."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Report only findings not in this baseline."),
     write_baseline: Optional[Path] = typer.Option(None, "--write-baseline", help="Record today's findings and exit 0."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore and do not write the result cache."),
@@ -53,7 +54,7 @@ def fix(
     installed: bool = typer.Option(False, "--installed", help="Patch the installed sglang in place, after writing backups."),
     exit_non_zero_on_fix: bool = typer.Option(False, "--exit-non-zero-on-fix", help="Exit 1 when files were changed (pre-commit)."),
     verify: bool = typer.Option(False, "--verify", help="Run `ddcheck smoke` on the fixed tree; fail unless it passes."),
-    config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml to read [tool.ddcheck] from."),
+    config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml to read \\[tool.ddcheck] from."),
     force: bool = typer.Option(False, "--force", help="With --out: write into a directory that is not empty."),
 ) -> None:
     """Rewrite verify-path uses of C to the verify input's per-step width, format-preserving.
@@ -93,11 +94,18 @@ def smoke(
     """Run the tree's real verify path of one attention backend at W != C and judge it.
 
     Every path's metadata is checked against the verify contract; Triton's attention output is also
-    compared with a reference. Every W runs, W < C in padded buffers (rows written past the verify batch
-    are reported). Exit 0: every path correct; 1: the control passes but W != C is wrong (the bug, or
-    the graph capture width: the verdict says which); 2: harness failure. Example: [bold]ddcheck smoke sglang==0.5.10[/bold];
-    [bold]ddcheck smoke sglang==0.5.23 --backend fa3[/bold]; [bold]ddcheck smoke python/sglang --launch
-    "python -m sglang.launch_server --speculative-algorithm DDTREE --speculative-ddtree-budget 16 ..."[/bold]
+    compared with a reference. Every W runs, W < C in padded buffers, and rows written past the verify
+    batch are reported.
+
+    Exit 0: every path is correct. 1: the control passes but W != C is wrong (the bug, or the graph
+    capture width: the verdict says which). 2: harness failure.
+
+    Example: [bold]ddcheck smoke sglang==0.5.10[/bold] (the bug: exit 1).
+
+    Example: [bold]ddcheck smoke sglang==0.5.23 --backend fa3[/bold] (FA3's metadata).
+
+    Example: [bold]ddcheck smoke python/sglang --launch "python -m sglang.launch_server
+    --speculative-algorithm DDTREE --speculative-ddtree-budget 16 ..."[/bold] (at one launch's C and W).
     """
     if list_backends:
         _print_backends()
@@ -189,14 +197,17 @@ def config(
 def guard(
     ctx: typer.Context,
     mode: str = typer.Option("raise", "--mode", help="raise: stop the step at the first violation; warn: log once per field, count, print the counts at exit."),
-    every: int = typer.Option(0, "--every", help="Check the first 16 verify steps of each backend path, then every N-th (default 16)."),
+    every: int = typer.Option(0, "--every", show_default=False,
+                              help="Check the first 16 verify steps of each backend path, then every N-th (default 16)."),
     log: Optional[Path] = typer.Option(None, "--log", help="Append a JSON record of each process's first violation here (DDCHECK_GUARD_LOG)."),
     site_dir: bool = typer.Option(False, "--site-dir", help="Print the directory to put on PYTHONPATH (with DDCHECK_GUARD=raise|warn) for a process started some other way."),
 ) -> None:
     """Run a command with the verify contract checked inside it and every Python process it starts.
 
+    Exit code: the command's own.
+
     Example: [bold]ddcheck guard --mode warn -- python -m sglang.launch_server --model-path M
-    --speculative-algorithm DDTREE ...[/bold]. Exit code: the command's own.
+    --speculative-algorithm DDTREE ...[/bold]
     """
     from .guard.run import run_guarded, site_directory
 
@@ -245,6 +256,17 @@ def explain(rule_id: str = typer.Argument(..., help="A rule id (DD001) or name."
         console().print(Markdown(rule.doc()))
     else:
         console().file.write(rule.doc())
+
+
+def _paragraphs(doc: str) -> str:
+    """A docstring as help text, each paragraph on one line: typer (0.2x, rich markup) keeps the single
+    line breaks of every paragraph after the first, so a source line break would reach the terminal."""
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
+
+
+for _info in app.registered_commands:  # after the last @app.command; tests/test_help.py holds every --help to it
+    if _info.help is None and _info.callback is not None:
+        _info.help = _paragraphs(_info.callback.__doc__ or "")
 
 
 def main() -> None:

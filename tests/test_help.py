@@ -1,0 +1,128 @@
+"""Every command's ``--help`` at 80 columns: no line past the edge, prose broken only where rich had to
+wrap it (never at a line break of the docstring), and every word of the source help on the screen (a
+``[...]`` that rich reads as markup vanishes silently)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import typer
+from rich.cells import cell_len
+from rich.text import Text
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from ddcheck.cli import app
+
+WIDTH = 80
+# typer prints the description with one column of padding on each side
+PROSE_WIDTH = WIDTH - 2
+BOX = "│╭╮╰╯─"
+
+
+def render(application: typer.Typer, args: list[str]) -> str:
+    result = CliRunner().invoke(application, [*args, "--help"], env={"COLUMNS": str(WIDTH)}, color=False)
+    assert result.exit_code == 0, result.output
+    return Text.from_ansi(result.output).plain  # FORCE_COLOR or a CI's TTY flag would add styles
+
+
+def description(screen: str) -> list[list[str]]:
+    """The prose between the usage line and the first box, as paragraphs of rendered lines."""
+    lines = screen.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.strip().startswith("Usage:")) + 1
+    end = next((i for i, ln in enumerate(lines) if ln.startswith("╭")), len(lines))
+    paragraphs: list[list[str]] = [[]]
+    for ln in lines[start:end]:
+        if ln.strip():
+            paragraphs[-1].append(ln.strip())
+        elif paragraphs[-1]:
+            paragraphs.append([])
+    return [p for p in paragraphs if p]
+
+
+def stray_breaks(paragraphs: list[list[str]]) -> list[str]:
+    """Line breaks rich did not have to make: the next line's first word would have fitted."""
+    return [f"{a!r} / {b!r}" for p in paragraphs for a, b in zip(p, p[1:])
+            if cell_len(a) + 1 + cell_len(b.split()[0]) <= PROSE_WIDTH]
+
+
+def source_texts(command) -> list[str]:
+    """The help a command declares (its paragraphs and each parameter's), as the words that must show."""
+    texts = [p for p in (command.help or "").split("\n\n")]
+    texts += [p.help for p in command.params if getattr(p, "help", None)]
+    return [" ".join(re.sub(r"\[/?bold\]", "", t).replace("\\[", "[").split()) for t in texts if t.strip()]
+
+
+def flat(screen: str) -> str:
+    return " ".join(screen.translate({ord(c): " " for c in BOX}).split())
+
+
+GROUP = get_command(app)
+COMMANDS = [[]] + [[name] for name in sorted(GROUP.commands)]
+IDS = ["ddcheck"] + [f"ddcheck {name}" for name in sorted(GROUP.commands)]
+
+
+def test_every_command_is_covered():
+    assert {"scan", "fix", "smoke", "config", "guard", "rules", "explain"} <= set(GROUP.commands)
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=IDS)
+def test_help_fits_in_80_columns(args):
+    long = [ln for ln in render(app, args).splitlines() if cell_len(ln) > WIDTH]
+    assert long == []
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=IDS)
+def test_help_prose_breaks_only_where_a_word_does_not_fit(args):
+    paragraphs = description(render(app, args))
+    assert paragraphs, "no description rendered"
+    assert stray_breaks(paragraphs) == []
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=IDS)
+def test_help_shows_every_word_it_declares(args):
+    command = GROUP.commands[args[0]] if args else GROUP
+    screen = flat(render(app, args))
+    missing = [t for t in source_texts(command) if t not in screen]
+    assert missing == []
+
+
+@pytest.mark.parametrize("args", COMMANDS[1:], ids=IDS[1:])
+def test_help_ends_with_an_example(args):
+    assert description(render(app, args))[-1][0].startswith("Example")
+
+
+# ------------------------------------------------------------------------------- the checks can fail
+
+
+def _toy(doc: str, option_help: str = "An option.") -> typer.Typer:
+    toy = typer.Typer(rich_markup_mode="rich")
+
+    @toy.command()
+    def run(x: int = typer.Option(0, help=option_help)) -> None:
+        pass
+
+    @toy.command()
+    def other() -> None:
+        pass
+
+    run.__doc__ = doc  # typer reads the docstring when it builds the command, after this
+    return toy
+
+
+def test_the_check_finds_a_docstring_line_break():
+    doc = "Title.\n\nTriton's attention output is also\ncompared with a reference, which is long enough."
+    assert stray_breaks(description(render(_toy(doc), ["run"])))
+
+
+def test_the_check_passes_a_paragraph_rich_wrapped():
+    doc = "Title.\n\n" + " ".join(["Triton's attention output is also compared with a reference."] * 4)
+    paragraphs = description(render(_toy(doc), ["run"]))
+    assert len(paragraphs[-1]) > 1 and stray_breaks(paragraphs) == []
+
+
+def test_the_check_finds_help_that_rich_took_for_markup():
+    toy = _toy("Title.", option_help="pyproject.toml to read [tool.ddcheck] from.")
+    command = get_command(toy).commands["run"]
+    assert source_texts(command)[-1] not in flat(render(toy, ["run"]))
