@@ -27,7 +27,7 @@ from ddcheck.launch.gpu import Gpu
 from ddcheck.launch.treerun import TreeRun, Where, run_handler
 from ddcheck.sources import SourceTree
 from ddcheck.target.names import (ATTENTION_BACKEND_FIELDS, HANDLER_METHOD_NAMES, HANDLER_NAMES,
-                                  SERVER_ARGS_CLASS, SERVER_ARGS_FILE)
+                                  RESOLVED_OVERRIDES, SERVER_ARGS_CLASS, SERVER_ARGS_FILE)
 from ddcheck.target.runtime import Platform
 
 STARTUP_DIRS = ("/arg_groups/",)  # besides server_args.py, where the start-up code lives
@@ -147,6 +147,19 @@ class _Returns:
     def __init__(self, run):
         self.run = run
         self.seen: list[tuple[int, str, Where, int]] = []  # (writes so far, value, where, depth)
+        # Decisions appended to the record's stash (``server_args._resolved_overrides.append((source,
+        # {field: value}))``, 0.5.16 .. 0.5.22: applied to the fields only when resolution ends):
+        # (writes so far, {field: value}, where)
+        self.stashed: list[tuple[int, dict, Where | None]] = []
+
+    def _stash_append(self, frame, arg) -> None:
+        stash = getattr(self.run.server_args, RESOLVED_OVERRIDES, None)
+        if getattr(arg, "__self__", None) is not stash or not isinstance(stash, list) or not stash:
+            return
+        entry = stash[-1]
+        if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[1], dict):
+            self.stashed.append((len(self.run.result.writes), dict(entry[1]),
+                                 self.run.where_of(frame.f_code.co_filename, frame.f_lineno)))
 
     def __call__(self, fn):
         def wrapped(sa):
@@ -155,7 +168,10 @@ class _Returns:
             def profile(frame, event, arg):
                 if previous is not None:
                     previous(frame, event, arg)
-                if event == "return" and isinstance(arg, str) and len(arg) < 64:
+                if event == "c_return" and getattr(arg, "__name__", "") == "append":
+                    self._stash_append(frame, arg)
+                elif event == "return" and isinstance(arg, str) and len(arg) < 64 \
+                        and not frame.f_code.co_name.startswith("__"):  # not an attribute read (a view's __getattr__)
                     where = self.run.where_of(frame.f_code.co_filename, frame.f_lineno)
                     if where is not None:
                         depth, f = 0, frame
@@ -220,10 +236,15 @@ def select_backends(tree: SourceTree, values: dict[str, Any], gpu: Gpu, draft_co
     hook = returns[-1] if returns else None
     for f in sel.left:
         value = run.values.get(f)
-        if value is None:
-            continue
-        index = max((i for i, w in enumerate(run.writes) if w.name == f), default=None)
-        set_at = run.writes[index].where if index is not None else None
+        if value is not None:
+            index = max((i for i, w in enumerate(run.writes) if w.name == f), default=None)
+            set_at = run.writes[index].where if index is not None else None
+        else:  # declared in the stash, not applied yet: the tree's resolved value
+            hit = next((x for x in reversed(hook.stashed) if f in x[1]), None) if hook is not None else None
+            if hit is None or hit[1][f] is None:
+                continue
+            index, value, set_at = hit[0], hit[1][f], hit[2]
+            sel.values[f] = value
         picked = hook.picked_at(index, value) if hook is not None and index is not None else None
         sel.picked[f] = Picked(f, value, str(set_at) if set_at else None, str(picked) if picked else None)
     return sel

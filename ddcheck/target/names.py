@@ -108,3 +108,5 @@ DECODE_ATTENTION_BACKEND = "decode_attention_backend"
 DRAFT_ATTENTION_BACKEND = "speculative_draft_attention_backend"
 ATTENTION_BACKEND_FIELDS = (ATTENTION_BACKEND, PREFILL_ATTENTION_BACKEND, DECODE_ATTENTION_BACKEND,
                             DRAFT_ATTENTION_BACKEND)
+# Where 0.5.16+ stashes start-up decisions (``(source, {field: value})`` entries) before it applies them.
+RESOLVED_OVERRIDES = "_resolved_overrides"
