@@ -24,10 +24,10 @@ def launch_smoke(s: SpecSettings, tree: SourceTree, device: str = "cpu") -> Conf
     name = s.verify_backend  # the launch's, or the one the tree's start-up code picked for it
     spec = backends.BACKENDS.get(name) if name else None
     if spec is None or not spec.runs or W is None or C is None:
-        why = "W or C is not known" if W is None or C is None else \
-            f"ddcheck smoke has no runner for {name}: {spec.why_not}" if spec is not None else \
-            f"ddcheck smoke does not run {name or 'an unknown backend'} (it runs "
-            f"{', '.join(b.name for b in backends.BACKENDS.values() if b.runs)}); it is judged statically"
+        runs = ", ".join(b.name for b in backends.BACKENDS.values() if b.runs)
+        why = ("W or C is not known" if W is None or C is None else
+               f"ddcheck smoke has no runner for {name}: {spec.why_not}" if spec is not None else
+               f"ddcheck smoke does not run {name or 'an unknown backend'} (it runs {runs}); it is judged statically")
         return _f("launch-smoke", Consequence.PERF, f"not run: {why}", level="info")
     values = {k: v for k, v in s.values.items() if _jsonable(v)} if s.values else None
     r = run_smoke(tree.label, budget=W - 1, num_draft_tokens=C, device=device, allow_out_of_bounds=True,

@@ -141,10 +141,17 @@ MHA, MLA = ("llama", "llama_eagle"), ("deepseek_v3", "deepseek_v3_nextn")
 # release's source: 0.5.10 server_args.py:2243 `return "fa3"` in _get_default_attn_backend's MHA branch
 # under is_hopper_with_cuda_12_3() (assigned at :2288 in _handle_attention_backend_compatibility);
 # :1608 `self.attention_backend = "trtllm_mla"` under is_sm100_supported() for DeepSeek V3 in
-# _handle_model_specific_adjustments; SAMPLES below for 0.5.16 and 0.5.23.
+# _handle_model_specific_adjustments. 0.5.16 server_args.py:4931 `return "flashinfer"` (MHA, not Hopper
+# nor sm100, flashinfer available and no attention sinks), declared by run_post_process_pass into the
+# record's stash at arg_groups/overrides.py:199 (`stash.append(entry)`). 0.5.23
+# arg_groups/model_override_base.py:338 `return "fa3"` in get_default_attn_backend's MLA branch under
+# get_platform().is_hopper_with_cuda_12_3, declared at arg_groups/overrides.py:106 (declare_resolution).
 SAMPLES = [
     ("0.5.10", "H100", MHA, "fa3", "sglang/srt/server_args.py:2243", "sglang/srt/server_args.py:2288"),
     ("0.5.10", "sm100", MLA, "trtllm_mla", None, "sglang/srt/server_args.py:1608"),
+    ("0.5.16", "A100", MHA, "flashinfer", "sglang/srt/server_args.py:4931", "sglang/srt/arg_groups/overrides.py:199"),
+    ("0.5.23", "sm90", MLA, "fa3", "sglang/srt/arg_groups/model_override_base.py:338",
+     "sglang/srt/arg_groups/overrides.py:106"),
 ]
 
 
@@ -198,7 +205,17 @@ def test_the_fork_ddtree_launch_on_hopper_is_judged_on_fa3_as_if_passed(hz, dfla
     """The fork picks fa3 on Hopper (its server_args.py:2774, `return "fa3"` under
     is_hopper_with_cuda_12_3() and topk one): the launch without a backend flag gets the findings,
     at the levels, of the launch with --attention-backend fa3: two errors."""
-    auto = check_launch(_ddtree(dflash_draft), tree=hz, gpu="H100")
+    smoked = []
+
+    def smoke(s, tree):  # what `config --smoke` is handed: the picked backend as the verify backend
+        from ddcheck.launch.checks import Consequence, _f
+
+        smoked.append(s.verify_backend)
+        return _f("launch-smoke", Consequence.PERF, "ran", level="info")
+
+    auto = check_launch(_ddtree(dflash_draft), tree=hz, gpu="H100", smoke=smoke)
+    assert smoked == ["fa3"]
+    auto.findings = [f for f in auto.findings if f.id != "launch-smoke"]
     given = check_launch(_ddtree(dflash_draft, "--attention-backend", "fa3"), tree=hz, gpu="H100")
     assert [(p.field, p.value, p.picked_at) for p in auto.backends_picked] == [
         ("attention_backend", "fa3", "sglang/srt/server_args.py:2774")]

@@ -139,7 +139,9 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
             report.backend_selection_note = (f"the tree's start-up code ({sel.entry}) could not pick one here: "
                                              f"{sel.failed}" if sel.failed else
                                              f"the tree's start-up code ({sel.entry}) left "
-                                             f"attention_backend unset here")
+                                             f"attention_backend unset here") + (
+                f"; it read what ddcheck does not have: pass {' and '.join(sel.supply)} (or a local --model-path "
+                "folder with its config.json)" if sel.supply else "")
             report.tree_limitations.extend(x for x in sel.limitations if x not in report.tree_limitations)
     run = run_handler(tree, values, *configs, gpu=machine.vendor, platform=platform_of(machine))
     report.handler = str(run.handler) if run.handler else None

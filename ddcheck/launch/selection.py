@@ -51,6 +51,7 @@ class Selection:
     limitations: list[str] = field(default_factory=list)
     failed: str | None = None  # the run could not complete: why
     values: dict[str, Any] = field(default_factory=dict)  # server_args where the run stopped
+    supply: list[str] = field(default_factory=list)  # options that supply what the code read and ddcheck lacked
 
 
 def left_to_sglang(values: dict[str, Any]) -> list[str]:
@@ -229,6 +230,7 @@ def select_backends(tree: SourceTree, values: dict[str, Any], gpu: Gpu, draft_co
     sel.entry = str(run.handler) if run.handler else f"{relpath}:?"
     sel.limitations = list(run.limitations)
     sel.values = dict(run.values)
+    sel.supply = list(dict.fromkeys(n.supply for n in run.needs if n.supply))
     if not run.ok:
         sel.failed = run.failed
     elif run.rejected:
