@@ -152,6 +152,10 @@ SAMPLES = [
     ("0.5.16", "A100", MHA, "flashinfer", "sglang/srt/server_args.py:4931", "sglang/srt/arg_groups/overrides.py:199"),
     ("0.5.23", "sm90", MLA, "fa3", "sglang/srt/arg_groups/model_override_base.py:338",
      "sglang/srt/arg_groups/overrides.py:106"),
+    # 0.5.23 model_overrides/deepseek_v2.py:185 `overrides["attention_backend"] = "trtllm_mla"` under
+    # get_platform().is_sm100, in _deepseek_family_overrides (:51), collected into the record's stash whole:
+    # no return picks it, the declaring function is where it was set.
+    ("0.5.23", "B200", MLA, "trtllm_mla", None, "sglang/srt/arg_groups/model_overrides/deepseek_v2.py:51"),
 ]
 
 

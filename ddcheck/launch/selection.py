@@ -227,6 +227,7 @@ def select_backends(tree: SourceTree, values: dict[str, Any], gpu: Gpu, draft_co
 
     run: TreeRun = run_handler(tree, values, draft_config, model_config, gpu=gpu.vendor,
                                platform=platform_of(gpu), entry=entry)
+    run_stash = {"stash": getattr(returns[-1].run.server_args, RESOLVED_OVERRIDES, None) if returns else None}
     sel.entry = str(run.handler) if run.handler else f"{relpath}:?"
     sel.limitations = list(run.limitations)
     sel.values = dict(run.values)
@@ -243,6 +244,8 @@ def select_backends(tree: SourceTree, values: dict[str, Any], gpu: Gpu, draft_co
             set_at = run.writes[index].where if index is not None else None
         else:  # declared in the stash, not applied yet: the tree's resolved value
             hit = next((x for x in reversed(hook.stashed) if f in x[1]), None) if hook is not None else None
+            if hit is None:  # a stash the code assigned whole (model overrides collected at once)
+                hit = _in_final_stash(run_stash.get("stash"), f, tree)
             if hit is None or hit[1][f] is None:
                 continue
             index, value, set_at = hit[0], hit[1][f], hit[2]
@@ -250,6 +253,28 @@ def select_backends(tree: SourceTree, values: dict[str, Any], gpu: Gpu, draft_co
         picked = hook.picked_at(index, value) if hook is not None and index is not None else None
         sel.picked[f] = Picked(f, value, str(set_at) if set_at else None, str(picked) if picked else None)
     return sel
+
+
+def _in_final_stash(stash, f: str, tree: SourceTree):
+    """(None, {f: value}, where the declaring function is defined) from the stash as the run left it:
+    the last ``(source, {field: value})`` entry that declares ``f``; ``source`` is the tree function's name."""
+    if not isinstance(stash, list):
+        return None
+    entry = next((e for e in reversed(stash) if isinstance(e, tuple) and len(e) == 2 and isinstance(e[1], dict)
+                  and f in e[1]), None)
+    if entry is None:
+        return None
+    source = str(entry[0]).split(".")[-1]
+    where = None
+    pattern = f"def {source}(".encode()
+    for file in tree.files:
+        if file.relpath.endswith(".py") and ("/arg_groups/" in file.relpath or file.relpath.endswith(SERVER_ARGS_FILE)):
+            data = file.read_bytes()
+            at = data.find(pattern)
+            if at >= 0:
+                where = Where(file.relpath, data[:at].count(b"\n") + 1)
+                break
+    return None, dict(entry[1]), where
 
 
 # --------------------------------------------------------------------------- into the launch's settings
