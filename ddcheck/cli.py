@@ -167,8 +167,8 @@ def config(
         None, "--draft-config", help="The draft model's config.json (file or directory), for values the tree's start-up code reads from it."),
     model_config: Optional[Path] = typer.Option(
         None, "--model-config", help="The target model's config.json (file or directory)."),
-    gpu: str = typer.Option("nvidia", "--gpu", help="The serving machine, for the tree's platform probes: nvidia | amd | npu | xpu | musa | cpu."),
-    smoke: bool = typer.Option(False, "--smoke", help="Also run the launch's triton verify path from the tree at its C and W (needs the smoke extra)."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="The serving GPU, for the tree's platform probes and its choice of attention backend: an architecture (sm80, sm90, sm100, sm120), a product (A100, H100, H200, B200, RTX 5090...) or a vendor (nvidia | amd | npu | xpu | musa | cpu). Default: this machine's GPU (nvidia-smi), else an sm90 assumed."),
+    smoke: bool = typer.Option(False, "--smoke", help="Also run the launch's verify path from the tree at its C and W, on its backend (passed or picked by the tree for --gpu; needs the smoke extra)."),
     device: str = typer.Option("cpu", "--device", help="With --smoke: cpu (Triton interpreter) or cuda."),
 ) -> None:
     """Check an SGLang speculative-decoding launch before it runs.

@@ -1,7 +1,7 @@
 """``ddcheck config --smoke``: the launch, run. It composes the two commands, from a floor above both:
 ``ddcheck.launch`` resolves the launch (C, W, the verify-input class its worker builds, the width its
-graph runner captures with) and ``ddcheck.smoke`` runs the tree's triton verify path at them; neither
-package imports the other for it. :func:`ddcheck.launch.check_launch` takes :func:`launch_smoke` as
+graph runner captures with) and ``ddcheck.smoke`` runs the tree's verify path (the launch's backend,
+or the one the tree picked) at them; neither package imports the other for it. :func:`ddcheck.launch.check_launch` takes :func:`launch_smoke` as
 its ``smoke`` argument (the CLI's ``config --smoke`` passes it)."""
 
 from __future__ import annotations
@@ -13,19 +13,26 @@ from ddcheck.sources import SourceTree
 
 
 def launch_smoke(s: SpecSettings, tree: SourceTree, device: str = "cpu") -> ConfigFinding:
-    """The launch, run: the tree's triton verify path at the launch's C and W, with the verify-input
-    class its worker builds, captured at the width its graph runner captures with (``device``: cpu, the
-    Triton interpreter, or cuda)."""
+    """The launch, run: the tree's verify path at the launch's C and W, with the verify-input
+    class its worker builds, captured at the width its graph runner captures with, on the backend of its
+    verify path (passed, or picked by the tree's start-up code for the GPU) where ddcheck smoke runs it
+    (``device``: cpu, the Triton interpreter, or cuda)."""
+    from ddcheck import backends
     from ddcheck.smoke import run_smoke
 
     W, C = s.verify_width, s.num_draft_tokens
-    if s.verify_backend != "triton" or W is None or C is None:
-        why = "W or C is not known" if W is None or C is None else \
-            f"ddcheck smoke runs the triton backend only; {s.verify_backend or 'the automatic choice'} is judged statically"
+    name = s.verify_backend  # the launch's, or the one the tree's start-up code picked for it
+    spec = backends.BACKENDS.get(name) if name else None
+    if spec is None or not spec.runs or W is None or C is None:
+        runs = ", ".join(b.name for b in backends.BACKENDS.values() if b.runs)
+        why = ("W or C is not known" if W is None or C is None else
+               f"ddcheck smoke has no runner for {name}: {spec.why_not}" if spec is not None else
+               f"ddcheck smoke does not run {name or 'an unknown backend'} (it runs {runs}); it is judged statically")
         return _f("launch-smoke", Consequence.PERF, f"not run: {why}", level="info")
     values = {k: v for k, v in s.values.items() if _jsonable(v)} if s.values else None
     r = run_smoke(tree.label, budget=W - 1, num_draft_tokens=C, device=device, allow_out_of_bounds=True,
-                  graph_capture_width="W" if s.cuda_graph and s.capture_width == W else "C", launch=values)
+                  graph_capture_width="W" if s.cuda_graph and s.capture_width == W else "C", launch=values,
+                  backend=name)
     inputs = r.verify_inputs.get(f"W={W} C={C}")
     if inputs is None:
         inputs = "ddcheck's stand-in verify input"
@@ -33,9 +40,9 @@ def launch_smoke(s: SpecSettings, tree: SourceTree, device: str = "cpu") -> Conf
         inputs = ("an instance of " if inputs.split()[0] in r.verify_input_instances
                   else "a stand-in with the fields of ") + inputs
     if r.exit_code == 1:
-        return _f("launch-smoke", Consequence.CORRUPT, f"the tree's triton verify path at C={C}, W={W} ({inputs}) "
+        return _f("launch-smoke", Consequence.CORRUPT, f"the tree's {name} verify path at C={C}, W={W} ({inputs}) "
                   f"gives wrong attention: {r.verdict}", "see verify-width; `ddcheck fix` the tree, or make W == C")
     if r.exit_code == 2:
         return _f("launch-smoke", Consequence.PERF, f"could not run: {r.verdict}", level="warning")
-    return _f("launch-smoke", Consequence.PERF, f"the tree's triton verify path at C={C}, W={W} ({inputs}) is right "
+    return _f("launch-smoke", Consequence.PERF, f"the tree's {name} verify path at C={C}, W={W} ({inputs}) is right "
               f"on every path run: {r.verdict}", level="info")

@@ -11,7 +11,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TREE = REPO / "fixtures" / "trees" / "newer_ddtree"
 LAUNCH = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "DDTREE",
-          "--speculative-ddtree-budget", "3", "--speculative-num-draft-tokens", "16", "--attention-backend", "fa3"]
+          "--speculative-ddtree-budget", "3", "--speculative-num-draft-tokens", "16", "--attention-backend", "torch_native"]
 
 
 def _config(*flags: str) -> dict:
@@ -23,7 +23,7 @@ def _config(*flags: str) -> dict:
 
 def test_config_smoke_reports_the_run_and_plain_config_does_not():
     with_smoke = [f for f in _config("--smoke")["findings"] if f["id"] == "launch-smoke"]
-    assert len(with_smoke) == 1 and "triton backend only; fa3 is judged statically" in with_smoke[0]["message"]
+    assert len(with_smoke) == 1 and "does not run torch_native" in with_smoke[0]["message"]
     assert not [f for f in _config()["findings"] if f["id"] == "launch-smoke"]
 
 

@@ -15,11 +15,14 @@ from ddcheck.errors import UsageError
 from ddcheck.launch.checks import ALL_CHECKS, Consequence, ConfigFinding, check_startup, tree_run_findings
 from ddcheck.launch.evidence import scan_errors
 from ddcheck.launch.flags import ParseError, flag_table, merge_config_file, parse
-from ddcheck.launch.report import Report, render_json, render_text
+from ddcheck.launch.gpu import GpuError, resolve_gpu
+from ddcheck.launch.report import GpuReport, PickedBackend, Report, render_json, render_text
+from ddcheck.launch.selection import apply as apply_selection, platform_of, select_backends, settle
 from ddcheck.launch.speculative import SpecSettings, resolve
-from ddcheck.launch.treerun import GPUS, TreeRun, load_config, run_handler, server_args_values
+from ddcheck.launch.treerun import TreeRun, load_config, run_handler, server_args_values
 from ddcheck.launch.worker import graph_capture, verify_inputs
 from ddcheck.sources import SourceTree, TargetError, installed_sglang, open_target
+from ddcheck.target.names import ATTENTION_BACKEND
 
 _LAUNCHERS = re.compile(r"(^|[./])launch_server(\.py)?$|^serve$")
 
@@ -63,17 +66,23 @@ def open_sglang(sglang: str | None) -> SourceTree:
 
 def check_launch(argv: list[str], sglang: str | None = None, file: str | None = None,
                  tree: SourceTree | None = None, draft_config: str | None = None,
-                 model_config: str | None = None, gpu: str = "nvidia",
+                 model_config: str | None = None, gpu: str | None = None,
                  smoke: Callable[[SpecSettings, SourceTree], ConfigFinding] | None = None) -> Report:
     """Check a launch (``argv`` as the script runs it, and/or an SGLang ``--config`` YAML ``file``)
     against the target SGLang (installed by default; ``sglang`` = path, wheel or ``sglang==VER``).
     ``draft_config``/``model_config``: the models' ``config.json`` (file or directory), for the
-    values the tree's start-up code reads from them; ``gpu``: the serving machine's kind.
+    values the tree's start-up code reads from them; ``gpu``: the serving GPU, a vendor (nvidia, amd,
+    npu, xpu, musa, cpu), an architecture (sm80, sm90, sm100, sm120) or a product (H100, B200...);
+    None: this machine's, where one is visible (nvidia-smi, the driver's files), else an sm90 assumed.
+    Backends the launch leaves to SGLang are picked by the tree's own start-up code for that GPU
+    (:mod:`ddcheck.launch.selection`) and judged as if the launch had passed them.
     ``smoke``: also run the launch's verify path from the tree at exactly its C and W, and report
     what it finds (:func:`ddcheck.config_smoke.launch_smoke`, a floor above both this package and
     ``ddcheck.smoke``: ``config --smoke``)."""
-    if gpu not in GPUS:
-        raise UsageError(f"--gpu must be one of {', '.join(GPUS)}")
+    try:
+        machine = resolve_gpu(gpu)
+    except GpuError as exc:
+        raise UsageError(str(exc)) from exc
     try:
         configs = load_config(draft_config), load_config(model_config)
     except ValueError as exc:
@@ -86,7 +95,9 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
     args = server_argv(argv)
     if file is not None:
         args = ["--config", str(file)] + args
-    report = Report(target=tree.label, release=table.release, argv=args)
+    report = Report(target=tree.label, release=table.release, argv=args,
+                    gpu=GpuReport(vendor=machine.vendor, arch=machine.arch, name=machine.name,
+                                  source=machine.source, assumed=machine.assumed))
     rel = f"SGLang {table.release}"
     try:
         if "--config" in args and table.supports_config_file:
@@ -116,9 +127,25 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
     s.env = launch_env(argv)
     if s.algorithm is None:
         return report
-    run = run_handler(tree, server_args_values(tree, ns, table.field_defaults), *configs, gpu=gpu)
+    values = server_args_values(tree, ns, table.field_defaults)
+    sel = select_backends(tree, values, machine, *configs)
+    if sel.left:  # the launch leaves backends to SGLang: the tree's own code picks them for this GPU
+        apply_selection(sel, values, s)
+        report.backend_selection_by = sel.entry
+        report.backends_picked = [PickedBackend(field=p.field, value=p.value, picked_at=p.picked_at, set_at=p.set_at)
+                                  for p in sel.picked.values() if isinstance(p.value, str)]
+        report.verdict_depends_on_gpu = machine.assumed and bool(report.backends_picked)
+        if sel.failed or ATTENTION_BACKEND in sel.left and ATTENTION_BACKEND not in sel.picked:
+            report.backend_selection_note = (f"the tree's start-up code ({sel.entry}) could not pick one here: "
+                                             f"{sel.failed}" if sel.failed else
+                                             f"the tree's start-up code ({sel.entry}) left "
+                                             f"attention_backend unset here") + (
+                f"; it read what ddcheck does not have: pass {' and '.join(sel.supply)} (or a local --model-path "
+                "folder with its config.json)" if sel.supply else "")
+            report.tree_limitations.extend(x for x in sel.limitations if x not in report.tree_limitations)
+    run = run_handler(tree, values, *configs, gpu=machine.vendor, platform=platform_of(machine))
     report.handler = str(run.handler) if run.handler else None
-    report.tree_limitations = list(run.limitations)
+    report.tree_limitations = list(dict.fromkeys(report.tree_limitations + list(run.limitations)))
     checks = ALL_CHECKS
     if run.ok:
         explicit = {k: v for k, v in ns.items() if k in s.raw or _given(args, table, k)}
@@ -134,6 +161,8 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
             s.resolved_by = "tree"
             return report
         _apply(s, run, tree)
+        if sel.picked:  # the speculative handler may change a backend it was left (the tree's own rewrite)
+            settle(s, {f: run.values.get(f) for f in sel.picked})
         checks = tuple(c for c in ALL_CHECKS if c is not check_startup)  # the tree's own code replaced the tables
     else:
         report.tree_note = run.failed
@@ -199,7 +228,7 @@ def _apply(s: SpecSettings, run: TreeRun, tree: SourceTree) -> None:
 
 
 def config_main(argv: list[str], file: str | None = None, sglang: str | None = None, fmt: str = "text",
-                draft_config: str | None = None, model_config: str | None = None, gpu: str = "nvidia",
+                draft_config: str | None = None, model_config: str | None = None, gpu: str | None = None,
                 smoke: Callable[[SpecSettings, SourceTree], ConfigFinding] | None = None) -> int:
     """CLI body: prints the report (rich text or JSON); 0 clean, 1 error findings, 2 usage."""
     if fmt not in ("text", "json"):

@@ -219,6 +219,8 @@ def check_tree_mask(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
     """Tree verify on a backend path that never reads the custom mask -> CORRUPT."""
     if not s.tree_verify or not s.verify_backend:
         return []
+    if s.algorithm in EAGLE_FAMILY and s.eagle_topk == 1:
+        return []  # an EAGLE chain: its mask is causal, so a backend attending it as a chain is right
     honoured, files = T.mask_honoured(tree, s.verify_backend)
     if honoured and s.values and s.verify_backend in T.backend_files(tree):
         # The backend reads the mask somewhere; does it on a path these settings take?

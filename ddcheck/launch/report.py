@@ -8,6 +8,25 @@ from ddcheck.launch.checks import ConfigFinding
 from ddcheck.launch.speculative import SpecSettings
 
 
+class GpuReport(BaseModel):
+    """The GPU the launch was judged for (``--gpu``, found on this machine, or assumed)."""
+
+    vendor: str
+    arch: str | None = None
+    name: str | None = None
+    source: str  # "--gpu H100", "nvidia-smi", the driver's file, or why it was assumed
+    assumed: bool = False
+
+
+class PickedBackend(BaseModel):
+    """An attention backend the launch left to SGLang, as the tree's start-up code picked it."""
+
+    field: str  # attention_backend, prefill_attention_backend, decode_attention_backend, ...
+    value: str
+    picked_at: str | None = None  # file:line of the tree's return that produced it
+    set_at: str | None = None  # file:line of the write (or declaration) of the field
+
+
 class Report(BaseModel):
     target: str
     release: str
@@ -20,6 +39,13 @@ class Report(BaseModel):
     # What of the tree's run was not its own code running for real (a stand-in called, a start-up
     # statement that could not run here, a model config read from its file by ddcheck).
     tree_limitations: list[str] = Field(default_factory=list)
+    gpu: GpuReport | None = None  # the GPU the launch was judged for
+    # Backends the launch left to SGLang: picked by the tree's start-up code for that GPU and model
+    # (the orchestrator that ran, file:line, in backend_selection_by), or why none could be.
+    backends_picked: list[PickedBackend] = Field(default_factory=list)
+    backend_selection_by: str | None = None
+    backend_selection_note: str | None = None
+    verdict_depends_on_gpu: bool = False  # a backend was picked for an assumed GPU
 
     @property
     def errors(self) -> list[ConfigFinding]:
@@ -47,13 +73,28 @@ def render_text(report: Report, console=None) -> None:
         console.print(f"  {s.algorithm_requested}"
                       + (f" -> {s.algorithm}" if s.algorithm_requested and s.algorithm != s.algorithm_requested.upper() else "")
                       + f": W={s.verify_width} C={s.num_draft_tokens} steps={s.num_steps} topk={s.eagle_topk}"
-                      + f" verify-backend={s.verify_backend or 'auto'} page={s.page_size}"
+                      + f" verify-backend={s.verify_backend or 'auto'}"
+                      + (" (picked by the tree)" if s.verify_backend and any(p.value == s.verify_backend
+                                                                             for p in report.backends_picked) else "")
+                      + f" page={s.page_size}"
                       + f" cuda-graph={'on' if s.cuda_graph else 'off'}")
         if s.verify_input:
             console.print(f"  verify input: {s.verify_input} (built at {s.verify_input_at})", highlight=False)
         if s.verify_width_per_step:
             console.print(f"  W is computed each step (draft_token_num={s.verify_width_per_step}); "
                           f"W={s.verify_width} is its bound", highlight=False, markup=False)
+        if report.gpu is not None:
+            console.print(f"  GPU: {_gpu_text(report.gpu)}", highlight=False, markup=False)
+        for p in report.backends_picked:
+            console.print(f"  {p.field}={p.value}: left to SGLang, picked by the tree's code at "
+                          f"{p.picked_at or p.set_at or '?'}" + (f" (set at {p.set_at})" if p.picked_at and p.set_at else ""),
+                          highlight=False, markup=False)
+        if report.backend_selection_note:
+            console.print(f"  backend choice: {report.backend_selection_note}", highlight=False, markup=False)
+        if report.verdict_depends_on_gpu:
+            console.print("  the verdict depends on the GPU, which was assumed: pass --gpu (sm80, sm90, sm100, "
+                          "sm120, or a product: H100, B200...) for the GPU the launch runs on", highlight=False,
+                          markup=False)
         how = (f"resolved by the tree's own start-up code ({report.handler})" if s.resolved_by == "tree" else
                "resolved with ddcheck's tables" + (f" (the tree's code could not run: {report.tree_note})"
                                                    if report.tree_note else ""))
@@ -77,6 +118,11 @@ def render_text(report: Report, console=None) -> None:
             console.print(f"        at {e}" + (f"  {e.text}" if e.text else ""), highlight=False, markup=False)
     n = len(report.errors)
     console.print(f"[{'bold red' if n else 'green'}]{n} error(s)[/]")
+
+
+def _gpu_text(g: GpuReport) -> str:
+    what = " ".join(x for x in (g.name, f"({g.arch})" if g.name and g.arch else g.arch) if x) or g.vendor
+    return f"{what}, " + (f"assumed: {g.source}" if g.assumed else f"from {g.source}")
 
 
 def render_json(report: Report) -> str:

@@ -772,24 +772,27 @@ class _Capture(logging.Handler):
 
 
 def run_handler(tree: SourceTree, values: dict[str, Any], draft_config: dict | None = None,
-                model_config: dict | None = None, gpu: str = "nvidia") -> TreeRun:
+                model_config: dict | None = None, gpu: str = "nvidia", platform: Platform | None = None,
+                entry=None) -> TreeRun:
     """Run the tree's speculative start-up code on ``values`` (the parsed flags, defaults included),
-    on a machine of kind ``gpu`` (what the tree's platform probes answer)."""
+    on a machine of kind ``gpu`` (what the tree's platform probes answer; ``platform``: its
+    architecture too). ``entry(run, server_args_module, ServerArgs) -> (function, Where)``: run that
+    start-up code instead of the handler, on the flags as parsed (:mod:`ddcheck.launch.selection`)."""
     found = find_handler(tree)
     values = dict(values)
-    if "device" in values and values["device"] is None and gpu in DEVICE_OF:
+    if entry is None and "device" in values and values["device"] is None and gpu in DEVICE_OF:
         values["device"] = DEVICE_OF[gpu]
     for key, default in FILLED_BEFORE.items():
-        if key in values and values[key] is None:
+        if entry is None and key in values and values[key] is None:
             values[key] = default
-    rt = _session(tree, PLATFORMS.get(gpu, Platform("cpu")))
+    rt = _session(tree, platform or PLATFORMS.get(gpu, Platform("cpu")))
     readers: dict = {}
     while True:
         run = _Run(tree, rt, draft_config, model_config)
         if gpu not in PLATFORMS and gpu != "cpu":
             run.limitation(f"a {gpu} machine cannot be emulated here: the tree's platform probes answered as "
                            "for a machine without a GPU")
-        unreadable = _run_once(run, tree, found, values, readers)
+        unreadable = _run_once(run, tree, found, values, readers, entry)
         if unreadable is None or len(readers) >= 4:
             return run.result
         hit = unreadable.reader(run, run.entry_code)
@@ -798,7 +801,8 @@ def run_handler(tree: SourceTree, values: dict[str, Any], draft_config: dict | N
         readers[id(hit[2])] = (*hit, unreadable.path)
 
 
-def _run_once(run: "_Run", tree: SourceTree, found, values: dict[str, Any], readers: dict) -> "_Unreadable | None":
+def _run_once(run: "_Run", tree: SourceTree, found, values: dict[str, Any], readers: dict,
+              entry=None) -> "_Unreadable | None":
     """One run of the start-up code; the model config it could not read, when that ended it."""
     rt = run.rt
     root = logging.getLogger()
@@ -812,7 +816,7 @@ def _run_once(run: "_Run", tree: SourceTree, found, values: dict[str, Any], read
     sa, unreadable = None, None
     try:
         with rt, _AnsweredStandIns(run):
-            fn, sa = _prepare(run, tree, found, values)
+            fn, sa = _prepare(run, tree, found, values, entry)
             run.entry_code = getattr(fn, "__code__", None)
             run.recording = True
             try:
@@ -878,7 +882,7 @@ def _tree_server_args(run: _Run, tree: SourceTree):
     return module, cls
 
 
-def _prepare(run: _Run, tree: SourceTree, found, values: dict[str, Any]):
+def _prepare(run: _Run, tree: SourceTree, found, values: dict[str, Any], entry=None):
     """(the start-up function to call on server_args, server_args)."""
     module, cls = _tree_server_args(run, tree)
     sa = None
@@ -891,6 +895,11 @@ def _prepare(run: _Run, tree: SourceTree, found, values: dict[str, Any]):
     if sa is None:
         sa = _ServerArgs(run, values, server_args_methods(tree))
     run.server_args = sa
+    if entry is not None:
+        if isinstance(sa, _ServerArgs):
+            raise _NoStartup("the tree's ServerArgs cannot be built here, so its start-up code cannot run")
+        fn, run.result.handler = entry(run, module, cls)
+        return fn, sa
     if found is None:
         if cls is None or not callable(cls.__dict__.get(ENTRY_METHOD)) or isinstance(sa, _ServerArgs):
             raise _NoStartup("no speculative handler (handle_speculative_decoding) in this tree, and its "

@@ -97,3 +97,16 @@ HANDLER_NAMES = ("handle_speculative_decoding",)
 HANDLER_METHOD_NAMES = ("_handle_speculative_decoding",)
 # Functions through which the tree's code reads the server arguments.
 SERVER_ARGS_GETTERS = ("get_server_args", "get_global_server_args")
+
+# ----------------------------------------------------------------------------- the attention backends chosen at start-up
+# ServerArgs' backend fields: left None by a launch, the start-up code picks them (``_get_default_attn_backend``
+# in ServerArgs, 0.5.x; ``get_default_attn_backend`` in arg_groups/model_override_base.py, 0.5.23) before the
+# speculative handler runs. The draft's field is the speculative one.
+ATTENTION_BACKEND = "attention_backend"
+PREFILL_ATTENTION_BACKEND = "prefill_attention_backend"
+DECODE_ATTENTION_BACKEND = "decode_attention_backend"
+DRAFT_ATTENTION_BACKEND = "speculative_draft_attention_backend"
+ATTENTION_BACKEND_FIELDS = (ATTENTION_BACKEND, PREFILL_ATTENTION_BACKEND, DECODE_ATTENTION_BACKEND,
+                            DRAFT_ATTENTION_BACKEND)
+# Where 0.5.16+ stashes start-up decisions (``(source, {field: value})`` entries) before it applies them.
+RESOLVED_OVERRIDES = "_resolved_overrides"
