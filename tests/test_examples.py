@@ -42,6 +42,8 @@ NOT_RUN = {
         "example in the last block runs a launch against a fork's tree",
     "ddcheck config --smoke --sglang python/sglang -- ...":
         "schematic: `...` stands for a launch's arguments",
+    "ddcheck config --gpu H100 -- ...":
+        "schematic: `...` stands for a launch's arguments",
     "ddcheck guard -- python -m sglang.launch_server --model-path M --speculative-algorithm DDTREE ...":
         "starts an SGLang server: needs a GPU, a model and an installed sglang",
     "ddcheck guard --mode warn --log /var/log/ddcheck-guard.jsonl -- python -m sglang.launch_server ...":
