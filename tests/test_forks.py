@@ -290,7 +290,9 @@ def test_config_smoke_runs_the_launch_at_its_c_and_w(fork):
     assert g.level == "info" and "DFlashVerifyInput (sglang/srt/speculative/dflash_worker.py:999)" in g.message
     assert "an instance of DFlashVerifyInput" in g.message  # dflash_info.py run from the fork
     other = check_launch(ddtree(16, "fa3", False), tree=fork("hz"), smoke=launch_smoke)
-    assert "triton backend only" in next(f for f in other.findings if f.id == "launch-smoke").message
+    o = next(f for f in other.findings if f.id == "launch-smoke")  # config --smoke runs the launch's fa3 (#30)
+    assert (o.level, o.consequence.value) == ("error", "CORRUPT")
+    assert "the tree's fa3 verify path at C=16, W=17" in o.message and "cu_seqlens_q" in o.message
 
 
 def test_smoke_cli_runs_a_launch(fork_dir):
