@@ -31,6 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from docpage import write_between
+
 REPO = Path(__file__).resolve().parents[1]
 ALGORITHMS = ["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "DFLASH"]
 FIRST, LAST = (0, 4, 10), (0, 5, 23)
@@ -123,15 +125,6 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def write_doc(doc: Path, text: str) -> None:
-    page = doc.read_text() if doc.exists() else f"{BEGIN}\n{END}\n"
-    if BEGIN not in page:
-        page += f"\n{BEGIN}\n{END}\n"
-    head, rest = page.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1] if END in rest else ""
-    doc.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--releases", nargs="*", default=["0.4.10.post2", "0.5.10", "0.5.23"])
@@ -163,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     text = table(rows)
     print(text)
     if a.doc:
-        write_doc(a.doc, text)
+        write_between(a.doc, BEGIN, END, text)
     return 0
 
 

@@ -27,6 +27,8 @@ import json
 import sys
 from pathlib import Path
 
+from docpage import write_between
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ddcheck import backends  # noqa: E402
@@ -161,13 +163,9 @@ DOC_START, DOC_END = "<!-- matrix:start -->", "<!-- matrix:end -->"
 
 def write_doc(doc: Path, text: str) -> None:
     """Put the table between the page's markers (the page is made with them when it has none)."""
-    page = doc.read_text(encoding="utf-8") if doc.is_file() else (
+    write_between(doc, DOC_START, DOC_END, text, new_page=(
         "# `ddcheck smoke` matrix: releases x backends, unfixed and after the default `ddcheck fix`\n\n"
-        "Made by `python bench/smoke_matrix.py all .carry/matrix --doc docs/smoke-matrix.md` (see docs/smoke.md).\n\n"
-        f"{DOC_START}\n{DOC_END}\n")
-    head, _, rest = page.partition(DOC_START)
-    _, _, tail = rest.partition(DOC_END)
-    doc.write_text(f"{head}{DOC_START}\n{text}{DOC_END}{tail}", encoding="utf-8")
+        "Made by `python bench/smoke_matrix.py all .carry/matrix --doc docs/smoke-matrix.md` (see docs/smoke.md).\n\n"))
 
 
 def main() -> int:

@@ -21,6 +21,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from docpage import write_between
+
 RELEASES = ("0.4.10.post2", "0.5.1.post3", "0.5.2", "0.5.3.post3", "0.5.4.post3", "0.5.5.post3", "0.5.6.post2",
             "0.5.7", "0.5.8.post1", "0.5.9", "0.5.10.post1", "0.5.11", "0.5.12.post1", "0.5.13.post1", "0.5.14",
             "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
@@ -80,10 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     if args.doc:
-        text = args.doc.read_text(encoding="utf-8") if args.doc.exists() else f"{BEGIN}\n{END}\n"
-        head, _, rest = text.partition(BEGIN)
-        _, _, tail = rest.partition(END)
-        args.doc.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}", encoding="utf-8")
+        write_between(args.doc, BEGIN, END, table)
     return 0 if all(r["exit"] in (0, 1) and r["agrees"] for r in rows) else 1
 
 

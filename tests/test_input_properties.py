@@ -21,12 +21,7 @@ from ddcheck.api import scan
 from ddcheck.fixer import fix_targets
 from ddcheck.settings import Settings
 
-REPO = Path(__file__).resolve().parents[1]
-GUARDS = (REPO / "fixtures" / "analysis" / "guards.py").read_text()
-C = "self.num_draft_tokens"
-HEAD = ("class B:\n    def __init__(self, mr):\n        self.num_draft_tokens = mr.server_args.speculative_num_draft_tokens\n\n"
-        "    def init_forward_metadata(self, forward_batch):\n"
-        "        if forward_batch.forward_mode.is_target_verify():\n")
+from test_no_internal_error import C, GUARDS, HEAD, REPO  # the verify branch both files nest into
 SHAPES = {  # one C read at the deepest point of each
     "sum": lambda n: " + ".join(["x"] * n + [C]),
     "subscripts": lambda n: "x" + "[0]" * n + f"[{C}]",

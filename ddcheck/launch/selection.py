@@ -106,27 +106,14 @@ def find_orchestrator(tree: SourceTree) -> tuple[str, str | None, str, int | Non
 
 def _compiled(run, relpath: str, owner: str | None, name: str, stop: int | None, module):
     """The tree's function compiled again: each top-level statement before line ``stop`` in its own try."""
-    from ddcheck.launch.treerun import _Unreadable  # the model config read again by the tree's reader
+    from ddcheck.launch.treerun import _Unreadable, guarded  # the model config read again by the tree's reader
 
     source = run.paths[relpath].read_bytes()
     mod = ast.parse(source)
     scope = mod.body if owner is None else next(c.body for c in mod.body if isinstance(c, ast.ClassDef)
                                                 and c.name == owner)
     fdef = next(n for n in scope if isinstance(n, ast.FunctionDef) and n.name == name)
-    body = []
-    for stmt in fdef.body:
-        if stop is not None and stmt.lineno >= stop:
-            break
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-            continue
-        handler = ast.parse(f"try:\n    pass\nexcept Exception as _ddcheck_exc:\n"
-                            f"    __ddcheck_select_step__(_ddcheck_exc, {stmt.lineno})").body[0]
-        handler.body = [stmt]
-        body.append(ast.copy_location(handler, stmt))
-    fdef.body = body or [ast.Pass()]
-    fdef.decorator_list = []
-    ast.fix_missing_locations(fdef)
-    code = compile(ast.Module(body=[fdef], type_ignores=[]), module.__file__, "exec", dont_inherit=True)
+    code = guarded(fdef, module.__file__, lambda stmt: f"__ddcheck_select_step__(_ddcheck_exc, {stmt.lineno})", stop)
 
     def step(exc: BaseException, line: int) -> None:
         if isinstance(exc, _Unreadable):

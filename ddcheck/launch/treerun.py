@@ -652,6 +652,25 @@ def _sets_speculative(stmt: ast.stmt) -> bool:
     return False
 
 
+def guarded(fdef: ast.FunctionDef, filename: str, handler_call, stop: int | None = None):
+    """``fdef`` compiled again (its decorators dropped) with each top-level statement before line
+    ``stop`` (its docstring left out) in its own ``try``, whose handler runs ``handler_call(stmt)``:
+    the source of a call of ``_ddcheck_exc`` and the statement's facts."""
+    body = []
+    for stmt in fdef.body:
+        if stop is not None and stmt.lineno >= stop:
+            break
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue
+        handler = ast.parse(f"try:\n    pass\nexcept Exception as _ddcheck_exc:\n    {handler_call(stmt)}").body[0]
+        handler.body = [stmt]
+        body.append(ast.copy_location(handler, stmt))
+    fdef.body = body or [ast.Pass()]
+    fdef.decorator_list = []
+    ast.fix_missing_locations(fdef)
+    return compile(ast.Module(body=[fdef], type_ignores=[]), filename, "exec", dont_inherit=True)
+
+
 class _StepStop(Exception):
     """A start-up statement that touches the speculative settings could not run here."""
 
@@ -668,18 +687,8 @@ def _stepwise(run: _Run, module, cls: type, name: str):
     tree = ast.parse(source)
     cdef = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
     fdef = next(n for n in cdef.body if isinstance(n, ast.FunctionDef) and n.name == name)
-    body = []
-    for stmt in fdef.body:
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-            continue
-        handler = ast.parse(f"try:\n    pass\nexcept Exception as _ddcheck_exc:\n"
-                            f"    __ddcheck_step__(_ddcheck_exc, {stmt.lineno}, {_sets_speculative(stmt)!r})").body[0]
-        handler.body = [stmt]
-        body.append(ast.copy_location(handler, stmt))
-    fdef.body = body or [ast.Pass()]
-    fdef.decorator_list = []
-    ast.fix_missing_locations(fdef)
-    code = compile(ast.Module(body=[fdef], type_ignores=[]), module.__file__, "exec", dont_inherit=True)
+    code = guarded(fdef, module.__file__, lambda stmt: f"__ddcheck_step__(_ddcheck_exc, {stmt.lineno}, "
+                                                     f"{_sets_speculative(stmt)!r})")
 
     def step(exc: BaseException, line: int, speculative: bool) -> None:
         if isinstance(exc, _Unreadable):
