@@ -50,8 +50,10 @@ from typing import Any
 from ddcheck.launch.evaluate import tree_class
 from ddcheck.sources import SourceTree
 from ddcheck.target.names import HANDLER_METHOD_NAMES as METHOD_NAMES, HANDLER_NAMES, SERVER_ARGS_FILE
+from ddcheck.target.models import ABSENT, ModelConfig, ModelFolders, NeedsInput, as_read_by, local_config, \
+    path_arguments
 from ddcheck.target.runtime import Platform, TreeRuntime
-from ddcheck.target.standins import StandInMeta, is_stand_in
+from ddcheck.target.standins import is_stand_in
 
 ENTRY_METHOD = "__post_init__"  # the start-up code of a release without a handler
 GPUS = ("nvidia", "amd", "npu", "xpu", "musa", "cpu")
@@ -62,23 +64,7 @@ PLATFORMS = {"nvidia": Platform("nvidia", "sm90"), "amd": Platform("amd", "gfx94
 # device = get_device(); ``_handle_page_size``: 1 unless the backend asks for more); the handler reads them.
 DEVICE_OF = {"nvidia": "cuda", "amd": "cuda", "npu": "npu", "xpu": "xpu", "musa": "musa", "cpu": "cpu"}
 FILLED_BEFORE = {"page_size": 1}
-# A stand-in call reads a model's config when its last two names mention a config and not one of these.
-NOT_MODEL_CONFIG = ("generation", "processor", "tokenizer", "quant", "lora", "peft")
 SESSIONS_KEPT = 3
-# What transformers' PretrainedConfig has for a model whose config.json does not say (its base class's
-# attributes and __init__ defaults): a config read from a file answers these as transformers would.
-CONFIG_BASE = {"model_type": "", "architectures": None, "is_encoder_decoder": False, "is_decoder": False,
-               "tie_word_embeddings": True, "bos_token_id": None, "eos_token_id": None, "pad_token_id": None,
-               "torch_dtype": None, "dtype": None, "name_or_path": "", "_name_or_path": "",
-               "output_hidden_states": False, "output_attentions": False, "return_dict": True}
-DTYPE_KEYS = ("torch_dtype", "dtype")
-
-
-class NeedsInput(AttributeError):
-    """The tree's code asked for something ddcheck does not have (a model config, the GPU).
-    An AttributeError, so ``getattr(cfg, "x", default)`` in the tree takes its default."""
-
-
 @dataclass
 class Where:
     path: str
@@ -129,98 +115,6 @@ class TreeRun:
     @property
     def ok(self) -> bool:
         return self.failed is None
-
-
-# --------------------------------------------------------------------------- model configs
-
-
-class _Config:
-    """A model's config as the tree reads it: ``config.json``'s keys as attributes (nested objects
-    too), or an absent one (a hub id, nothing given), whose every attribute is recorded as a need."""
-
-    def __init__(self, run: "_Run", label: str, data: dict | None, supply: str):
-        object.__setattr__(self, "_run", run)
-        object.__setattr__(self, "_label", label)
-        object.__setattr__(self, "_data", data)
-        object.__setattr__(self, "_supply", supply)
-
-    def __getattr__(self, attr: str):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        data = self._data
-        if data is not None:
-            if attr in DTYPE_KEYS and attr not in data:  # transformers 5 reads torch_dtype as dtype
-                attr = next((k for k in DTYPE_KEYS if k in data), attr)
-            if attr in data:
-                value = data[attr]
-                if attr in DTYPE_KEYS and isinstance(value, str):
-                    return _torch_dtype(value)
-                return _Config(self._run, f"{self._label}.{attr}", value, self._supply) if isinstance(value, dict) else value
-            if attr in CONFIG_BASE and self._label.count(".") == 0:
-                return CONFIG_BASE[attr]
-            raise AttributeError(attr)
-        self._run.need(f"{self._label}: `{attr}`", self._supply)
-        raise NeedsInput(f"{self._label} is not known to ddcheck (pass {self._supply})")
-
-    def __setattr__(self, name: str, value: Any) -> None:  # the tree fills in derived fields
-        data = self._data
-        if data is not None:
-            data[name] = value
-
-    def to_dict(self) -> dict:
-        if self._data is None:
-            self._run.need(f"{self._label} (whole)", self._supply)
-            raise NeedsInput(f"{self._label} is not known to ddcheck (pass {self._supply})")
-        return dict(self._data)
-
-    def __copy__(self):
-        data = self._data
-        return _Config(self._run, self._label, None if data is None else dict(data), self._supply)
-
-    def __deepcopy__(self, memo):
-        import copy
-
-        data = self._data
-        return _Config(self._run, self._label, None if data is None else copy.deepcopy(data, memo), self._supply)
-
-    def items(self):
-        return self.to_dict().items()
-
-    def keys(self):
-        return self.to_dict().keys()
-
-    def update(self, values: dict) -> None:
-        for key, value in dict(values).items():
-            setattr(self, key, value)
-
-    def get_text_config(self, *args, **kwargs):  # transformers: a config without sub-configs is its own
-        return self
-
-    def get(self, key, default=None):
-        try:
-            return getattr(self, key)
-        except AttributeError:
-            return default
-
-    def __contains__(self, key) -> bool:
-        return self.get(key, None) is not None
-
-    def __repr__(self) -> str:
-        return f"<model config {self._label}>"
-
-
-def _torch_dtype(name: str) -> Any:
-    """``"bfloat16"`` as transformers hands it over: the torch dtype, where torch is installed."""
-    try:
-        import torch
-    except ImportError:
-        return name
-    value = getattr(torch, name, None)
-    return value if isinstance(value, torch.dtype) else name
-
-
-def _path_arguments(args: tuple, kwargs: dict) -> list[str]:
-    return [os.fspath(v) for v in (*args, *kwargs.values()) if isinstance(v, (str, os.PathLike))]
 
 
 # --------------------------------------------------------------------------- the tree's runtime, kept per tree
@@ -330,51 +224,53 @@ class _Run:
     def wrote(self, name: str, old: Any, new: Any) -> None:
         if self.fields and name not in self.fields:
             return  # bookkeeping (a memoised model config), not a setting
-        if self.recording and (old is _ABSENT or old != new):
-            self.result.writes.append(Write(name, None if old is _ABSENT else old, new, self.caller()))
+        if self.recording and (old is ABSENT or old != new):
+            self.result.writes.append(Write(name, None if old is ABSENT else old, new, self.caller()))
 
-    # -- stand-in calls
-    def stand_in_call(self, name: str, args: tuple, kwargs: dict) -> Any:
-        """The answer to a call of a stand-in, or ``_ABSENT`` to let the stand-in answer."""
-        tail = ".".join(name.lower().split(".")[-2:])
-        paths = _path_arguments(args, kwargs)
-        if "config" in tail and not any(w in tail for w in NOT_MODEL_CONFIG):
-            sa = self.server_args
-            known = {getattr(sa, "model_path", None), getattr(sa, "speculative_draft_model_path", None)} - {None}
-            path = next((p for p in paths if p in known or _local_config(p) is not None), None)
-            if path is not None:  # a model of the launch, or a folder with a config.json
-                return self.model_config_for(path, name)
-        if self.recording and _calling_code() != "<module>":  # what the start-up code itself called
-            self.limitation(f"`{name}()` cannot run here (a stand-in answered) at {self.caller() or '?'}")
-        return _ABSENT
-
-    def model_config_for(self, path: str, reader: str) -> Any:
-        sa = self.server_args
-        draft_path = getattr(sa, "speculative_draft_model_path", None) if sa is not None else None
-        if draft_path is not None and path == draft_path:
-            label, given, supply = "the draft model's config", self.draft_config, "--draft-config PATH"
-        else:
-            label, given, supply = "the model's config", self.model_config, "--model-config PATH"
-        data, source = given, supply.split()[0]
-        if data is None:
-            data, source = _local_config(path), os.path.join(path, "config.json")
-        if data is not None:
-            text = f"{label} read from {source} by ddcheck: `{reader}()` cannot run here (at {self.caller() or '?'})"
-            self.limitation(text)
-            self.rt.answered.setdefault(path, text)  # the tree may keep it (lru_cache) for later launches
-        if data is None:  # a hub id, nothing given: the tree's own reader is answered instead (see _Unreadable)
-            raise _Unreadable(f"{label} is not known to ddcheck (pass {supply})", path)
-        if reader.endswith("config_dict"):  # transformers' (config_dict, unused kwargs)
-            return dict(data), {}
-        return _Config(self, label, dict(data), supply)
-
-    def absent_config(self, path: str) -> _Config:
+    def absent_config(self, path: str) -> ModelConfig:
         """What the tree's reader of a model's config answers for a model ddcheck has no config of."""
         sa = self.server_args
         draft = path == (getattr(sa, "speculative_draft_model_path", None) if sa is not None else None)
         if draft:
-            return _Config(self, "the draft model's config", None, "--draft-config PATH")
-        return _Config(self, "the model's config", None, "--model-config PATH")
+            return ModelConfig("the draft model's config", None, "--draft-config PATH", self.need)
+        return ModelConfig("the model's config", None, "--model-config PATH", self.need)
+
+
+class _LaunchModels(ModelFolders):
+    """The stand-ins' answerer for one launch: the launch's models (``--model-path``, the draft's) are
+    answered from ``--model-config``/``--draft-config`` or their folders' ``config.json``; a hub id
+    that the tree reads through a stand-in ends the run with :class:`_Unreadable`."""
+
+    def __init__(self, run: "_Run"):
+        super().__init__()
+        self.run = run
+
+    def __call__(self, name: str, args: tuple, kwargs: dict) -> Any:
+        answer = super().__call__(name, args, kwargs)
+        run = self.run
+        if answer is ABSENT and run.recording and _calling_code() != "<module>":  # the start-up's own call
+            run.limitation(f"`{name}()` cannot run here (a stand-in answered) at {run.caller() or '?'}")
+        return answer
+
+    def config(self, path: str, reader: str) -> Any:
+        run, sa = self.run, self.run.server_args
+        known = {getattr(sa, "model_path", None), getattr(sa, "speculative_draft_model_path", None)} - {None}
+        if path not in known and local_config(path) is None:
+            return ABSENT
+        draft_path = getattr(sa, "speculative_draft_model_path", None) if sa is not None else None
+        if draft_path is not None and path == draft_path:
+            label, given, supply = "the draft model's config", run.draft_config, "--draft-config PATH"
+        else:
+            label, given, supply = "the model's config", run.model_config, "--model-config PATH"
+        data, source = given, supply.split()[0]
+        if data is None:
+            data, source = local_config(path), os.path.join(path, "config.json")
+        if data is None:  # a hub id, nothing given: the tree's own reader is answered instead (see _Unreadable)
+            raise _Unreadable(f"{label} is not known to ddcheck (pass {supply})", path)
+        text = f"{label} read from {source} by ddcheck: `{reader}()` cannot run here (at {run.caller() or '?'})"
+        run.limitation(text)
+        run.rt.answered.setdefault(path, text)  # the tree may keep it (lru_cache) for later launches
+        return as_read_by(reader, ModelConfig(label, dict(data), supply, run.need))
 
 
 class _Unreadable(NeedsInput):
@@ -443,7 +339,7 @@ class _AnsweredReaders:
             fn = member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
 
             def answer(*args, _fn=fn, _path=path, **kwargs):
-                if _path in _path_arguments(args, kwargs):
+                if _path in path_arguments(args, kwargs):
                     return run.absent_config(_path)
                 return _fn(*args, **kwargs)
 
@@ -469,9 +365,6 @@ class _AnsweredReaders:
         self.saved.clear()
 
 
-_ABSENT = object()
-
-
 def _calling_code() -> str:
     """The name of the innermost frame outside ddcheck and the stand-ins: ``<module>`` for import-time code."""
     frame = sys._getframe(2)
@@ -480,42 +373,18 @@ def _calling_code() -> str:
     return frame.f_code.co_name if frame is not None else ""
 
 
-def _local_config(path: str) -> dict | None:
-    p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
-    if p.suffix != ".json" or not p.is_file():
-        return None
-    try:
-        data = json.loads(p.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+class _Answering:
+    """For the block, the runtime's stand-ins ask ``answer`` first (``Usage.answer``)."""
 
-
-class _AnsweredStandIns:
-    """For the block, calls of stand-ins go through ``run.stand_in_call`` first."""
-
-    def __init__(self, run: _Run):
-        self.run = run
+    def __init__(self, rt: TreeRuntime, answer):
+        self.usage, self.answer = rt.report.usage, answer
 
     def __enter__(self):
-        self.original = original = StandInMeta.__call__
-        run = self.run
-
-        def __call__(cls, *args, **kwargs):
-            if is_stand_in(cls) and not (len(args) == 1 and not kwargs and callable(args[0])
-                                         and not isinstance(args[0], StandInMeta)):
-                answer = run.stand_in_call(type.__getattribute__(cls, "__dict__")["_ddcheck_name"], args, kwargs)
-                if answer is not _ABSENT:
-                    return answer
-            return original(cls, *args, **kwargs)
-
-        StandInMeta.__call__ = __call__
+        self.saved, self.usage.answer = self.usage.answer, self.answer
         return self
 
     def __exit__(self, *exc) -> None:
-        StandInMeta.__call__ = self.original
+        self.usage.answer = self.saved
 
 
 class _Declarations:
@@ -585,7 +454,7 @@ class _ServerArgs:
     def __setattr__(self, name: str, value: Any) -> None:
         values = object.__getattribute__(self, "_values")
         run = object.__getattribute__(self, "_run")
-        old = values.get(name, _ABSENT)
+        old = values.get(name, ABSENT)
         values[name] = value
         run.wrote(name, old, value)
 
@@ -603,7 +472,7 @@ def _recording_class(run: _Run, cls: type) -> type:
     base_setattr = cls.__setattr__
 
     def __setattr__(self, name, value):
-        old = getattr(self, name, _ABSENT) if run.recording else _ABSENT
+        old = getattr(self, name, ABSENT) if run.recording else ABSENT
         base_setattr(self, name, value)
         run.wrote(name, old, value)
 
@@ -824,7 +693,7 @@ def _run_once(run: "_Run", tree: SourceTree, found, values: dict[str, Any], read
         h.setLevel(logging.CRITICAL + 1)
     sa, unreadable = None, None
     try:
-        with rt, _AnsweredStandIns(run):
+        with rt, _Answering(rt, _LaunchModels(run)):
             fn, sa = _prepare(run, tree, found, values, entry)
             run.entry_code = getattr(fn, "__code__", None)
             run.recording = True

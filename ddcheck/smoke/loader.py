@@ -26,6 +26,7 @@ from typing import Any
 
 from ddcheck.sources import SourceTree
 from ddcheck.target import names
+from ddcheck.target.models import ModelFolders
 from ddcheck.target.startup import env_assignments, propagate_env
 from ddcheck.target.runtime import Platform, TreeRuntime
 from ddcheck.target.standins import is_stand_in, stand_in
@@ -126,7 +127,9 @@ class SglangImporter:
 
     def __enter__(self):
         self.runtime.__enter__()
-        _USAGE[id(self.trace)] = self.runtime.report.usage
+        usage = self.runtime.report.usage
+        usage.answer = self.models = ModelFolders()  # the smoke model's folder, read as the tree reads it
+        _USAGE[id(self.trace)] = usage
         return self
 
     def __exit__(self, *exc) -> None:

@@ -20,6 +20,9 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+# An answerer's "no answer": the stand-in answers the call itself.
+ABSENT = object()
+
 
 @dataclass
 class Usage:
@@ -35,6 +38,11 @@ class Usage:
     phase: str = "run"
     import_calls: int = 0
     startup_calls: list[tuple[str, str]] = field(default_factory=list)
+    # ``answer(name, args, kwargs)``: a value for a call that ddcheck can answer as the real code would
+    # (a local model folder's config: :mod:`ddcheck.target.models`), else ``ABSENT``; answered calls
+    # are kept in ``answers`` (name, tree line).
+    answer: Callable[[str, tuple, dict], Any] | None = None
+    answers: list[tuple[str, str]] = field(default_factory=list)
 
     def called(self, name: str) -> None:
         if self.phase == "import":  # a registry filled at import (AutoConfig.register): not the run's
@@ -82,6 +90,11 @@ class StandInMeta(abc.ABCMeta):
         if len(args) == 1 and not kwargs and (isinstance(args[0], (types.FunctionType, type))):
             usage.decorated(name)  # @standin: the function stays as written
             return args[0]
+        if usage.answer is not None:
+            value = usage.answer(name, args, kwargs)
+            if value is not ABSENT:
+                usage.answers.append((name, usage.where()))
+                return value
         usage.called(name)
         type.__setattr__(cls, "_ddcheck_last", (args, kwargs))
         result = stand_in(f"{name}()", usage)
