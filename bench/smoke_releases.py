@@ -29,23 +29,24 @@ RELEASES = ("0.4.10.post2", "0.5.1.post3", "0.5.2", "0.5.3.post3", "0.5.4.post3"
 BEGIN, END = "<!-- smoke-releases:begin -->", "<!-- smoke-releases:end -->"
 
 
-def scan_counts(release: str) -> dict[str, int]:
-    """DD001 findings per backend file of a release (relpath -> count)."""
+def scan_counts(release: str, target: str | None = None) -> dict[str, int]:
+    """DD001 findings per backend file of a release (relpath from ``sglang/`` -> count)."""
     from ddcheck.api import scan
     from ddcheck.settings import Settings
 
     counts: dict[str, int] = {}
-    for f in scan([f"sglang=={release}"], settings=Settings()).findings:
+    for f in scan([target or f"sglang=={release}"], settings=Settings()).findings:
         if f.rule == "DD001":
-            rel = f.path.split("!", 1)[-1]
+            rel = f.path.split("!", 1)[-1].replace("\\", "/")
+            rel = rel[rel.find("sglang/"):] if "sglang/" in rel else rel
             counts[rel] = counts.get(rel, 0) + 1
     return counts
 
 
-def cell(release: str, backend) -> dict:
+def cell(release: str, backend, target: str | None = None) -> dict:
     from ddcheck.smoke.api import run_smoke
 
-    r = run_smoke(f"sglang=={release}", backend=backend.name, seed_case=False)
+    r = run_smoke(target or f"sglang=={release}", backend=backend.name, seed_case=False)
     return {"release": release, "backend": backend.name, "exit": r.exit_code, "loader": r.loader,
             "verdict": r.verdict, "fallback_reason": r.limitations[0] if r.loader == "fakes" else ""}
 
@@ -57,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--doc", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="write the rows as JSON too")
+    ap.add_argument("--trees", type=Path, default=None,
+                    help="a folder holding each release's unpacked files as TREES/VERSION/sglang/... "
+                         "(a machine without PyPI); by default sglang==VERSION is downloaded")
     args = ap.parse_args(argv)
 
     from ddcheck import backends
@@ -64,19 +68,20 @@ def main(argv: list[str] | None = None) -> int:
 
     wanted = [backends.get(n) for n in args.backends] if args.backends else \
         [b for b in backends.BACKENDS.values() if b.runs]
-    rows = []
+    rows, cells, counts = [], [], {}
     for release in args.releases:
-        tree = open_target(f"sglang=={release}")
-        present = [b for b in wanted if tree.module_file(b.module) is not None]
-        counts = scan_counts(release)
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each run is its own process
-            for row in pool.map(lambda b: cell(release, b), present):
-                row["scan_dd001"] = counts.get(backends.get(row["backend"]).relpath, 0)
-                row["agrees"] = row["exit"] == (1 if row["scan_dd001"] else 0)
-                rows.append(row)
-                print(f"{release:14} {row['backend']:11} exit {row['exit']} {row['loader']:5} "
-                      f"DD001 {row['scan_dd001']:3} {'agrees' if row['agrees'] else 'DISAGREES'}  "
-                      f"{row['verdict'][:90]}", flush=True)
+        target = str(args.trees / release) if args.trees else None
+        tree = open_target(target or f"sglang=={release}")
+        counts[release] = scan_counts(release, target)
+        cells += [(release, b, target) for b in wanted if tree.module_file(b.module) is not None]
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each run is its own process
+        for row in pool.map(lambda c: cell(*c), cells):
+            row["scan_dd001"] = counts[row["release"]].get(backends.get(row["backend"]).relpath, 0)
+            row["agrees"] = row["exit"] == (1 if row["scan_dd001"] else 0)
+            rows.append(row)
+            print(f"{row['release']:14} {row['backend']:11} exit {row['exit']} {row['loader']:5} "
+                  f"DD001 {row['scan_dd001']:3} {'agrees' if row['agrees'] else 'DISAGREES'}  "
+                  f"{row['verdict'][:90]}", flush=True)
     table = render(rows)
     print(table)
     if args.json:

@@ -13,7 +13,9 @@ from typing import Any
 import torch
 
 from ddcheck.smoke.batch import Shape, VerifyBatch
-from ddcheck.smoke.loader import Trace, Recording
+from ddcheck.smoke.loader import Trace, Recording, smoke_model_config, tree_class
+from ddcheck.target import names
+from ddcheck.target.models import ModelConfig
 
 
 def kv_pool(batch: VerifyBatch, trace: Trace) -> Recording:
@@ -59,6 +61,8 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         enable_mis=False, enable_two_batch_overlap=False,
         get_attention_backends=lambda: ("triton", "triton"),
     )
+    # the smoke model's config.json, as the tree's readers see a model's config (absent keys are absent)
+    hf_config = ModelConfig("model_runner.model_config.hf_config", smoke_model_config(shape), "the smoke model")
     model_config = Recording(
         "model_runner.model_config", trace,
         attention_arch=attn_arch, num_attention_heads=shape.num_q_heads,
@@ -71,9 +75,7 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         # MLA backends' dimensions (their metadata does not depend on them)
         kv_lora_rank=shape.head_dim * 2, qk_nope_head_dim=shape.head_dim, qk_rope_head_dim=shape.head_dim // 2,
         scaling=shape.head_dim ** -0.5,
-        hf_config=Recording("model_runner.model_config.hf_config", trace, architectures=["LlamaForCausalLM"]),
-        hf_text_config=Recording("model_runner.model_config.hf_text_config", trace,
-                                 num_attention_heads=shape.num_q_heads),
+        hf_config=hf_config, hf_text_config=hf_config,
     )
     req_to_token_pool = Recording("req_to_token_pool", trace, size=shape.max_bs, req_to_token=batch.req_to_token)
     return Recording(
@@ -200,7 +202,7 @@ def forward_batch(batch: VerifyBatch, mode: Any, spec_info: Recording, pool: Rec
                   label: str = "forward_batch") -> Recording:
     """A TARGET_VERIFY ForwardBatch: seq_lens are the prefix lengths, extend_* are unset."""
     return Recording(
-        label, trace,
+        label, trace, tree_class(names.FORWARD_BATCH_MODULE, names.FORWARD_BATCH_CLASS),
         batch_size=batch.bs, forward_mode=mode, spec_info=spec_info,
         req_pool_indices=batch.req_pool_indices, seq_lens=batch.seq_lens,
         seq_lens_sum=int(batch.seq_lens.sum()), seq_lens_cpu=batch.seq_lens.cpu(),

@@ -26,7 +26,7 @@ from typing import Any
 
 from ddcheck.sources import SourceTree
 from ddcheck.target import names
-from ddcheck.target.models import ModelFolders
+from ddcheck.target.models import ABSENT, ModelFolders
 from ddcheck.target.startup import env_assignments, propagate_env
 from ddcheck.target.runtime import Platform, TreeRuntime
 from ddcheck.target.standins import is_stand_in, stand_in
@@ -39,6 +39,16 @@ SMOKE_MODEL_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llam
                       "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 128, "num_hidden_layers": 1,
                       "intermediate_size": 1024, "vocab_size": 32000, "max_position_embeddings": 16384,
                       "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16"}
+
+
+def smoke_model_config(shape: Any = None) -> dict:
+    """The smoke model's ``config.json``: a small Llama, with the batch's attention heads."""
+    config = dict(SMOKE_MODEL_CONFIG)
+    if shape is not None:
+        config.update(num_attention_heads=shape.num_q_heads, num_key_value_heads=shape.num_kv_heads,
+                      head_dim=shape.head_dim, hidden_size=shape.num_q_heads * shape.head_dim,
+                      max_position_embeddings=shape.max_context_len)
+    return config
 
 
 class HarnessError(Exception):
@@ -67,10 +77,11 @@ class Recording:
     """A bag of attributes that records which ones the backend reads. A read of an attribute it does
     not hold is recorded as *missing* and answered by a falsy stand-in (a feature that is off)."""
 
-    def __init__(self, label: str, trace: Trace, **attrs: Any):
+    def __init__(self, label: str, trace: Trace, _like: type | None = None, **attrs: Any):
         object.__setattr__(self, "_label", label)
         object.__setattr__(self, "_trace", trace)
         object.__setattr__(self, "_attrs", dict(attrs))
+        object.__setattr__(self, "_like", _like)
 
     def __getattr__(self, name: str):
         attrs, trace, label = self._attrs, self._trace, self._label
@@ -79,6 +90,11 @@ class Recording:
             return attrs[name]
         if name.startswith("__"):
             raise AttributeError(name)
+        if self._like is not None:  # the tree's own class: its field default, its method or property
+            value = class_member(self._like, name, self)
+            if value is not ABSENT:
+                trace.reads.setdefault(label, set()).add(f"{name} (the tree's {self._like.__name__})")
+                return value
         trace.missing.setdefault(label, set()).add(name)
         usage = _USAGE.get(id(trace))
         if usage is None:  # outside a tree runtime (the fakes loader): absent, as it always was
@@ -89,6 +105,38 @@ class Recording:
 
     def __setattr__(self, name: str, value: Any) -> None:
         self._attrs[name] = value
+
+
+def class_member(cls: type, name: str, instance: Any) -> Any:
+    """What an instance of the tree's class ``cls`` has for ``name`` when it was not handed a value:
+    its dataclass field default, a class-level value, or its method or property bound to ``instance``;
+    ``ABSENT`` when the class does not say."""
+    if dataclasses.is_dataclass(cls):
+        for f in dataclasses.fields(cls):
+            if f.name == name:
+                if f.default is not dataclasses.MISSING:
+                    return f.default
+                if f.default_factory is not dataclasses.MISSING:
+                    return f.default_factory()
+                return ABSENT
+    try:
+        member = inspect.getattr_static(cls, name)
+    except AttributeError:
+        return ABSENT
+    if is_stand_in(member) or isinstance(member, type):
+        return ABSENT
+    if isinstance(member, (property, staticmethod, classmethod)) or inspect.isfunction(member):
+        return member.__get__(instance, cls)
+    return member if not callable(member) else ABSENT
+
+
+def tree_class(module: str, name: str) -> type | None:
+    """The tree's class ``module.name`` where its module ran, else None."""
+    try:
+        value = importlib.import_module(module).__dict__.get(name)
+    except Exception:  # noqa: BLE001 - a module that cannot run here has no class to lend
+        return None
+    return value if isinstance(value, type) and not is_stand_in(value) else None
 
 
 _USAGE: dict[int, Any] = {}  # id(trace) -> the runtime's Usage, while a session runs

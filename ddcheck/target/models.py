@@ -24,6 +24,8 @@ from typing import Any, Callable
 
 from ddcheck.target.standins import ABSENT
 
+__all__ = ["ABSENT", "ModelConfig", "ModelFolders", "NeedsInput"]
+
 # A stand-in reads a model's config when its last two names mention a config and not one of these.
 NOT_MODEL_CONFIG = ("generation", "processor", "tokenizer", "quant", "lora", "peft")
 # What transformers' PretrainedConfig has for a model whose config.json does not say (its base class's
