@@ -71,7 +71,8 @@ def scan_trees_with_settings(trees: list[SourceTree], settings: Settings, only: 
     """The raw scan with the user's rule selection and suppression comments applied."""
     from .analysis.scan import scan_trees  # not needed when the result cache answers
 
-    result = scan_trees(trees, settings.vocabulary(), settings.wants_path, only=only, jobs=jobs)
+    result = scan_trees(trees, settings.vocabulary(), settings.wants_path, only=only, jobs=jobs,
+                        check_syntax=settings.check_syntax)
     # Suppressions first: a comment for a rule the user deselected is still in use, not stale.
     result.findings = [f for f in suppressions.apply(result.findings, result.suppressions, result.displays)
                        if settings.wants(f)]

@@ -193,6 +193,7 @@ def load(k: str, sources: bool = True):
             files_scanned=int(data["files_scanned"]),
             errors=[file_error_from_dict(e) for e in data["errors"]],
             findings=[finding_from_dict(f) for f in data["findings"]],
+            skipped=[file_error_from_dict(e) for e in data["skipped"]],
             suppressions={d: [Suppression(**{**x, "used": set(x["used"])}) for x in v]
                           for d, v in data["suppressions"].items()},
             displays=data["displays"], sources=quoted)
@@ -207,6 +208,7 @@ def store(k: str, result) -> None:
         "files_scanned": result.files_scanned,
         "errors": [asdict(e) for e in result.errors],
         "findings": [asdict(f) for f in result.findings],  # internal fields too: the fixer and baseline read them
+        "skipped": [asdict(e) for e in result.skipped],
         "suppressions": {d: [{**asdict(x), "used": sorted(x.used)} for x in v] for d, v in result.suppressions.items()},
         "displays": result.displays,
     }

@@ -36,12 +36,15 @@ def scan(
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Report only findings not in this baseline."),
     write_baseline: Optional[Path] = typer.Option(None, "--write-baseline", help="Record today's findings and exit 0."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore and do not write the result cache."),
+    check_syntax: bool = typer.Option(False, "--check-syntax", help="Parse every file; list those that are not "
+                                                                    "valid Python as skipped (slower)."),
 ) -> None:
     """Find verify-path uses of the start-up width C.
 
     Example: [bold]ddcheck scan sglang==0.5.10 --format json[/bold]
     """
-    raise typer.Exit(scan_command(targets, fmt, fail_on, select, ignore, config, baseline, write_baseline, no_cache))
+    raise typer.Exit(scan_command(targets, fmt, fail_on, select, ignore, config, baseline, write_baseline, no_cache,
+                                  check_syntax))
 
 
 @app.command()

@@ -23,7 +23,7 @@ class _NotPlain(Exception):
 
 # What `ddcheck scan` reads when an option is not given (typer's defaults, tests/test_workflow.py).
 DEFAULTS = {"fmt": "text", "fail_on": None, "select": None, "ignore": None, "config": None, "baseline": None,
-            "write_baseline": None, "no_cache": False}
+            "write_baseline": None, "no_cache": False, "check_syntax": False}
 
 
 def scan_parser():
@@ -55,6 +55,7 @@ def scan_parser():
     p.add_argument("--baseline")
     p.add_argument("--write-baseline", dest="write_baseline")
     p.add_argument("--no-cache", dest="no_cache", action="store_true")
+    p.add_argument("--check-syntax", dest="check_syntax", action="store_true")
     p.set_defaults(**DEFAULTS)
     return p
 

@@ -127,6 +127,8 @@ class ScanResult:
     files_scanned: int = 0
     errors: list[FileError] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    # files that could hold no finding and are not valid Python (``--check-syntax``): said, not failed
+    skipped: list[FileError] = field(default_factory=list)
     # Internal: suppression comments and relpaths per display path, applied by ddcheck.api.
     suppressions: dict = field(default_factory=dict, metadata=INTERNAL)
     displays: dict[str, str] = field(default_factory=dict, metadata=INTERNAL)
@@ -140,8 +142,11 @@ class ScanResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The published JSON schema (``ddcheck scan --format json``)."""
-        return {"version": self.version, "files_scanned": self.files_scanned,
-                "errors": [e.to_dict() for e in self.errors], "findings": [f.to_dict() for f in self.findings]}
+        out = {"version": self.version, "files_scanned": self.files_scanned,
+               "errors": [e.to_dict() for e in self.errors], "findings": [f.to_dict() for f in self.findings]}
+        if self.skipped:  # only --check-syntax finds any; every other document keeps its shape
+            out["skipped"] = [e.to_dict() for e in self.skipped]
+        return out
 
     def to_json(self, indent: int | None = 1) -> str:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)

@@ -71,11 +71,14 @@ def text_lines(result: ScanResult, source_texts: dict[str, dict[int, str]]) -> l
         out.append([])
     for e in result.errors:
         out.append([(f"{e.path}: ", "bold"), ("cannot scan: ", "bold magenta"), (e.message, "")])
+    for e in result.skipped:
+        out.append([(f"{e.path}: ", "bold"), ("skipped, not valid Python: ", "magenta"), (e.message, "")])
     counts = {s: sum(1 for f in result.findings if f.severity == s) for s in Severity}
     fixable = sum(1 for f in result.findings if f.fix_safety is FixSafety.safe)
     summary = (f"{result.files_scanned} files scanned: {counts[Severity.error]} errors, "
                f"{counts[Severity.warning]} warnings, {counts[Severity.info]} info"
                + (f", {len(result.errors)} files could not be scanned" if result.errors else "")
+               + (f", {len(result.skipped)} files skipped: not valid Python" if result.skipped else "")
                + (f"; {fixable} fixable with `ddcheck fix`" if fixable else ""))
     out.append([(summary, "bold")])
     return out

@@ -1,13 +1,16 @@
 """Rule metadata, read from the declarative definitions under ``rules/`` (shipped as ``ddcheck._rules``).
 
 This module owns the rule definitions, and keeps them read as JSON (:func:`all_rules`, through
-:func:`ddcheck.files.kept`). It imports only the ground floor (:mod:`ddcheck.findings`,
-:mod:`ddcheck.files`): :mod:`ddcheck.suppressions` and :mod:`ddcheck.cache` stand above it.
+:func:`ddcheck.files.kept`). A rule owns its findings' words too, as a Ruff violation owns its message:
+the analysis gathers a finding's facts and names its case, the rule's ``[messages]`` and ``[hints]``
+templates say it (:meth:`Rule.message`, :meth:`Rule.hint`). It imports only the ground floor
+(:mod:`ddcheck.findings`, :mod:`ddcheck.files`): :mod:`ddcheck.suppressions` and :mod:`ddcheck.cache`
+stand above it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -33,9 +36,20 @@ class Rule:
     # dropped), unless the rule says why not
     good_is_fix: bool = True
     good_differs: str = ""
+    # case -> template (str.format, named fields): the words of this rule's findings
+    messages: dict[str, str] = field(default_factory=dict)
+    hints: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "severity", Severity(self.severity))
+
+    def message(self, case: str, **facts: object) -> str:
+        """The message of a finding of this rule in ``case``, filled with its facts."""
+        return self.messages[case].format(**facts)
+
+    def hint(self, case: str, **facts: object) -> str:
+        """The hint (how to fix it) of a finding of this rule in ``case``, filled with its facts."""
+        return self.hints[case].format(**facts)
 
     def doc(self) -> str:
         """Markdown: what it does, why it is bad, example, fix (the Ruff rule-doc shape)."""
@@ -88,12 +102,17 @@ def _definitions() -> list[dict]:
 
 
 def _read(value) -> dict[str, Rule]:
-    """Kept definitions as rules: text and flags only, each a rule as Rule accepts it (else a TypeError
-    or ValueError, and they are read from the TOML again, the copy rewritten)."""
+    """Kept definitions as rules: text, flags and tables of text only, each a rule as Rule accepts it
+    (else a TypeError or ValueError, and they are read from the TOML again, the copy rewritten)."""
     if not (isinstance(value, list) and all(
-            isinstance(d, dict) and all(isinstance(v, (str, bool)) for v in d.values()) for d in value)):
+            isinstance(d, dict) and all(_plain(v) for v in d.values()) for d in value)):
         raise TypeError("not rule definitions")
     return _by_id(value)
+
+
+def _plain(v) -> bool:
+    return isinstance(v, (str, bool)) or isinstance(v, dict) and all(
+        isinstance(k, str) and isinstance(t, str) for k, t in v.items())
 
 
 def _by_id(definitions: list[dict]) -> dict[str, Rule]:
@@ -109,6 +128,6 @@ def get_rule(rule_id: str) -> Rule | None:
     return next((r for r in rules.values() if r.name == rule_id.strip()), None)
 
 
-def severity_of(rule_id: str) -> Severity:
-    """The severity a rule's definition gives its findings (the engine asks, never decides)."""
-    return all_rules()[rule_id].severity
+def rule_of(rule_id: str) -> Rule:
+    """A finding's rule, by exact id: its severity and words (the analysis asks, never decides)."""
+    return all_rules()[rule_id]

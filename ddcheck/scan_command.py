@@ -72,7 +72,8 @@ def resolve_settings(target: str | None, config: Path | None, select, ignore, fa
 
 def scan_command(targets: list[str] | None, fmt: str = "text", fail_on: Severity | None = None,
                  select: list[str] | None = None, ignore: list[str] | None = None, config: Path | None = None,
-                 baseline: Path | None = None, write_baseline: Path | None = None, no_cache: bool = False) -> int:
+                 baseline: Path | None = None, write_baseline: Path | None = None, no_cache: bool = False,
+                 check_syntax: bool = False) -> int:
     """``ddcheck scan``: prints the result and returns the exit code (0 clean, 1 findings at or above
     fail-on or files that could not be scanned); a UsageError for bad arguments."""
     from .api import scan as run_scan
@@ -84,6 +85,7 @@ def scan_command(targets: list[str] | None, fmt: str = "text", fail_on: Severity
         if "==" not in t and not Path(t).exists():
             raise UsageError(f"{t}: no such file or directory")
     settings = resolve_settings((targets or [None])[0], config, select, ignore, fail_on)
+    settings.check_syntax = settings.check_syntax or check_syntax
     result = run_scan(list(targets or []), settings=settings, use_cache=not no_cache, quoted=fmt == "text")
     if write_baseline or baseline:
         from . import baseline as bl

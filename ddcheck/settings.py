@@ -36,6 +36,8 @@ class Settings:
         "doc": "Extra substrings of function names whose body is the verify path."})
     include: list[str] = field(default_factory=list, metadata={"doc": "Glob patterns a file must match to be scanned."})
     exclude: list[str] = field(default_factory=list, metadata={"doc": "Glob patterns of files never scanned."})
+    check_syntax: bool = field(default=False, metadata={
+        "doc": "Parse every file, and list those that are not valid Python as skipped."})
     # Where the settings came from: set by load_settings, not a field (no key of the table sets it).
     source = None
 

@@ -1,7 +1,7 @@
 """``# ddcheck: ignore[DD001] reason`` comments: which findings they silence, and which are broken or stale.
 
 Stands above :mod:`ddcheck.rules` (which owns the rule definitions: the ids a comment may name, the
-severity of DD100/DD101) and below :mod:`ddcheck.cache`, which stores the parsed comments.
+severity and words of DD100/DD101) and below :mod:`ddcheck.cache`, which stores the parsed comments.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import tokenize
 from dataclasses import dataclass, field
 
 from .findings import Finding
-from .rules import severity_of
+from .rules import rule_of
 
 MARKER = b"ddcheck:"
 # The reason runs to the end of the comment or up to a following `#` comment.
@@ -75,23 +75,20 @@ def apply(findings: list[Finding], suppressions: dict[str, list[Suppression]],
         relpath = relpaths.get(path, path)
         for s in entries:
             if not s.rules or not s.reason:
-                missing = "a rule id, e.g. ignore[DD001]," if not s.rules else "a reason"
-                kept.append(_meta("DD100", path, relpath, s,
-                                  f"Suppression without {missing} suppresses nothing; write `# ddcheck: ignore[DD001] <why>`."))
+                kept.append(_meta("DD100", path, relpath, s, "no_rule_id" if not s.rules else "no_reason"))
                 continue
             unknown = [r for r in s.rules if r not in known]
             if unknown:
-                kept.append(_meta("DD100", path, relpath, s,
-                                  f"Suppression names {', '.join(unknown)}, not a ddcheck rule (see `ddcheck rules`)."))
+                kept.append(_meta("DD100", path, relpath, s, "unknown_rule", rules=", ".join(unknown)))
             unused = [r for r in s.rules if r not in s.used and r in known]
             if unused:
-                kept.append(_meta("DD101", path, relpath, s,
-                                  f"Suppression of {', '.join(unused)} matches no finding here any more; delete it."))
+                kept.append(_meta("DD101", path, relpath, s, "unused", rules=", ".join(unused)))
     return kept
 
 
-def _meta(rule: str, path: str, relpath: str, s: Suppression, message: str) -> Finding:
-    return Finding(rule=rule, severity=severity_of(rule), path=path, relpath=relpath, line=s.line, column=s.column,
-                   end_line=s.line, end_column=max(s.end_column, s.column), function=None, symbol="# ddcheck: ignore", message=message,
-                   replacement=None, stmt_line=s.line,
+def _meta(rule_id: str, path: str, relpath: str, s: Suppression, case: str, **facts: str) -> Finding:
+    rule = rule_of(rule_id)
+    return Finding(rule=rule_id, severity=rule.severity, path=path, relpath=relpath, line=s.line, column=s.column,
+                   end_line=s.line, end_column=max(s.end_column, s.column), function=None, symbol="# ddcheck: ignore",
+                   message=rule.message(case, **facts), replacement=None, stmt_line=s.line,
                    statement=f"# ddcheck: ignore[{','.join(s.rules)}] {s.reason}".strip())

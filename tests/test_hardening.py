@@ -74,6 +74,34 @@ def test_a_file_too_deep_to_parse_is_its_own_error(tmp_path):
     assert out.returncode == 1 and "Traceback" not in out.stderr and "internal error" not in out.stderr
 
 
+def test_a_tree_file_that_is_not_python_is_said_with_check_syntax(tmp_path, monkeypatch):
+    """A tree's file with no verify code is not parsed (too costly for every file); with --check-syntax
+    one that does not parse is listed and counted as skipped, as an undecodable file is listed, and
+    the exit code stays what the findings make it (it could hold no finding)."""
+    from ddcheck.api import scan_trees_with_settings
+    from ddcheck.sources import open_target
+
+    (tmp_path / "backend.py").write_text((Path(__file__).resolve().parents[1] / "rules" / "DD001" / "good.py").read_text())
+    (tmp_path / "broken.py").write_text("def broken(:\n    pass\n")  # no verify markers
+    plain = ddcheck("scan", "--no-cache", str(tmp_path))
+    assert plain.returncode == 0 and "broken.py" not in plain.stdout, plain.stdout + plain.stderr
+    out = ddcheck("scan", "--no-cache", "--check-syntax", str(tmp_path))
+    assert out.returncode == plain.returncode, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[-1].endswith(", 1 files skipped: not valid Python")
+    assert any(line.startswith(f"{tmp_path / 'broken.py'}: skipped, not valid Python: does not parse") for line in lines)
+    js = ddcheck("scan", "--no-cache", "--check-syntax", "--format", "json", str(tmp_path))
+    assert js.returncode == 0
+    import json
+
+    doc = json.loads(js.stdout)
+    assert [Path(e["path"]).name for e in doc["skipped"]] == ["broken.py"] and doc["errors"] == []
+    # the forked workers' triage says it too
+    monkeypatch.setattr("ddcheck.analysis.scan.PARALLEL_MIN_FILES", 1)
+    pooled = scan_trees_with_settings([open_target(str(tmp_path))], Settings(check_syntax=True), jobs=2)
+    assert [Path(e.path).name for e in pooled.skipped] == ["broken.py"] and not pooled.errors
+
+
 @pytest.mark.parametrize("how", ["changed on disk", "write denied"])
 def test_a_fix_that_is_not_written_fails_the_run(tmp_path, monkeypatch, how):
     from rich.console import Console

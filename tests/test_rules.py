@@ -80,15 +80,67 @@ def test_good_example_is_what_fix_makes_of_the_bad_one(rule_id, tmp_path):
     assert MARK.sub("", path.read_text()) == (rules_dir() / rule_id / "good.py").read_text()
 
 
-def test_a_findings_severity_is_its_rules(monkeypatch):
-    """The rule definition owns severity: the engine asks it (change rule.toml, the findings follow)."""
+def test_a_findings_severity_and_words_are_its_rules(monkeypatch):
+    """The rule definition owns severity, message and hint: the analysis asks it (change rule.toml, the
+    findings follow)."""
     paths = [str(rules_dir() / r / "bad.py") for r in RULES]
     findings = scan(paths, settings=Settings(), use_cache=False).findings
     assert {f.rule for f in findings} == set(RULES)
     assert all(f.severity == all_rules()[f.rule].severity for f in findings)
     from ddcheck.findings import Severity
 
-    promoted = {**all_rules(), "DD002": replace(all_rules()["DD002"], severity=Severity.error)}
+    def reworded(rule, **changes):
+        return replace(rule, messages={k: "M " + v for k, v in rule.messages.items()},
+                       hints={k: "H " + v for k, v in rule.hints.items()}, **changes)
+
+    promoted = {**all_rules(), "DD002": reworded(all_rules()["DD002"], severity=Severity.error),
+                "DD100": reworded(all_rules()["DD100"])}
     monkeypatch.setattr("ddcheck.rules.all_rules", lambda: promoted)
-    again = scan([str(rules_dir() / "DD002" / "bad.py")], settings=Settings(), use_cache=False).findings
-    assert again and {f.severity for f in again if f.rule == "DD002"} == {Severity.error}
+    again = scan([str(rules_dir() / r / "bad.py") for r in ("DD002", "DD100")], settings=Settings(),
+                 use_cache=False).findings
+    dd002 = [f for f in again if f.rule == "DD002"]
+    assert dd002 and {f.severity for f in dd002} == {Severity.error}
+    assert all(f.message.startswith("M ") and f.hint.startswith("H ") for f in dd002)
+    assert [f.message[:2] for f in again if f.rule == "DD100"] == ["M "] * 2
+
+
+# The facts the analysis (engine.py, suppressions.py) fills the rules' templates with.
+FACTS = {"symbol", "what", "buffer_line", "value", "replacement", "c_expr", "function", "calls", "parameter",
+         "callers", "name", "sized", "flag", "args", "rules"}
+
+
+def _cases_named_in(function_names: set[str]) -> set[str]:
+    """Hint cases the engine names: ``("case", {facts})`` in those of its functions."""
+    import ast
+
+    import ddcheck.analysis.engine as engine
+
+    def named(e):  # "case", or "a" if ... else "b"
+        return {e.value} if isinstance(e, ast.Constant) else named(e.body) | named(e.orelse) \
+            if isinstance(e, ast.IfExp) else set()
+
+    tree = ast.parse(open(engine.__file__, encoding="utf-8").read())
+    return {c for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name in function_names
+            for t in ast.walk(f) if isinstance(t, ast.Tuple) and len(t.elts) == 2 and isinstance(t.elts[1], ast.Dict)
+            for c in named(t.elts[0])}
+
+
+def test_every_case_the_analysis_names_has_the_rules_words():
+    """Each rule has a message and a hint for every case its findings can be in, and its templates ask
+    only for facts the analysis gives."""
+    import string
+
+    rules = all_rules()
+    for rule in rules.values():
+        for template in [*rule.messages.values(), *rule.hints.values()]:
+            assert {f for _, f, _, _ in string.Formatter().parse(template) if f} <= FACTS, (rule.id, template)
+    general = _cases_named_in({"_hint"})  # any read of C, by how its fix goes
+    startup = _cases_named_in({"_largest_width", "_judge"})  # DD002 at a size fixed at start-up
+    refills = {"refill_offsets", "refill_entries", "refill_by_hand"}  # reads of a buffer: DD001 only
+    assert {"fallback", "per_step", *refills} <= general and startup
+    assert set(rules["DD001"].hints) == general - {"fallback"}
+    assert set(rules["DD002"].hints) == (general - {"fallback"} - refills) | startup
+    assert set(rules["DD003"].hints) == {"fallback", "per_step"}
+    assert {r: set(rules[r].messages) for r in rules} == {
+        "DD001": {"read", "buffer"}, "DD002": {"read", "sized"}, "DD003": {"read"},
+        "DD100": {"no_rule_id", "no_reason", "unknown_rule"}, "DD101": {"unused"}}

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from ..findings import Edit, Finding, FixPlan, FixSafety
-from ..rules import severity_of
+from ..rules import rule_of
 from .exprs import (buffer_key, dotted, every_node, is_c_read, is_exact_c, is_mode_check,
                     mentions_per_step, walk)
 from .hazards import (ALIAS, ARGUMENT, CAPACITY, DERIVED, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C,
@@ -24,8 +24,12 @@ from ..target.names import DRAFT_TOKEN_NUM, VERIFY_MARKERS as VERIFY_TEXT
 
 STARTUP_SIZE = "adds C to the start-up size"
 RESOLVER_WHAT = "returned by a width resolver for the verify inputs it does not read W from"
-# The analysis finds kinds of hazard; a rule (rules/<ID>/rule.toml) owns each kind's id and severity.
+# The analysis finds kinds of hazard; a rule (rules/<ID>/rule.toml) owns each kind's id, severity and words.
 RULE_OF_KIND = {LAYOUT: "DD001", CAPACITY: "DD002", FALLBACK: "DD003"}
+
+
+# A hint as the analysis knows it: the rule's case (a key of its [hints]) and the facts it is filled with.
+Hint = tuple[str, dict[str, object]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,7 +60,8 @@ class Reported:
     anchor: ast.stmt | None
     c_expr: str  # how C is spelled here, for the fallback (``self.num_draft_tokens``)
     exact: bool  # the read is C itself, not a value derived from it: W may take its place
-    hint: str | None = None  # set where the hazard is not a read of C (a C-sized buffer filled per step)
+    # the hint's case and facts, set where the hazard is not a read of C (a C-sized buffer filled per step)
+    hint: Hint | None = None
     buffer_line: int = 0  # the read is of a buffer laid out with C at start-up (that line)
     plan: FixPlan | None = None  # a fix planned where the finding is made (a capacity at its allocation)
     replacement: str | None = None
@@ -232,10 +237,11 @@ class Engine:
             reported.plan, reported.replacement = plan, replacement
 
     def _largest_width(self, model: ModuleModel, owner: FunctionInfo, afp: FunctionPass, node: ast.expr, exact: bool,
-                       what: str) -> tuple[FixPlan | None, str | None, str]:
+                       sized: str) -> tuple[FixPlan | None, str | None, Hint]:
         """The fix and hint of a capacity fixed at start-up: C at ``node`` (in ``owner``) becomes the largest
         width the launch can verify where the tree states it (its tree-budget server argument, read from
-        server args in scope there); elsewhere no fix, and the hint says what the size must cover."""
+        server args in scope there); elsewhere no fix, and the hint says what the size must cover (``sized``:
+        how the hint names it)."""
         plan, replacement = None, None
         flag = self._tree_budget()
         args = _server_args_in(model, owner, afp) if flag and exact else None
@@ -249,18 +255,13 @@ class Engine:
             except E.EditError:
                 plan, replacement = None, None
         if plan is not None:
-            hint = (f"Size {what} for the largest width the launch can verify: the tree states it as `{flag}` + 1 "
-                    f"(read from `{args}`): {replacement}")
+            hint = "largest_width", {"sized": sized, "flag": flag, "args": args, "replacement": replacement}
         elif flag and exact:
-            hint = (f"Size {what} for the largest width the launch can verify (`{flag}` + 1, C where it is unset); "
-                    f"no server args are in scope in `{owner.qualname}` to read it from (no automatic fix)")
+            hint = "largest_width_no_args", {"sized": sized, "flag": flag, "function": owner.qualname}
         elif flag:
-            hint = (f"Size {what} for the largest width the launch can verify (`{flag}` + 1, C where it is unset); "
-                    f"C is spelled `{c}` here, not as the width itself (no automatic fix)")
+            hint = "largest_width_spelled", {"sized": sized, "flag": flag, "c_expr": c}
         else:
-            hint = (f"The tree states no largest verify width (no tree-budget server argument), so {what} must "
-                    f"cover the widest W any drafter may verify (a DDTree budget + 1); no automatic fix: size "
-                    f"{what} by hand, or per step from the verify input's width")
+            hint = "no_largest_width", {"sized": sized}
         return plan, replacement, hint
 
     def _tree_budget(self) -> str | None:
@@ -282,10 +283,8 @@ class Engine:
             if buffer_key(site.node) in self.facts(fp.model, fp.func.cls).length_only:
                 what = (f"reads a buffer whose length was set from C at start-up (line {site.buffer_line}; its "
                         f"values do not depend on C): too short when W > C")
-                hint = ("Size the buffer for the largest verify width the deployment allows (a DDTree "
-                        "budget + 1), or allocate it per step.")
                 self._report(fp, site.node, site.anchor, Verdict(CAPACITY, what), fp.model.code(site.node),
-                             exact=False, hint=hint)
+                             exact=False, hint=("length_only", {}))
                 return
             what = f"reads a buffer laid out with C at start-up (line {site.buffer_line}) as the verify layout"
             self._report(fp, site.node, site.anchor, Verdict(LAYOUT, what), fp.model.code(site.node), exact=False,
@@ -481,7 +480,7 @@ class Engine:
         return None
 
     def _report(self, fp: FunctionPass, node: ast.expr, anchor, verdict: Verdict, c_expr: str, exact: bool,
-                hint: str | None = None, buffer_line: int = 0) -> None:
+                hint: Hint | None = None, buffer_line: int = 0) -> None:
         key = (fp.model.source.relpath, node.lineno, node.col_offset)
         old = self.reported.get(key)
         if old is not None and RANK[old.kind] >= RANK[verdict.kind]:
@@ -783,33 +782,40 @@ class Engine:
         return None
 
     def _finding(self, r: Reported) -> Finding:
-        rule = RULE_OF_KIND[r.kind]
-        severity = severity_of(rule)
+        """The finding of a report: its facts and fix gathered here, its words said by its rule."""
+        rule = rule_of(RULE_OF_KIND[r.kind])
         model, func = r.fp.model, r.fp.func
         stmt_text, stmt_line = _statement(model, r.node)
         l1, c1, l2, c2 = model.span(r.node)
         symbol = model.code(r.node)
+        hint, fix, replacement = self._hint(r, symbol)
+        message = rule.message("sized" if r.hint is not None else "buffer" if r.buffer_line else "read",
+                               symbol=symbol, what=r.what, buffer_line=r.buffer_line)
+        return Finding(rule=rule.id, severity=rule.severity, path=model.source.display, relpath=model.source.relpath,
+                       line=l1, column=c1, end_line=l2, end_column=c2, function=func.qualname, symbol=symbol,
+                       message=message, replacement=replacement, hint=rule.hint(hint[0], **hint[1]),
+                       fix_safety=fix.safety if fix else None, fix=fix, statement=stmt_text, stmt_line=stmt_line,
+                       resolver=r.what == RESOLVER_WHAT)
+
+    def _hint(self, r: Reported, symbol: str) -> tuple[Hint, FixPlan | None, str | None]:
+        """A report's fix (plan and replacement) and the hint case that says it, with its facts."""
+        model, func = r.fp.model, r.fp.func
         at, spec_info = _verify_input_at(r)
         unbound = [n for n in _names(r.c_expr) if n != "self" and not r.fp.bound_at(n, at)]
-        fix = None
-        replacement = None
         if r.hint is not None:
-            hint = r.hint
-            fix, replacement = r.plan, r.replacement
-        elif r.kind == FALLBACK and not (r.what == RESOLVER_WHAT and r.exact and spec_info and not unbound):
-            hint = "C is only the fallback here; keep the verify input's width set (and capture CUDA graphs at it)."
-        elif not r.exact and r.c_expr == symbol and r.buffer_line and \
+            return r.hint, r.plan, r.replacement
+        if r.kind == FALLBACK and not (r.what == RESOLVER_WHAT and r.exact and spec_info and not unbound):
+            return ("fallback", {}), None, None
+        if not r.exact and r.c_expr == symbol and r.buffer_line and \
                 (refill := self._refill(r, spec_info)) is not None:
             value, how = refill
             read = _statement_of(model, r.node)  # refilled right before the statement that reads it
             fix = self._plan(r, value, FixSafety.safe, replace_site=False, refill=(read, how, symbol))
-            what = "offsets stepping by" if how == "arange" else "every entry set to"
-            hint = (f"Refill `{symbol}` in place, {what} the per-step width ({value}), before it is read (it was "
-                    f"laid out with C at line {r.buffer_line}); with CUDA graphs, capture at that width too.")
-        elif not r.exact and r.c_expr == symbol and r.buffer_line:
-            hint = ("Refill this buffer per step from the verify input's width (as the eager path does), "
-                    "or capture CUDA graphs at that width.")
-        elif not r.exact and r.c_expr == symbol and _names_the_verify_width(symbol) and \
+            return ("refill_offsets" if how == "arange" else "refill_entries",
+                    {"symbol": symbol, "value": value, "buffer_line": r.buffer_line}), fix, None
+        if not r.exact and r.c_expr == symbol and r.buffer_line:
+            return ("refill_by_hand", {}), None, None
+        if not r.exact and r.c_expr == symbol and _names_the_verify_width(symbol) and \
                 (spec_info is not None or (threaded := self._threaded(r, named=True)) is not None):
             # Derived from C at start-up (C - 1 for some workers), but named for what the verify path
             # needs: the verify input's width stands in for it. Whether every worker's input carries
@@ -821,59 +827,30 @@ class Engine:
                 value, edits = threaded[0], threaded[1].edits
             replacement = f"({value})"
             fix = self._plan(r, value, FixSafety.unsafe, edits=edits)
-            hint = (f"`{symbol}` is derived from C at start-up but named for the verify width: use the verify "
-                    f"input's own, {replacement} (unsafe fix: check that every worker's verify input carries "
-                    f"the width this attribute stands for)")
-        elif not r.exact:
-            hint = (f"`{symbol}` is derived from C (`{r.c_expr}`), so W cannot simply take its place: "
-                    f"rewrite its definition with the verify input's width.")
-        elif spec_info is None and (threaded := self._threaded(r)) is None:
-            hint = (f"No verify input is in scope in `{func.qualname}`: pass `spec_info` (or the width) in "
-                    f"from the verify branch that calls it.")
-        elif spec_info is None and not threaded[1].where:
+            return ("verify_named", {"symbol": symbol, "replacement": replacement}), fix, replacement
+        if not r.exact:
+            return ("derived", {"symbol": symbol, "c_expr": r.c_expr}), None, None
+        if spec_info is None and (threaded := self._threaded(r)) is None:
+            return ("no_verify_input", {"function": func.qualname}), None, None
+        if spec_info is None and not threaded[1].where:
             # Every call in the tree hands this path a mode other than TARGET_VERIFY: today no verify
             # branch reaches it, so the fix only lets one hand W in. Whether that is wanted is for a reviewer.
             value, thread = threaded
             fix = self._plan(r, value, FixSafety.unsafe, edits=thread.edits)
             replacement = f"({value})"
-            hint = (f"No call in the tree reaches this verify path today (the calls on the way to `{func.qualname}` "
-                    f"hand it a forward mode other than TARGET_VERIFY: {_cited(thread.exempt)}); the fix adds a "
-                    f"`{THREADED}` parameter for a verify caller to hand W in: {replacement} (unsafe fix)")
-        elif spec_info is None:
+            return ("unreached", {"function": func.qualname, "calls": _cited(thread.exempt), "parameter": THREADED,
+                                  "replacement": replacement}), fix, replacement
+        if spec_info is None:
             value, thread = threaded
             fix = self._plan(r, value, _safety(r), edits=thread.edits)
             replacement = f"({value})"
-            hint = (f"Use the per-step width, threaded in from the verify branch(es) that call "
-                    f"`{func.qualname}` ({', '.join(thread.where)}) as `{THREADED}`: {replacement}"
-                    + (" (changes a buffer size: unsafe fix)" if r.kind == CAPACITY else ""))
-        elif unbound:
-            hint = (f"C is spelled `{r.c_expr}`, and `{unbound[0]}` is not bound where the verify block starts; "
-                    f"use the verify input's width there by hand.")
-        else:
-            value = per_step_value(spec_info, r.c_expr, self.width_api)
-            replacement = f"({value})"
-            fix = self._plan(r, value, _safety(r))
-            why = " (changes a buffer size: unsafe fix)" if r.kind == CAPACITY else \
-                " for every verify input that carries one (changes the resolver's choice: unsafe fix)" \
-                if r.kind == FALLBACK else ""
-            hint = f"Use the per-step width {replacement}{why}"
-        if r.kind == LAYOUT and r.buffer_line:
-            message = (f"`{symbol}` was laid out with C at start-up (line {r.buffer_line}); the target-verify path "
-                       f"reads it as the verify layout. Wrong whenever the verify input's width W differs from C "
-                       f"(tree drafters: DDTree verifies budget + 1).")
-        elif r.kind == LAYOUT:
-            message = (f"`{symbol}` is the start-up width C; on the target-verify path it {r.what}. Wrong whenever "
-                       f"the verify input's width W differs from C (tree drafters: DDTree verifies budget + 1).")
-        elif r.kind == CAPACITY and r.hint is not None:
-            message = f"`{symbol}` {r.what}."
-        elif r.kind == CAPACITY:
-            message = f"`{symbol}` is the start-up width C; on the target-verify path it {r.what}."
-        else:
-            message = f"`{symbol}` is the start-up width C, {r.what}."
-        return Finding(rule=rule, severity=severity, path=model.source.display, relpath=model.source.relpath,
-                       line=l1, column=c1, end_line=l2, end_column=c2, function=func.qualname, symbol=symbol,
-                       message=message, replacement=replacement, hint=hint, fix_safety=fix.safety if fix else None,
-                       fix=fix, statement=stmt_text, stmt_line=stmt_line, resolver=r.what == RESOLVER_WHAT)
+            return ("threaded", {"function": func.qualname, "callers": ", ".join(thread.where),
+                                 "parameter": THREADED, "replacement": replacement}), fix, replacement
+        if unbound:
+            return ("unbound", {"c_expr": r.c_expr, "name": unbound[0]}), None, None
+        value = per_step_value(spec_info, r.c_expr, self.width_api)
+        replacement = f"({value})"
+        return ("per_step", {"replacement": replacement}), self._plan(r, value, _safety(r)), replacement
 
 
 def _enclosing_function(model: ModuleModel, cls: str | None, node: ast.AST) -> FunctionInfo | None:

@@ -20,16 +20,17 @@ PARALLEL_MIN_FILES = 400
 
 def scan_trees(trees: list[SourceTree], vocab: Vocabulary = DEFAULT_VOCABULARY,
                wants_path: Callable[..., bool] = lambda relpath, disk_path=None: True,
-               only: set[str] | None = None, jobs: int | None = None) -> ScanResult:
+               only: set[str] | None = None, jobs: int | None = None, check_syntax: bool = False) -> ScanResult:
     """Analyse every tree (or only the files whose relpath is in ``only``; the others are still
-    there for helper lookups). Suppression comments are collected here and applied by
+    there for helper lookups); with ``check_syntax``, parse the files the analysis does not need
+    too, and list those that do not parse as skipped. Suppression comments are collected here and applied by
     :mod:`ddcheck.api`, which also filters rules. ``jobs``: worker processes for a large tree
     (default: one per CPU, at most 8). Run where the walks have room for any nesting Python parses
     (:func:`ddcheck.deep.run`)."""
-    return deep.run(_scan_trees, trees, vocab, wants_path, only, jobs)
+    return deep.run(_scan_trees, trees, vocab, wants_path, only, jobs, check_syntax)
 
 
-def _scan_trees(trees: list[SourceTree], vocab: Vocabulary, wants_path, only, jobs) -> ScanResult:
+def _scan_trees(trees: list[SourceTree], vocab: Vocabulary, wants_path, only, jobs, check_syntax) -> ScanResult:
     result = ScanResult()
     # The cyclic GC would rescan every AST already built on each collection; nothing here makes cycles
     # that need it during the scan.
@@ -37,7 +38,7 @@ def _scan_trees(trees: list[SourceTree], vocab: Vocabulary, wants_path, only, jo
     gc.disable()
     try:
         for tree in trees:
-            _scan_tree(result, tree, vocab, wants_path, only, jobs)
+            _scan_tree(result, tree, vocab, wants_path, only, jobs, check_syntax)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -45,7 +46,8 @@ def _scan_trees(trees: list[SourceTree], vocab: Vocabulary, wants_path, only, jo
     return result
 
 
-def _scan_tree(result: ScanResult, tree: SourceTree, vocab: Vocabulary, wants_path, only, jobs) -> None:
+def _scan_tree(result: ScanResult, tree: SourceTree, vocab: Vocabulary, wants_path, only, jobs,
+               check_syntax: bool) -> None:
     positions = [i for i, f in enumerate(tree.files)
                  if wants_path(f.relpath, f.disk) and (only is None or f.relpath in only)]
     result.files_scanned += len(positions)
@@ -56,9 +58,9 @@ def _scan_tree(result: ScanResult, tree: SourceTree, vocab: Vocabulary, wants_pa
     if jobs > 1 and len(positions) >= PARALLEL_MIN_FILES:
         from . import workers
 
-        pooled = workers.run(tree, positions, unread, vocab, jobs)
+        pooled = workers.run(tree, positions, unread, vocab, jobs, check_syntax)
     if pooled is None:
-        found = triage(tree, positions, vocab)
+        found = triage(tree, positions, vocab, check_syntax)
         analysis = ChunkAnalysis(tree, vocab, found.texts)
         analysis.use_index([found.index], unread)
         for pos, _ in found.candidates:
@@ -70,6 +72,8 @@ def _scan_tree(result: ScanResult, tree: SourceTree, vocab: Vocabulary, wants_pa
 def _collect(result: ScanResult, tree: SourceTree, found: Triage, chunks: list[ChunkResult]) -> None:
     """Triage's errors and suppressions in tree order, then what the analysis found."""
     errors = {tree.files[pos].display: message for pos, message in sorted(found.errors.items())}
+    result.skipped.extend(FileError(path=tree.files[pos].display, message=message)
+                          for pos, message in sorted(found.skipped.items()))
     for pos, comments in sorted(found.suppressions.items()):
         f = tree.files[pos]
         result.suppressions[f.display] = comments

@@ -73,6 +73,9 @@ class Triage:
     """What triage learnt of some of a tree's files (positions index ``tree.files``)."""
 
     errors: dict[int, str] = field(default_factory=dict)  # position -> why the file cannot be scanned
+    # position -> why a tree's file with no verify code is not valid Python (only checked on request:
+    # parsing every file would cost many times the scan)
+    skipped: dict[int, str] = field(default_factory=dict)
     suppressions: dict[int, list] = field(default_factory=dict)  # position -> its suppression comments
     candidates: list[tuple[int, int]] = field(default_factory=list)  # (position, size) of files to analyse
     texts: dict[int, bytes] = field(default_factory=dict)  # position -> bytes of a candidate (for the analysis)
@@ -82,14 +85,17 @@ class Triage:
 
     def merge(self, other: "Triage") -> None:
         self.errors.update(other.errors)
+        self.skipped.update(other.skipped)
         self.suppressions.update(other.suppressions)
         self.candidates.extend(other.candidates)
 
 
-def triage(tree: SourceTree, positions: list[int], vocab: Vocabulary) -> Triage:
+def triage(tree: SourceTree, positions: list[int], vocab: Vocabulary, check_syntax: bool = False) -> Triage:
     """Read and triage ``tree.files[pos]`` for each position. A file given on its own (pre-commit)
     is analysed whenever it tests for verify: it may pass the verify path to a helper that reads C,
-    which a tree scan's prefilter skips."""
+    which a tree scan's prefilter skips; one that does not parse is an error. With ``check_syntax``,
+    a tree's file the analysis does not need is parsed too, and skipped (not an error) when it does
+    not parse: it could hold no finding either way."""
     out = Triage()
     explicit = tree.kind == "file"
     for pos in positions:
@@ -113,6 +119,8 @@ def triage(tree: SourceTree, positions: list[int], vocab: Vocabulary) -> Triage:
             out.texts[pos] = data
         elif explicit:
             _syntax_check(data, pos, out.errors)
+        elif check_syntax:
+            _syntax_check(data, pos, out.skipped)
     return out
 
 
@@ -126,8 +134,8 @@ def _as_utf8(data: bytes) -> bytes:
     return data if encoding in ("utf-8", "utf-8-sig") else decode(data).encode("utf-8", "surrogatepass")
 
 
-def _syntax_check(data: bytes, pos: int, errors: dict[int, str]) -> None:
+def _syntax_check(data: bytes, pos: int, into: dict[int, str]) -> None:
     try:
         parse_source(data)
     except SourceError as exc:
-        errors[pos] = str(exc)
+        into[pos] = str(exc)

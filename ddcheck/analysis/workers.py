@@ -26,14 +26,14 @@ from .chunk import ChunkAnalysis, ChunkResult
 from .triage import Triage, triage
 from .vocabulary import Vocabulary
 
-_FORKED: tuple | None = None  # (tree, vocab, unread positions) inherited by the forked workers
+_FORKED: tuple | None = None  # (tree, vocab, unread positions, check_syntax) inherited by the forked workers
 # What a worker sends: what its triage learnt (TRIAGE), what the parent passes on to the others (INDEX,
 # OUTLINES), a request for its next candidate (NEXT, answered with a position or None), its RESULT.
 TRIAGE, INDEX, OUTLINES, NEXT, RESULT = "triage", "index", "outlines", "next", "result"
 
 
 def run(tree: SourceTree, positions: list[int], unread: list[int], vocab: Vocabulary,
-        jobs: int) -> tuple[Triage, list[ChunkResult]] | None:
+        jobs: int, check_syntax: bool = False) -> tuple[Triage, list[ChunkResult]] | None:
     """Triage ``positions`` of ``tree`` and analyse the candidates in ``jobs`` forked workers (the
     ``unread`` files are indexed on demand, for lookups only); None where workers cannot be forked or
     one died (the caller then scans in this process)."""
@@ -43,7 +43,7 @@ def run(tree: SourceTree, positions: list[int], unread: list[int], vocab: Vocabu
 
     all_rules()  # read once here, not in each worker as it reports its findings
     global _FORKED
-    _FORKED = (tree, vocab, unread)
+    _FORKED = (tree, vocab, unread, check_syntax)
     procs: list[channel.Worker] = []
     outboxes: list[_Outbox] = []
     done = False
@@ -177,9 +177,9 @@ def _shares(positions: list[int], jobs: int) -> list[list[int]]:
 
 
 def _work(conn, share: list[int], workers: int) -> None:
-    tree, vocab, unread = _FORKED
+    tree, vocab, unread, check_syntax = _FORKED
     try:
-        found = triage(tree, share, vocab)
+        found = triage(tree, share, vocab, check_syntax)
         own = found.index
         # the parent needs what triage learnt, not the bytes; the index goes to the other workers
         conn.send(("ok", (TRIAGE, replace(found, texts={}, index={}))))
