@@ -64,6 +64,9 @@ class Backend:
     input_class: str | None = None
     # why its CUDA-graph path cannot run on a CPU (state allocated on "cuda" by the tree), with the line
     graph_needs_cuda: str | None = None
+    # the longest request (prefix + verify tokens) the backend handles at the harness's page size 1,
+    # where its kernels assume pages are larger (the default batch's requests are shortened to fit)
+    max_request_len: int | None = None
     # False when its fields are the harness's record (flashinfer's plan inputs, which the real wrapper
     # keeps to itself): ``ddcheck guard`` has nothing to read in a running server
     live: bool = True
@@ -120,7 +123,19 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
     Backend("trtllm_mla", f"{ATTENTION}.trtllm_mla_backend", "TRTLLMMLABackend", {
         "forward_decode_metadata.seq_lens_k": Term.KV_LENS,
         "forward_decode_metadata.block_kv_indices": Term.PAGE_TABLE,
+        # before 0.5.4 verify is its base's: the MLA wrapper planned by FlashInferMLAIndicesUpdaterPrefill
+        # (0.4.10 flashinfer_mla_backend.py:180 and :729); a field a path does not set is not judged
+        "forward_metadata.prefill_wrapper.planned.qo_indptr": Term.QUERY_OFFSETS,
+        "forward_metadata.prefill_wrapper.planned.kv_indptr": Term.KV_OFFSETS,
+        "forward_metadata.prefill_wrapper.planned.kv_indices": Term.KV_INDICES,
     }, real_modules=(f"{ATTENTION}.flashinfer_mla_backend",), flashinfer=True,
+            # before 0.5.4 its verify path is its base's prefill updater, which asserts the input is the
+            # tree's EagleVerifyInput and calls its generate_attn_arg_prefill (0.4.10 flashinfer_mla_backend.py:702)
+            input_class="sglang.srt.speculative.eagle_info.EagleVerifyInput",
+            # its block-table kernel walks a request's pages in blocks of 64 (NUM_PAGE_PER_BLOCK=
+            # TRITON_PAD_NUM_PAGE_PER_BLOCK, 0.5.3 trtllm_mla_backend.py:187): at page size 1 a request of
+            # more than 64 tokens is outside what it serves (it asks for page size 32 or 64)
+            max_request_len=64,
             graph_needs_cuda="its base's init_cuda_graph_state allocates on device=\"cuda\" (0.5.10 "
                              "flashinfer_mla_backend.py:349)"),
     Backend("aiter", f"{ATTENTION}.aiter_backend", "AiterAttnBackend",

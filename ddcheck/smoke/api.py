@@ -217,6 +217,9 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     shape = default_shape(device, dtype)
     report.dtype = str(shape.dtype).replace("torch.", "")
     report.heads = f"{shape.num_q_heads}/{shape.num_kv_heads} x {shape.head_dim}"
+    if prefix_lens is None and spec.max_request_len:  # requests kept inside the backend's design
+        widest = max(w, c, SEED_BUDGET + 1)
+        prefix_lens = [min(p, spec.max_request_len - widest - i) for i, p in enumerate(default_prefix_lens(device))]
     report.prefix_lens = prefix_lens = list(prefix_lens or default_prefix_lens(device))
     atol, rtol = tol = default_tolerance(shape.dtype)
     report.tolerance = {"atol": atol, "rtol": rtol}

@@ -45,7 +45,7 @@ def kv_pool(batch: VerifyBatch, trace: Trace) -> Recording:
 
 
 def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device: str, trace: Trace,
-                 pool: Recording, server_args: Any = None) -> Recording:
+                 pool: Recording, server_args: Any = None, tree: Any = None) -> Recording:
     """A target-model runner configured with ``speculative_num_draft_tokens = C``; ``server_args``:
     the tree's own ServerArgs for this launch (:meth:`SglangImporter.server_args`)."""
     attn_arch = _attr_of_stand_in("sglang.srt.configs.model_config", "AttentionArch", "MHA")
@@ -81,7 +81,9 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
     return Recording(
         "model_runner", trace,
         req_to_token_pool=req_to_token_pool, token_to_kv_pool=pool,
-        token_to_kv_pool_allocator=Recording("token_to_kv_pool_allocator", trace, get_kvcache=lambda: pool),
+        token_to_kv_pool_allocator=Recording(
+            "token_to_kv_pool_allocator", trace, tree_class(None, names.TOKEN_ALLOCATOR_CLASS, tree),
+            get_kvcache=lambda: pool, page_size=1, size=pool.size),
         server_args=server_args, model_config=model_config, sliding_window_size=None,
         hybrid_gdn_config=None, kimi_linear_config=None, device=device,
         gpu_id=torch.device(device).index or 0, is_draft_worker=False, page_size=1,

@@ -226,7 +226,7 @@ class Session:
     def _backend(self, batch: VerifyBatch):
         pool = fakes.kv_pool(batch, self.trace)
         runner = fakes.model_runner(batch, self.shape, self.c, self.device, self.trace, pool,
-                                    self.importer.server_args())
+                                    self.importer.server_args(), getattr(self.importer, "tree", None))
         self.importer.start_up(runner.model_config)
         return self.backend_cls(runner), pool
 

@@ -92,6 +92,8 @@ class Recording:
             raise AttributeError(name)
         if self._like is not None:  # the tree's own class: its field default, its method or property
             value = class_member(self._like, name, self)
+            if value is UNDECLARED:  # an instance of the tree's class has no such attribute either
+                raise AttributeError(f"{self._like.__name__} has no attribute {name!r}")
             if value is not ABSENT:
                 trace.reads.setdefault(label, set()).add(f"{name} (the tree's {self._like.__name__})")
                 return value
@@ -107,10 +109,13 @@ class Recording:
         self._attrs[name] = value
 
 
+UNDECLARED = object()  # a name the tree's class does not declare at all
+
+
 def class_member(cls: type, name: str, instance: Any) -> Any:
     """What an instance of the tree's class ``cls`` has for ``name`` when it was not handed a value:
     its dataclass field default, a class-level value, or its method or property bound to ``instance``;
-    ``ABSENT`` when the class does not say."""
+    ``ABSENT`` when the class declares it without a value, ``UNDECLARED`` when it does not declare it."""
     if dataclasses.is_dataclass(cls):
         for f in dataclasses.fields(cls):
             if f.name == name:
@@ -122,7 +127,7 @@ def class_member(cls: type, name: str, instance: Any) -> Any:
     try:
         member = inspect.getattr_static(cls, name)
     except AttributeError:
-        return ABSENT
+        return ABSENT if name in declared_names(cls) else UNDECLARED
     if is_stand_in(member) or isinstance(member, type):
         return ABSENT
     if isinstance(member, (property, staticmethod, classmethod)) or inspect.isfunction(member):
@@ -130,8 +135,45 @@ def class_member(cls: type, name: str, instance: Any) -> Any:
     return member if not callable(member) else ABSENT
 
 
-def tree_class(module: str, name: str) -> type | None:
-    """The tree's class ``module.name`` where its module ran, else None."""
+_DECLARED: dict[type, frozenset[str]] = {}
+
+
+def declared_names(cls: type) -> frozenset[str]:
+    """The instance attributes ``cls`` declares without a class-level value: annotations, slots,
+    and every ``self.NAME = ...`` its methods (and its bases') write, read from their source."""
+    hit = _DECLARED.get(cls)
+    if hit is not None:
+        return hit
+    import ast
+    import textwrap
+
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        names |= set(getattr(klass, "__annotations__", {})) | set(getattr(klass, "__slots__", ()))
+        if klass.__module__ in ("builtins", "abc", "typing"):
+            continue
+        try:
+            parsed = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError, ValueError, RecursionError):
+            continue
+        for node in ast.walk(parsed):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+            for t in targets:
+                for leaf in ast.walk(t):
+                    if isinstance(leaf, ast.Attribute) and isinstance(leaf.value, ast.Name) and leaf.value.id == "self":
+                        names.add(leaf.attr)
+    _DECLARED[cls] = frozenset(names)
+    return _DECLARED[cls]
+
+
+def tree_class(module: str | None, name: str, tree: SourceTree | None = None) -> type | None:
+    """The tree's class ``module.name`` where its module ran, else None; ``module`` None: the module
+    of ``tree`` that defines it."""
+    if module is None:
+        module = tree.module_defining(name) if tree is not None else None
+        if module is None:
+            return None
     try:
         value = importlib.import_module(module).__dict__.get(name)
     except Exception:  # noqa: BLE001 - a module that cannot run here has no class to lend
