@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from ddcheck.launch import check_launch
+from ddcheck.launch.inputs import input_truth
+from ddcheck.sources import open_target
 from ddcheck.target.evaluate import Evaluator, World
 from ddcheck.target.modules import TreeModules
-from ddcheck.launch.inputs import input_truth
 from ddcheck.target.worker import capture_width, verify_inputs
-from ddcheck.sources import open_target
 
 TREE = Path(__file__).resolve().parents[1] / "fixtures" / "trees" / "newer_ddtree" / "sglang"
 
