@@ -26,10 +26,9 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
      ("ddcheck.analysis",)),
     ("scan services: settings, the result cache, the scan API, baselines, copies of a target",
      ("ddcheck.settings", "ddcheck.cache", "ddcheck.api", "ddcheck.baseline", "ddcheck.copying")),
-    # smoke still reads the tree's verify-input class through launch.worker / launch.evaluate; when
-    # they move into ddcheck.target (the parse-once model), launch and smoke can share one floor.
-    ("config", ("ddcheck.launch",)),
-    ("smoke", ("ddcheck.smoke",)),
+    # one floor: both read the tree through ddcheck.target (its parse-once model, the worker's verify
+    # input); smoke imports nothing of launch (test below), config --smoke composes them above
+    ("config and smoke", ("ddcheck.launch", "ddcheck.smoke")),
     ("fix (its --verify runs smoke) and the guard",
      ("ddcheck.fixing", "ddcheck.fixer", "ddcheck.guard")),
     ("compositions of two commands", ("ddcheck.config_smoke",)),
@@ -156,6 +155,20 @@ def test_no_module_imports_in_a_circle():
     assert cycles(GRAPH) == []
 
 
+def smoke_on_launch(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a ddcheck.launch module by a ddcheck.smoke one (same floor, one direction only)."""
+    def within(m: str, package: str) -> bool:
+        return m == package or m.startswith(package + ".")
+
+    return sorted(f"{m} imports {d}" for m, deps in graph.items() if within(m, "ddcheck.smoke")
+                  for d in deps if within(d, "ddcheck.launch"))
+
+
+def test_smoke_imports_nothing_of_launch():
+    """smoke reads the tree through ddcheck.target, never through config's modules (issue #33)."""
+    assert smoke_on_launch(GRAPH) == []
+
+
 def test_no_package_imports_in_a_circle():
     """``launch`` and ``smoke`` used to import each other (``config --smoke`` one way, the tree's
     verify-input class the other); cache, rules and suppressions did too."""
@@ -188,6 +201,7 @@ def test_the_check_finds_packages_that_import_each_other_through_different_modul
                              "ddcheck/smoke/api.py": "import ddcheck.launch.worker\n"})
     assert cycles(graph) == []  # no module circle...
     assert cycles(packages(graph)) == [["ddcheck.launch", "ddcheck.smoke"]]  # ...but a package one
+    assert smoke_on_launch(graph) == ["ddcheck.smoke.api imports ddcheck.launch.worker"]
 
 
 def test_an_undeclared_module_has_no_floor(tmp_path):
@@ -196,6 +210,7 @@ def test_an_undeclared_module_has_no_floor(tmp_path):
 
 
 @pytest.mark.parametrize("module, floor", [("ddcheck.target.names", 0), ("ddcheck.analysis.engine", 2),
-                                           ("ddcheck", len(FLOORS) - 1), ("ddcheck.launch.api", 4)])
+                                           ("ddcheck", len(FLOORS) - 1), ("ddcheck.launch.api", 4),
+                                           ("ddcheck.smoke.api", 4), ("ddcheck.target.modules", 0)])
 def test_floors_are_found_by_the_longest_name(module, floor):
     assert floor_of(module) == floor

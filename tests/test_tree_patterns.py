@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from ddcheck.launch import check_launch
-from ddcheck.launch.evaluate import Evaluator, TreeModules, World
 from ddcheck.launch.inputs import input_truth
-from ddcheck.launch.worker import capture_width, verify_inputs
 from ddcheck.sources import open_target
+from ddcheck.target.evaluate import Evaluator, World
+from ddcheck.target.modules import TreeModules
+from ddcheck.target.worker import capture_width, verify_inputs
 
 TREE = Path(__file__).resolve().parents[1] / "fixtures" / "trees" / "newer_ddtree" / "sglang"
 
@@ -67,7 +68,7 @@ def test_capture_width_through_model_runner_helper_and_algorithm(tree):
 
 
 def test_evaluator_follows_tree_functions(tree):
-    world = World(TreeModules(tree), "DDTREE")
+    world = World(TreeModules.of(tree), "DDTREE")
     ev = Evaluator({}, world=world, module="sglang.srt.speculative.spec_utils")
 
     def value(src: str):
@@ -141,7 +142,7 @@ def test_evaluator_never_skips_a_change_it_cannot_follow():
 
     assert run("x = [1]\nx.append(2)")["x"] == [1, 2]
     assert run("x = 1\nx += 2")["x"] == 3
-    from ddcheck.launch.evaluate import UNKNOWN
+    from ddcheck.target.evaluate import UNKNOWN
 
     assert run("x = [1]\nfor i in y:\n    x.append(i)")["x"] is UNKNOWN  # a loop: any number of times
     assert run("x = [1]\nx[0] = 5")["x"] is UNKNOWN
@@ -166,7 +167,7 @@ def test_start_up_width_that_resolves_to_w_for_this_launch(tree):
 def test_graph_runner_that_replays_only_its_captured_width(tree, tmp_path):
     """A per-step W replays the graph only when the step is as wide as the capture (can_run checks
     it; narrower steps run eagerly); without that check, a narrower step replays a wrong-sized graph."""
-    from ddcheck.launch.worker import graph_capture
+    from ddcheck.target.worker import graph_capture
 
     runner = "srt/model_executor/runner/decode_cuda_graph_runner.py"
     values = {"speculative_ddtree_budget": 16, "speculative_num_draft_tokens": 16}
@@ -259,7 +260,7 @@ def test_config_judges_with_the_trees_settings_and_suppressions(tmp_path):
 def test_width_fixed_at_start_up_is_not_per_step():
     """Only a width computed in the step (a local of the method) counts as per step; one read from the
     worker's own attributes is fixed at start-up even when ddcheck cannot evaluate it."""
-    from ddcheck.launch.worker import _computed_in_step
+    from ddcheck.target.worker import _computed_in_step
 
     def expr(src):
         return ast.parse(src, mode="eval").body

@@ -12,6 +12,7 @@ from functools import cached_property, lru_cache
 
 from ..deep import python_limit
 from ..sources import SourceFile, split_lines
+from ..target.imports import absolute, package_of
 from .exprs import dotted, every_node, is_c_valued, is_exact_c, self_attr
 from .vocabulary import Vocabulary
 
@@ -315,9 +316,7 @@ class ModuleModel:
         return ast.unparse(node)
 
     def _index(self) -> None:
-        package = self.name.rsplit(".", 1)[0] if "." in self.name else ""
-        if self.source.relpath.endswith("__init__.py"):
-            package = self.name
+        package = package_of(self.name, self.source.relpath.endswith("__init__.py"))
         for stmt in self.tree.body:
             self._index_stmt(stmt, package, cls=None, prefix="")
 
@@ -343,12 +342,7 @@ class ModuleModel:
                 local = alias.asname or alias.name.split(".")[0]
                 self.imports[local] = (alias.name if alias.asname else alias.name.split(".")[0], None)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".") if package else []
-                up = node.level - 1
-                parts = parts[: len(parts) - up] if up else parts
-                base = ".".join(p for p in [*parts, base] if p)
+            base = absolute(package, node.level, node.module)
             for alias in node.names:
                 if alias.name != "*":
                     self.imports[alias.asname or alias.name] = (base, alias.name)

@@ -17,12 +17,13 @@ from pydantic import BaseModel, Field
 
 from ddcheck.launch import target as T
 from ddcheck.launch.evidence import scan_errors, scan_findings, verify_findings_by_backend
-from ddcheck.launch.evaluate import TreeModules, World
 from ddcheck.launch.inputs import mask_reads, resolver_gives_w
 from ddcheck.launch.paths import Launch, batch_fields, finding_reach, launch_value
 from ddcheck.launch.speculative import EAGLE_FAMILY, SpecSettings
 from ddcheck.launch.target import Evidence
 from ddcheck.sources import SourceTree
+from ddcheck.target.evaluate import World
+from ddcheck.target.modules import TreeModules
 
 
 class Consequence(str, Enum):
@@ -104,7 +105,7 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
         # Only what this launch's path reaches (entry points, graphs on or off, its settings' branches).
         launch = Launch(values=s.values, algorithm=s.algorithm, input_cls=s.verify_input,
                         input_fields=set(s.verify_input_fields), graphs=s.cuda_graph,
-                        input_type=s.verify_input_type, world=World(TreeModules(tree), s.algorithm),
+                        input_type=s.verify_input_type, world=World(TreeModules.of(tree), s.algorithm),
                         modes=_mode_table(tree), batch_fields=batch_fields(tree))
         memo: dict = {}
         value = {id(f): launch_value(tree, f, launch, memo) for f in found}
@@ -160,7 +161,8 @@ def _mode_table(tree: SourceTree):
     from ddcheck.analysis.modes import FORWARD_MODE_MODULE, ModeTable
 
     f = tree.find(FORWARD_MODE_MODULE.replace(".", "/") + ".py")
-    table = ModeTable.from_module(ast.parse(f.read_bytes()), f.relpath) if f is not None else None
+    mod = TreeModules.of(tree).parsed(f.relpath) if f is not None else None
+    table = ModeTable.from_module(mod, f.relpath) if mod is not None else None
     return table or ModeTable()
 
 

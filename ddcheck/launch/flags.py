@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from ddcheck.files import replace
 from ddcheck.sources import SourceTree, cache_dir, content_hash, read_regular
+from ddcheck.target.modules import TreeModules
 from ddcheck.target.names import SERVER_ARGS_FILE, SPEC_INFO_FILE as SPEC_INFO
 
 TABLE_VERSION = 3  # bump when extraction changes, to invalidate cached tables
@@ -86,16 +87,18 @@ def _field_files(tree: SourceTree) -> list:
     return [f for f in files if f is not None]
 
 
-def _parse(f) -> ast.Module:
+def _parse(tree: SourceTree, f) -> ast.Module:
     """The file's syntax tree; a LookupError naming it (a usage error) where it cannot be read."""
-    try:
-        return ast.parse(f.read_bytes().decode("utf-8"), filename=f.relpath)
-    except SyntaxError as exc:
+    model = TreeModules.of(tree)
+    mod = model.parsed(f.relpath)
+    if mod is not None:
+        return mod
+    exc = model.errors.get(f.relpath)
+    if isinstance(exc, SyntaxError):
         raise LookupError(f"{f.display}: does not parse: {exc.msg} (line {exc.lineno}); "
                           "the flags of this tree cannot be read") from exc
-    except (OSError, ValueError, RecursionError, MemoryError) as exc:  # ValueError: not UTF-8, NUL bytes
-        raise LookupError(f"{f.display}: cannot be read ({type(exc).__name__}: {exc}); "
-                          "the flags of this tree cannot be read") from exc
+    raise LookupError(f"{f.display}: cannot be read ({type(exc).__name__}: {exc}); "
+                      "the flags of this tree cannot be read") from exc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -297,11 +300,12 @@ def _algorithms(tree: SourceTree, flags: list[FlagSpec]) -> tuple[list[str] | No
     spec = next((f for f in flags if f.dest == "speculative_algorithm"), None)
     if spec and spec.choices:
         return [str(c) for c in spec.choices], True
-    text = tree.read_text(SPEC_INFO)
-    if text is None:
+    f = tree.find(SPEC_INFO)
+    mod = TreeModules.of(tree).parsed(f.relpath) if f is not None else None
+    if mod is None:
         return None, False
     names = set()
-    for node in ast.walk(ast.parse(text)):
+    for node in ast.walk(mod):
         if isinstance(node, ast.ClassDef) and node.name == "SpeculativeAlgorithm":
             for st in node.body:
                 if isinstance(st, ast.Assign):
@@ -312,9 +316,8 @@ def _algorithms(tree: SourceTree, flags: list[FlagSpec]) -> tuple[list[str] | No
     for f in tree.files:  # plugin registrations shipped with the release (real calls, not docstrings)
         if "/speculative/" in f"/{f.relpath}" and f.relpath.endswith(".py"):
             src = f.read_bytes().decode("utf-8", "replace")
-            if "SpeculativeAlgorithm.register(" not in src:
-                continue
-            for node in ast.walk(ast.parse(src)):
+            mod = TreeModules.of(tree).parsed(f.relpath) if "SpeculativeAlgorithm.register(" in src else None
+            for node in ast.walk(mod) if mod is not None else ():
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register" \
                         and getattr(node.func.value, "id", "") == "SpeculativeAlgorithm" and node.args \
                         and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
@@ -326,8 +329,8 @@ def extract(tree: SourceTree) -> FlagTable:
     files = _field_files(tree)
     if not files:
         raise LookupError(f"{tree.label}: no {SERVER_ARGS_FILE}; is this an SGLang tree?")
-    mods = [(f.relpath, _parse(f)) for f in files]
-    choice_mods = [_parse(f) for f in (tree.find(s) for s in CHOICE_SOURCES) if f is not None]
+    mods = [(f.relpath, _parse(tree, f)) for f in files]
+    choice_mods = [_parse(tree, f) for f in (tree.find(s) for s in CHOICE_SOURCES) if f is not None]
     consts = _module_consts(choice_mods + [m for _, m in mods])
     defaults: dict = {}
     flags: list[FlagSpec] = []

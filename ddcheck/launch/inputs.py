@@ -16,8 +16,9 @@ from typing import Any
 from ddcheck.analysis.exprs import dotted, mentions_per_step
 from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY
 from ddcheck.findings import Finding
-from ddcheck.launch.evaluate import UNKNOWN, Evaluator, guards_to
 from ddcheck.sources import SourceTree
+from ddcheck.target.evaluate import UNKNOWN, Evaluator, guards_to
+from ddcheck.target.modules import TreeModules
 
 
 def _is_input(node: ast.expr) -> bool:
@@ -107,9 +108,9 @@ def inline_helper(call: ast.expr, helpers: dict[str, ast.FunctionDef]) -> ast.ex
 
 def _function(tree: SourceTree, relpath: str, qualname: str) -> ast.FunctionDef | None:
     f = tree.find(relpath)
-    if f is None:
+    node: ast.AST | None = TreeModules.of(tree).parsed(f.relpath) if f is not None else None
+    if node is None:
         return None
-    node: ast.AST = ast.parse(f.read_bytes())
     for part in qualname.split("."):
         node = next((n for n in getattr(node, "body", []) if isinstance(n, (ast.ClassDef, ast.FunctionDef))
                      and n.name == part), None)
@@ -121,9 +122,10 @@ def _function(tree: SourceTree, relpath: str, qualname: str) -> ast.FunctionDef 
 def class_methods(tree: SourceTree, relpath: str, qualname: str) -> dict[str, ast.FunctionDef]:
     """The methods of the class a function (``Class.method``) belongs to."""
     f = tree.find(relpath)
-    if f is None or "." not in qualname:
+    mod = TreeModules.of(tree).parsed(f.relpath) if f is not None else None
+    if mod is None or "." not in qualname:
         return {}
-    cls = next((n for n in ast.parse(f.read_bytes()).body if isinstance(n, ast.ClassDef)
+    cls = next((n for n in mod.body if isinstance(n, ast.ClassDef)
                 and n.name == qualname.split(".")[0]), None)
     return {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)} if cls else {}
 
@@ -162,9 +164,9 @@ def mask_reads(tree: SourceTree, relpaths: list[str], values: dict[str, Any]) ->
     seen_read = False
     for rel in relpaths:
         f = tree.find(rel)
-        if f is None:
+        mod = TreeModules.of(tree).parsed(f.relpath) if f is not None else None
+        if mod is None:
             continue
-        mod = ast.parse(f.read_bytes())
         for cls in (n for n in mod.body if isinstance(n, ast.ClassDef)):
             init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
             ev = Evaluator(values).bind_init(init)

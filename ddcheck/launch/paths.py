@@ -19,9 +19,10 @@ from typing import Any
 
 from ddcheck.analysis.modes import ModeTable
 from ddcheck.findings import Finding
-from ddcheck.launch.evaluate import UNKNOWN, Evaluator, guards_to, statements_before, tree_class
 from ddcheck.launch.inputs import inline_helper, input_truth
 from ddcheck.sources import SourceTree
+from ddcheck.target.evaluate import UNKNOWN, Evaluator, guards_to, statements_before
+from ddcheck.target.modules import TreeModules, tree_class
 from ddcheck.target.names import (EAGER_ENTRY_POINTS as EAGER, FORWARD_BATCH_CLASS, FORWARD_BATCH_FILE,
                                   FORWARD_METHODS as FORWARD, GRAPH_ENTRY_POINTS as GRAPH,
                                   NEW_EAGER_ENTRY_POINTS as NEW_EAGER)
@@ -178,7 +179,7 @@ def _paths_of(tree: SourceTree, finding: Finding, launch: Launch, memo: dict) ->
     key = (finding.relpath, parts[0])
     if key not in memo:
         f = tree.find(finding.relpath)
-        mod = ast.parse(f.read_bytes()) if f is not None else None
+        mod = TreeModules.of(tree).parsed(f.relpath) if f is not None else None
         cls = next((c for c in (mod.body if mod else []) if isinstance(c, ast.ClassDef) and c.name == parts[0]), None)
         module = launch.world.mods.dotted(finding.relpath) if launch.world is not None else ""
         memo[key] = _ClassPaths(mod, cls, launch, module) if cls is not None else None

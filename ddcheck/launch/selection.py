@@ -26,6 +26,7 @@ from typing import Any
 from ddcheck.launch.gpu import Gpu
 from ddcheck.launch.treerun import TreeRun, Where, run_handler
 from ddcheck.sources import SourceTree
+from ddcheck.target.modules import TreeModules
 from ddcheck.target.names import (ATTENTION_BACKEND_FIELDS, HANDLER_METHOD_NAMES, HANDLER_NAMES,
                                   RESOLVED_OVERRIDES, SERVER_ARGS_CLASS, SERVER_ARGS_FILE)
 from ddcheck.target.runtime import Platform
@@ -86,9 +87,8 @@ def find_orchestrator(tree: SourceTree) -> tuple[str, str | None, str, int | Non
         data = f.read_bytes()
         if not any(n in data for n in names) and not f.relpath.endswith(SERVER_ARGS_FILE):
             continue
-        try:
-            mod = ast.parse(data)
-        except SyntaxError:
+        mod = TreeModules.of(tree).parsed(f.relpath)
+        if mod is None:
             continue
         scopes = [(None, mod.body)] + [(c.name, c.body) for c in mod.body
                                        if isinstance(c, ast.ClassDef) and c.name == SERVER_ARGS_CLASS]
@@ -108,8 +108,7 @@ def _compiled(run, relpath: str, owner: str | None, name: str, stop: int | None,
     """The tree's function compiled again: each top-level statement before line ``stop`` in its own try."""
     from ddcheck.launch.treerun import _Unreadable, guarded  # the model config read again by the tree's reader
 
-    source = run.paths[relpath].read_bytes()
-    mod = ast.parse(source)
+    mod = TreeModules.of(run.tree).parsed(relpath)
     scope = mod.body if owner is None else next(c.body for c in mod.body if isinstance(c, ast.ClassDef)
                                                 and c.name == owner)
     fdef = next(n for n in scope if isinstance(n, ast.FunctionDef) and n.name == name)

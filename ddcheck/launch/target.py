@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from ddcheck.sources import SourceTree
+from ddcheck.target.modules import TreeModules
 from ddcheck.target.names import (ALGORITHMS, ATTENTION_REGISTRY_FILE as REGISTRY, EAGLE_FAMILY,
                                   REGISTRY_FUNCTION_HINTS as _FUNC_HINTS, SERVER_ARGS_FILE, SPEC_INFO_FILE)
 
@@ -87,9 +88,9 @@ def _compute_guards(tree: SourceTree) -> tuple[Guard, ...]:
     out: list[Guard] = []
     for f in _startup_files(tree):
         src = f.read_bytes().decode("utf-8", "replace")
-        if "speculative" not in src and "topk" not in src:
+        mod = TreeModules.of(tree).parsed(f.relpath) if "speculative" in src or "topk" in src else None
+        if mod is None:
             continue
-        mod = ast.parse(src)
 
         def visit(node, tests, algos, scopes):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -196,7 +197,7 @@ def _registry(tree: SourceTree) -> dict[str, tuple[str, ...]]:
     root = f.relpath[: -len(REGISTRY)]
     known = {x.relpath for x in tree.files}
     out: dict[str, tuple[str, ...]] = {}
-    for fn in ast.walk(ast.parse(f.read_bytes().decode("utf-8"))):
+    for fn in ast.walk(TreeModules.of(tree).parsed(f.relpath) or ast.Module(body=[], type_ignores=[])):
         if not isinstance(fn, ast.FunctionDef):
             continue
         names = [d.args[0].value for d in fn.decorator_list if isinstance(d, ast.Call) and d.args

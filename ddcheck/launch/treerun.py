@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import ast
 import atexit
+import copy
 import dataclasses
 import json
 import logging
@@ -47,8 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddcheck.launch.evaluate import tree_class
 from ddcheck.sources import SourceTree
+from ddcheck.target.modules import TreeModules, tree_class
 from ddcheck.target.names import HANDLER_METHOD_NAMES as METHOD_NAMES, HANDLER_NAMES, SERVER_ARGS_FILE
 from ddcheck.target.models import ABSENT, ModelConfig, ModelFolders, NeedsInput, as_read_by, local_config, \
     path_arguments
@@ -526,6 +527,7 @@ def guarded(fdef: ast.FunctionDef, filename: str, handler_call, stop: int | None
     ``stop`` (its docstring left out) in its own ``try``, whose handler runs ``handler_call(stmt)``:
     the source of a call of ``_ddcheck_exc`` and the statement's facts."""
     body = []
+    fdef = copy.copy(fdef)  # the tree model's node is shared: only this copy's body is rewritten
     for stmt in fdef.body:
         if stop is not None and stmt.lineno >= stop:
             break
@@ -552,8 +554,7 @@ def _stepwise(run: _Run, module, cls: type, name: str):
     called (``nvidia-smi not found`` while probing the GPU's memory) is not a rejection of the launch
     unless the statement is about the speculative settings."""
     relpath = module.__file__ and run.rt.relpath_of(module.__file__)
-    source = run.paths[relpath].read_bytes()
-    tree = ast.parse(source)
+    tree = TreeModules.of(run.tree).parsed(relpath)
     cdef = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
     fdef = next(n for n in cdef.body if isinstance(n, ast.FunctionDef) and n.name == name)
     code = guarded(fdef, module.__file__, lambda stmt: f"__ddcheck_step__(_ddcheck_exc, {stmt.lineno}, "
@@ -582,10 +583,9 @@ def find_handler(tree: SourceTree) -> tuple[str, str, str] | None:
                   and ("/arg_groups/" in f.relpath or f.relpath.endswith("srt/server_args.py"))]
     for f in candidates:
         data = f.read_bytes()
-        if not any(n.encode() in data for n in HANDLER_NAMES + METHOD_NAMES):
-            continue
-        mod = ast.parse(data)
-        for node in mod.body:
+        mod = TreeModules.of(tree).parsed(f.relpath) if any(n.encode() in data for n in HANDLER_NAMES + METHOD_NAMES) \
+            else None
+        for node in mod.body if mod is not None else ():
             if isinstance(node, ast.FunctionDef) and node.name in HANDLER_NAMES:
                 return f.relpath, "function", node.name
             if isinstance(node, ast.ClassDef) and node.name == "ServerArgs":
@@ -605,7 +605,7 @@ def server_args_values(tree: SourceTree, ns: dict[str, Any], field_defaults: dic
     renames it applies (``args.pp_size = args.pipeline_parallel_size``), read from the tree."""
     values = {**field_defaults, **ns}
     f = tree.find(SERVER_ARGS_FILE)
-    mod = ast.parse(f.read_bytes()) if f is not None else ast.Module(body=[], type_ignores=[])
+    mod = (TreeModules.of(tree).parsed(f.relpath) if f is not None else None) or ast.Module(body=[], type_ignores=[])
     for node in ast.walk(mod):
         if isinstance(node, ast.FunctionDef) and node.name == "from_cli_args":
             for stmt in node.body:
@@ -802,9 +802,6 @@ def _prepare(run: _Run, tree: SourceTree, found, values: dict[str, Any], entry=N
 
 def _raises_there(run: _Run, where: Where) -> bool:
     """The line is a ``raise`` or ``assert`` statement of the tree: a deliberate rejection."""
-    try:
-        mod = ast.parse(run.paths[where.path].read_bytes())
-    except (KeyError, SyntaxError, ValueError, OSError):
-        return False
-    return any(isinstance(n, (ast.Raise, ast.Assert)) and n.lineno <= where.line <= (n.end_lineno or n.lineno)
+    mod = TreeModules.of(run.tree).parsed(where.path)
+    return mod is not None and any(isinstance(n, (ast.Raise, ast.Assert)) and n.lineno <= where.line <= (n.end_lineno or n.lineno)
                for n in ast.walk(mod))

@@ -300,8 +300,8 @@ def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback
     (``launch``: resolved server_args values), else the tree's DDTREE worker. ``fallback``
     (``module.Class``): where the tree has no DDTREE input, that class of the tree, built at the width,
     for a backend that calls the input's methods."""
-    from ddcheck.launch.evaluate import TreeModules
-    from ddcheck.launch.worker import class_fields, verify_inputs
+    from ddcheck.target.modules import TreeModules
+    from ddcheck.target.worker import class_fields, verify_inputs
 
     memo: dict[tuple[int, int], object] = {}
     base = dict(launch or {"speculative_algorithm": "DDTREE", "speculative_eagle_topk": 1, "speculative_num_steps": 1})
@@ -320,7 +320,7 @@ def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback
                 module, cls = fallback.rsplit(".", 1)
                 if tree.module_file(module) is None:  # the class lives elsewhere in this tree (eagle_utils, 0.4.10)
                     module = tree.module_defining(cls) or module
-                attrs, rel, line = class_fields(TreeModules(tree), cls, module)
+                attrs, rel, line = class_fields(TreeModules.of(tree), cls, module)
                 memo[(width, c)] = (cls, attrs, module, None) if rel else None
                 if rel:
                     report.verify_inputs[f"W={width} C={c}"] = f"{cls} ({rel}:{line}; the tree has no DDTree input)"

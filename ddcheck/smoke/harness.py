@@ -311,7 +311,7 @@ class Session:
         return fakes.verify_input(width, mask, self.trace, f"{label} ({cls})", fields)
 
     def _tree_mask(self, source, batch: VerifyBatch, fallback):
-        """The mask the tree's own builder makes for this batch (``source``: a launch.worker.MaskSource)."""
+        """The mask the tree's own builder makes for this batch (``source``: a target.worker.MaskSource)."""
         from ddcheck.smoke.treemask import TreeMaskUnavailable, build_tree_mask
 
         try:

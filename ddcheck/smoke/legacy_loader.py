@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 from ddcheck.isolation import SwappedImports
 from ddcheck.sources import SourceTree
+from ddcheck.target.modules import TreeModules
 from ddcheck.target.names import FORWARD_BATCH_FILE, FORWARD_BATCH_MODULE, FORWARD_MODE, PACKAGE, SERVER_ARGS_MODULE
 
 BACKEND_MODULE = "sglang.srt.layers.attention.triton_backend"  # the default backend
@@ -199,13 +200,17 @@ def _extract(tree: SourceTree, relpath: str, names: tuple[str, ...], env: dict[s
     if hit is None:
         return {}
     files.append(hit.relpath)
-    module = ast.parse(hit.read_bytes().decode("utf-8"))
+    model = TreeModules.of(tree)
+    module = model.parsed(hit.relpath)
+    if module is None:
+        return {}
     defs = {n.name: n for n in module.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
     for node in module.body:  # imported names first: local defs may use them
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sglang."):
+        source = model.imported(model.dotted(hit.relpath), node) if isinstance(node, ast.ImportFrom) else None
+        if source is not None:
             wanted = tuple(a.name for a in node.names if a.name in names and a.name not in defs)
             if wanted:
-                _extract(tree, node.module.replace(".", "/") + ".py", wanted, env, files, ns)
+                _extract(tree, source.replace(".", "/") + ".py", wanted, env, files, ns)
     local = [defs[n] for n in names if n in defs]
     exec(compile(ast.Module(body=local, type_ignores=[]), f"{tree.label}!{relpath}", "exec"), ns)
     return {n: ns[n] for n in names if n in ns}

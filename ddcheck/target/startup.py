@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddcheck.sources import SourceTree
+from ddcheck.target.modules import TreeModules
 
 
 @dataclass(frozen=True)
@@ -26,16 +27,11 @@ class EnvAssignment:
 
 def env_assignments(tree: SourceTree, module: str) -> list[EnvAssignment]:
     """``os.environ["NAME"] = expr`` statements of a tree module, in source order."""
-    hit = tree.module_file(module)
+    hit = TreeModules.of(tree).module(module)
     if hit is None:
         return []
-    text = tree.file_at(hit[0]).read_bytes().decode("utf-8")
-    try:
-        parsed = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
-        return []
     out = []
-    for node in ast.walk(parsed):
+    for node in ast.walk(hit[1]):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
             target = node.targets[0]
             if ast.unparse(target.value) in ("os.environ", "environ") and isinstance(target.slice, ast.Constant) \

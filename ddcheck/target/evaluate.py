@@ -19,6 +19,7 @@ import operator
 from dataclasses import dataclass
 from typing import Any
 
+from ddcheck.target.modules import TreeModules
 from ddcheck.target.names import SERVER_ARGS_GETTERS, SPEC_INFO_MODULE
 
 UNKNOWN = object()
@@ -48,80 +49,6 @@ class Obj:
     attrs: dict[str, Any]
     cls: str = ""  # the tree class whose methods calls on it run
     module: str = ""
-
-
-class TreeModules:
-    """A tree's modules parsed with ``ast``, by dotted name (cached)."""
-
-    def __init__(self, tree):
-        self.tree = tree
-        root = tree.package_root("sglang")
-        self.prefix = f"{root}/" if root else ""
-        self.cache: dict[str, tuple[str, ast.Module] | None] = {}
-
-    def module(self, dotted: str) -> tuple[str, ast.Module] | None:
-        if dotted not in self.cache:
-            rel = self.prefix + dotted.replace(".", "/") + ".py"
-            f = self.tree.find(rel) if rel else None
-            try:
-                self.cache[dotted] = (f.relpath, ast.parse(f.read_bytes())) if f is not None else None
-            except (SyntaxError, ValueError, OSError, RecursionError):
-                self.cache[dotted] = None
-        return self.cache[dotted]
-
-    def dotted(self, relpath: str) -> str:
-        rel = relpath[len(self.prefix):] if relpath.startswith(self.prefix) else relpath
-        return rel[:-3].replace("/", ".")
-
-    def find_class(self, name: str, module: str, _seen: frozenset = frozenset()) -> tuple[str, ast.ClassDef, str] | None:
-        """(relpath, ClassDef, module) for ``name`` defined in, imported into, or aliased in ``module``
-        (``Worker = WorkerV2``)."""
-        if (name, module) in _seen:
-            return None
-        seen = _seen | {(name, module)}
-        hit = self.module(module)
-        if hit is None:
-            return None
-        rel, mod = hit
-        for node in mod.body:
-            if isinstance(node, ast.ClassDef) and node.name == name:
-                return rel, node, module
-        for node in mod.body:
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) \
-                    and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                return self.find_class(node.value.id, module, seen)
-        for node in ast.walk(mod):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sglang."):
-                for a in node.names:
-                    if (a.asname or a.name) == name:
-                        return self.find_class(a.name, node.module, seen)
-        return None
-
-    def find_function(self, name: str, module: str, _depth: int = 0) -> tuple[ast.FunctionDef, str] | None:
-        """A module-level function ``name`` of ``module`` or imported into it from the tree."""
-        hit = self.module(module)
-        if hit is None or _depth > 4:
-            return None
-        for node in hit[1].body:
-            if isinstance(node, ast.FunctionDef) and node.name == name:
-                return node, module
-        for node in ast.walk(hit[1]):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sglang."):
-                for a in node.names:
-                    if (a.asname or a.name) == name:
-                        return self.find_function(a.name, node.module, _depth + 1)
-        return None
-
-    def imports_of(self, module: str) -> dict[str, str]:
-        hit = self.module(module)
-        out: dict[str, str] = {}
-        if hit is None:
-            return out
-        for node in ast.walk(hit[1]):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sglang."):
-                for a in node.names:
-                    out[a.asname or a.name] = node.module
-        return out
 
 
 class World:
@@ -226,7 +153,9 @@ class Evaluator:
         return _FELL_THROUGH
 
     def _import(self, stmt: ast.ImportFrom) -> None:
-        if stmt.module and stmt.module.startswith("sglang."):
+        if self.world is not None:  # relative imports resolved from the module being evaluated
+            self.imports.update(self.world.mods.imports_in(self.module, stmt))
+        elif stmt.module and stmt.module.startswith("sglang."):
             for a in stmt.names:
                 self.imports[a.asname or a.name] = stmt.module
 
@@ -549,12 +478,3 @@ def statements_before(body: list[ast.stmt], target: ast.AST) -> list[ast.stmt]:
             return out
         out.append(stmt)
     return out
-
-
-def tree_class(tree, relpath: str, name: str) -> ast.ClassDef | None:
-    """The top-level class ``name`` of the tree file ending in ``relpath``, parsed with ``ast``."""
-    f = tree.find(relpath)
-    if f is None:
-        return None
-    mod = ast.parse(f.read_bytes())
-    return next((c for c in mod.body if isinstance(c, ast.ClassDef) and c.name == name), None)

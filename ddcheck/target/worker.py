@@ -16,7 +16,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddcheck.launch.evaluate import UNKNOWN, Evaluator, TreeModules, World, guards_to, statements_before
+from ddcheck.target.evaluate import UNKNOWN, Evaluator, World, guards_to, statements_before
+from ddcheck.target.modules import TreeModules
 from ddcheck.sources import SourceTree
 from ddcheck.target.names import (DRAFT_TOKEN_NUM, NUM_TOKENS_PER_REQ, SPEC_INFO_FILE as SPEC_INFO, SPEC_INFO_MODULE,
                                   VERIFY_FUNCTION_MARKERS)
@@ -81,8 +82,9 @@ def worker_class(mods: TreeModules, algorithm: str) -> tuple[str, str] | None:
             continue
         t = node.test
         if isinstance(t, ast.Call) and isinstance(t.func, ast.Attribute) and t.func.attr == want and not t.args:
-            imports = {a.asname or a.name: (n.module, a.name) for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))
-                       if isinstance(n, ast.ImportFrom) and n.module for a in n.names}
+            imports = {a.asname or a.name: (mods.imported(SPEC_INFO_MODULE, n), a.name)
+                       for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))
+                       if isinstance(n, ast.ImportFrom) and mods.imported(SPEC_INFO_MODULE, n) for a in n.names}
             for n in node.body:
                 if isinstance(n, ast.Return) and isinstance(n.value, ast.Name) and n.value.id in imports:
                     module, name = imports[n.value.id]
@@ -137,7 +139,7 @@ def class_input_type(mods: TreeModules, name: str, module: str) -> str | None:
 
 
 def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> WorkerFacts:
-    mods = TreeModules(tree)
+    mods = TreeModules.of(tree)
     facts = WorkerFacts()
     found = worker_class(mods, algorithm)
     if found is None:
@@ -182,7 +184,7 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> W
                 if any(v is not UNKNOWN and bool(v) != pol for _, pol, v in results):
                     continue  # a test on the way is false for these settings
                 width = local_ev(kw.value)
-                cls_module = _import_module_for(fn, call.func.id) or imports.get(call.func.id, mod)
+                cls_module = mods.imports_in(mod, fn).get(call.func.id) or imports.get(call.func.id, mod)
                 attrs, cls_rel, cls_line = class_fields(mods, call.func.id, cls_module)
                 input_type = class_input_type(mods, call.func.id, cls_module)
                 key = (call.func.id, width if width is not UNKNOWN else None)
@@ -196,7 +198,7 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> W
                     attrs=attrs, cls_path=cls_rel, cls_line=cls_line,
                     kwargs=[k.arg for k in call.keywords if k.arg], input_type=input_type,
                     per_step=width is UNKNOWN and _computed_in_step(kw.value),
-                    mask_from=mask_source(mods, fn, call, imports)))
+                    mask_from=mask_source(mods, fn, mod, call, imports)))
     if not facts.choices:
         facts.note = f"{name} builds no verify input with draft_token_num= that these settings reach"
     return facts
@@ -215,14 +217,15 @@ def _computed_in_step(expr: ast.expr) -> bool:
                for n in ast.walk(expr))
 
 
-def mask_source(mods: TreeModules, fn: ast.FunctionDef, call: ast.Call, imports: dict[str, str]) -> MaskSource | None:
-    """The tree function that builds the mask the worker passes as ``custom_mask=`` at ``call``."""
+def mask_source(mods: TreeModules, fn: ast.FunctionDef, module: str, call: ast.Call,
+                imports: dict[str, str]) -> MaskSource | None:
+    """The tree function that builds the mask the worker (``fn`` of ``module``) passes as ``custom_mask=``
+    at ``call``."""
     kw = next((k for k in call.keywords if k.arg == "custom_mask"), None)
     if kw is None or not isinstance(kw.value, ast.Name):
         return None
     name = kw.value.id
-    local_imports = {a.asname or a.name: n.module for n in ast.walk(fn) if isinstance(n, ast.ImportFrom)
-                     and n.module and n.module.startswith("sglang.") for a in n.names}
+    local_imports = mods.imports_in(module, fn)
     found: MaskSource | None = None
     earlier = sorted((n for n in ast.walk(fn) if isinstance(n, ast.Assign) and n.lineno < call.lineno),
                      key=lambda n: (n.lineno, n.col_offset))  # nested in with/if blocks too, in order
@@ -257,13 +260,6 @@ def _calls_super(fn: ast.FunctionDef) -> bool:
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == fn.name
                and isinstance(n.func.value, ast.Call) and isinstance(n.func.value.func, ast.Name)
                and n.func.value.func.id == "super" for n in ast.walk(fn))
-
-
-def _import_module_for(fn: ast.FunctionDef, name: str) -> str | None:
-    for n in ast.walk(fn):
-        if isinstance(n, ast.ImportFrom) and n.module and any((a.asname or a.name) == name for a in n.names):
-            return n.module
-    return None
 
 
 # Names that mark the capture width in a graph runner's ``__init__``: upstream's
@@ -302,7 +298,7 @@ def graph_capture(tree: SourceTree, algorithm: str, values: dict[str, Any],
     test that is false for it (``... if spec_algorithm.is_ngram() else True``) does not count, nor
     one that reads a field of the verify input that the launch's input class (``input_fields``; None:
     not known) does not have."""
-    mods = TreeModules(tree)
+    mods = TreeModules.of(tree)
     world = World(mods, algorithm)
     for rel, module, cls, init, attrs in _graph_runners(mods):
         ev = Evaluator(values, world=world, module=module)

@@ -1,0 +1,141 @@
+"""The target tree's modules, each file parsed at most once: what config, smoke and the start-up readers
+ask of the tree's code without running it.
+
+One model per :class:`~ddcheck.sources.SourceTree` (:meth:`TreeModules.of`), kept with the tree; a
+tree is a snapshot of its files, so a file is read and parsed once. A file that cannot be read or parsed
+is None (its error kept for who must name it). Imports resolve as Python resolves them for that module,
+relative ones included (``from .ddtree_info import X`` in a package's ``__init__`` or in a plain module).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ddcheck.sources import SourceTree
+from ddcheck.target.imports import absolute, package_of
+
+
+class TreeModules:
+    """A tree's modules parsed with ``ast``, by relpath and by dotted name."""
+
+    def __init__(self, tree: SourceTree, package: str = "sglang"):
+        self.tree, self.package = tree, package
+        root = tree.package_root(package)
+        self.prefix = f"{root}/" if root else ""
+        self._parsed: dict[str, ast.Module | None] = {}
+        self.errors: dict[str, BaseException] = {}  # relpath -> why it has no syntax tree
+
+    @classmethod
+    def of(cls, tree: SourceTree) -> "TreeModules":
+        """The tree's one model. Kept in the tree's own instance dict (SourceTree is not hashable), so
+        it goes with the tree; a global table would keep every tree alive."""
+        model = tree.__dict__.get("_ddcheck_modules")
+        if model is None:
+            model = tree.__dict__["_ddcheck_modules"] = cls(tree)
+        return model
+
+    # ------------------------------------------------------------------------ files
+
+    def parsed(self, relpath: str) -> ast.Module | None:
+        """The syntax tree of the file at ``relpath``; None where there is no such file or it cannot be
+        read or parsed. Shared: a caller that rewrites nodes copies them first."""
+        if relpath not in self._parsed:
+            f = self.tree.file_at(relpath)
+            mod = None
+            if f is not None:
+                try:
+                    mod = ast.parse(f.read_bytes(), filename=relpath)
+                except (SyntaxError, ValueError, RecursionError, MemoryError, OSError) as exc:
+                    # ValueError: undecodable bytes, NUL bytes; RecursionError: nested past the parser
+                    self.errors[relpath] = exc
+            self._parsed[relpath] = mod
+        return self._parsed[relpath]
+
+    def module(self, dotted: str) -> tuple[str, ast.Module] | None:
+        """(relpath, syntax tree) of the module ``dotted``, or None."""
+        hit = self.tree.module_file(dotted)
+        mod = self.parsed(hit[0]) if hit is not None else None
+        return (hit[0], mod) if mod is not None else None
+
+    def dotted(self, relpath: str) -> str:
+        """The module a tree file is imported as ("" for none of the package)."""
+        return self.tree.module_name(relpath, self.package)
+
+    # ------------------------------------------------------------------------ imports
+
+    def imported(self, module: str, node: ast.ImportFrom) -> str | None:
+        """The tree module ``node`` (in ``module``) imports from, relative imports resolved; None for
+        a module outside the tree's package."""
+        if node.level:
+            hit = self.tree.module_file(module)
+            name = absolute(package_of(module, bool(hit and hit[1])), node.level, node.module)
+        else:
+            name = node.module or ""
+        return name if name == self.package or name.startswith(self.package + ".") else None
+
+    def imports_in(self, module: str, scope: ast.AST) -> dict[str, str]:
+        """Local name -> tree module, for each ``from ... import`` anywhere in ``scope`` of ``module``."""
+        out: dict[str, str] = {}
+        for node in ast.walk(scope):
+            if isinstance(node, ast.ImportFrom):
+                source = self.imported(module, node)
+                if source is not None:
+                    for a in node.names:
+                        out[a.asname or a.name] = source
+        return out
+
+    def imports_of(self, module: str) -> dict[str, str]:
+        """Local name -> tree module, for every ``from ... import`` of ``module`` (functions' own too)."""
+        hit = self.module(module)
+        return self.imports_in(module, hit[1]) if hit is not None else {}
+
+    # ------------------------------------------------------------------------ definitions
+
+    def find_class(self, name: str, module: str, _seen: frozenset = frozenset()) -> tuple[str, ast.ClassDef, str] | None:
+        """(relpath, ClassDef, module) for ``name`` defined in, imported into, or aliased in ``module``
+        (``Worker = WorkerV2``)."""
+        if (name, module) in _seen:
+            return None
+        seen = _seen | {(name, module)}
+        hit = self.module(module)
+        if hit is None:
+            return None
+        rel, mod = hit
+        for node in mod.body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                return rel, node, module
+        for node in mod.body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) \
+                    and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                return self.find_class(node.value.id, module, seen)
+        source, original = self._import_of(name, module, mod)
+        return self.find_class(original, source, seen) if source else None
+
+    def find_function(self, name: str, module: str, _depth: int = 0) -> tuple[ast.FunctionDef, str] | None:
+        """A module-level function ``name`` of ``module`` or imported into it from the tree."""
+        hit = self.module(module)
+        if hit is None or _depth > 4:
+            return None
+        for node in hit[1].body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return node, module
+        source, original = self._import_of(name, module, hit[1])
+        return self.find_function(original, source, _depth + 1) if source else None
+
+    def _import_of(self, name: str, module: str, mod: ast.Module) -> tuple[str | None, str]:
+        """(tree module, name there) of the first import that binds ``name`` in ``module``."""
+        for node in ast.walk(mod):
+            if isinstance(node, ast.ImportFrom):
+                for a in node.names:
+                    if (a.asname or a.name) == name:
+                        source = self.imported(module, node)
+                        if source is not None:
+                            return source, a.name
+        return None, name
+
+
+def tree_class(tree: SourceTree, relpath: str, name: str) -> ast.ClassDef | None:
+    """The top-level class ``name`` of the tree file ending in ``relpath``."""
+    f = tree.find(relpath)
+    mod = TreeModules.of(tree).parsed(f.relpath) if f is not None else None
+    return next((c for c in mod.body if isinstance(c, ast.ClassDef) and c.name == name), None) if mod else None
