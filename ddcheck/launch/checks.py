@@ -9,7 +9,6 @@ so a check fires exactly on the releases that would apply it, with the guard's f
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 from enum import Enum
 

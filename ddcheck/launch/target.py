@@ -14,8 +14,7 @@ from pydantic import BaseModel
 
 from ddcheck.sources import SourceTree
 from ddcheck.target.modules import TreeModules
-from ddcheck.target.names import (ALGORITHMS, ATTENTION_REGISTRY_FILE as REGISTRY, EAGLE_FAMILY,
-                                  REGISTRY_FUNCTION_HINTS as _FUNC_HINTS, SERVER_ARGS_FILE, SPEC_INFO_FILE)
+from ddcheck.target.names import (ALGORITHMS, ATTENTION_REGISTRY_FILE as REGISTRY, REGISTRY_FUNCTION_HINTS as _FUNC_HINTS, SERVER_ARGS_FILE, SPEC_INFO_FILE)
 
 
 
