@@ -64,7 +64,7 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
     # the smoke model's config.json, as the tree's readers see a model's config (absent keys are absent)
     hf_config = ModelConfig("model_runner.model_config.hf_config", smoke_model_config(shape), "the smoke model")
     model_config = Recording(
-        "model_runner.model_config", trace,
+        "model_runner.model_config", trace, tree_class(None, names.MODEL_CONFIG_CLASS, tree),
         attention_arch=attn_arch, num_attention_heads=shape.num_q_heads,
         get_num_kv_heads=lambda *a: shape.num_kv_heads,
         get_max_num_attention_heads=lambda: shape.num_q_heads,
@@ -79,7 +79,9 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
     )
     req_to_token_pool = Recording("req_to_token_pool", trace, size=shape.max_bs, req_to_token=batch.req_to_token)
     return Recording(
-        "model_runner", trace,
+        "model_runner", trace, tree_class(None, names.MODEL_RUNNER_CLASS, tree),
+        # 0.5.19+: built by the tree's own ModelRunner.init_kv_index_translator where it can run here
+        {"kv_index_translator": kv_index_translator(batch.req_to_token, trace)},
         req_to_token_pool=req_to_token_pool, token_to_kv_pool=pool,
         token_to_kv_pool_allocator=Recording(
             "token_to_kv_pool_allocator", trace, tree_class(None, names.TOKEN_ALLOCATOR_CLASS, tree),
@@ -88,7 +90,6 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         hybrid_gdn_config=None, kimi_linear_config=None, device=device,
         gpu_id=torch.device(device).index or 0, is_draft_worker=False, page_size=1,
         dtype=shape.dtype, kv_cache_dtype=shape.dtype, linear_attn_model_spec=None,
-        kv_index_translator=kv_index_translator(batch.req_to_token, trace),
         decode_num_tokens_per_req=lambda: num_draft_tokens,
         spec_algorithm=Recording("model_runner.spec_algorithm", trace, is_dspark=lambda: False,
                                  is_eagle=lambda: True, is_ddtree=lambda: False, is_frozen_kv_mtp=lambda: False),

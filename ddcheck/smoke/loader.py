@@ -26,6 +26,7 @@ from typing import Any
 
 from ddcheck.sources import SourceTree
 from ddcheck.target import names
+from ddcheck.target.classes import UNDECLARED, class_member, init_value, initializers
 from ddcheck.target.models import ABSENT, ModelFolders
 from ddcheck.target.startup import env_assignments, propagate_env
 from ddcheck.target.runtime import Platform, TreeRuntime
@@ -77,11 +78,34 @@ class Recording:
     """A bag of attributes that records which ones the backend reads. A read of an attribute it does
     not hold is recorded as *missing* and answered by a falsy stand-in (a feature that is off)."""
 
-    def __init__(self, label: str, trace: Trace, _like: type | None = None, **attrs: Any):
+    def __init__(self, label: str, trace: Trace, _like: type | None = None, _fallbacks: dict | None = None,
+                 **attrs: Any):
         object.__setattr__(self, "_label", label)
         object.__setattr__(self, "_trace", trace)
         object.__setattr__(self, "_attrs", dict(attrs))
+        # the tree's class this object stands for (:mod:`ddcheck.target.classes`), and what answers a
+        # name it declares when its own initializer cannot build it here
         object.__setattr__(self, "_like", _like)
+        object.__setattr__(self, "_fallbacks", dict(_fallbacks or {}))
+
+    def _initialized(self, name: str) -> Any:
+        """``name`` as the tree's own initializer of it builds it from this object's values (the
+        values handed in are kept as they were); ``ABSENT`` when none exists or none succeeds."""
+        for method in initializers(self._like, name):
+            given = dict(self._attrs)
+            try:
+                getattr(self._like, method)(self)
+            except Exception as exc:  # noqa: BLE001 - reported; ddcheck's model or a stand-in answers
+                self._trace.stopped[f"{self._like.__name__}.{method}"] = f"{type(exc).__name__}: {exc}"
+                value = ABSENT
+            else:
+                value = self._attrs.get(name, ABSENT)
+            self._attrs.clear()
+            self._attrs.update(given)
+            if value is not ABSENT:
+                self._attrs[name] = value
+                return value
+        return ABSENT
 
     def __getattr__(self, name: str):
         attrs, trace, label = self._attrs, self._trace, self._label
@@ -94,9 +118,16 @@ class Recording:
             value = class_member(self._like, name, self)
             if value is UNDECLARED:  # an instance of the tree's class has no such attribute either
                 raise AttributeError(f"{self._like.__name__} has no attribute {name!r}")
+            if value is ABSENT:
+                value = init_value(self._like, name, self)
+            if value is ABSENT:
+                value = self._initialized(name)
             if value is not ABSENT:
                 trace.reads.setdefault(label, set()).add(f"{name} (the tree's {self._like.__name__})")
                 return value
+            if name in self._fallbacks:  # ddcheck's own model of it, where the tree's code cannot build it
+                trace.reads.setdefault(label, set()).add(f"{name} (ddcheck's model)")
+                return self._fallbacks[name]
         trace.missing.setdefault(label, set()).add(name)
         usage = _USAGE.get(id(trace))
         if usage is None:  # outside a tree runtime (the fakes loader): absent, as it always was
@@ -107,64 +138,6 @@ class Recording:
 
     def __setattr__(self, name: str, value: Any) -> None:
         self._attrs[name] = value
-
-
-UNDECLARED = object()  # a name the tree's class does not declare at all
-
-
-def class_member(cls: type, name: str, instance: Any) -> Any:
-    """What an instance of the tree's class ``cls`` has for ``name`` when it was not handed a value:
-    its dataclass field default, a class-level value, or its method or property bound to ``instance``;
-    ``ABSENT`` when the class declares it without a value, ``UNDECLARED`` when it does not declare it."""
-    if dataclasses.is_dataclass(cls):
-        for f in dataclasses.fields(cls):
-            if f.name == name:
-                if f.default is not dataclasses.MISSING:
-                    return f.default
-                if f.default_factory is not dataclasses.MISSING:
-                    return f.default_factory()
-                return ABSENT
-    try:
-        member = inspect.getattr_static(cls, name)
-    except AttributeError:
-        return ABSENT if name in declared_names(cls) else UNDECLARED
-    if is_stand_in(member) or isinstance(member, type):
-        return ABSENT
-    if isinstance(member, (property, staticmethod, classmethod)) or inspect.isfunction(member):
-        return member.__get__(instance, cls)
-    return member if not callable(member) else ABSENT
-
-
-_DECLARED: dict[type, frozenset[str]] = {}
-
-
-def declared_names(cls: type) -> frozenset[str]:
-    """The instance attributes ``cls`` declares without a class-level value: annotations, slots,
-    and every ``self.NAME = ...`` its methods (and its bases') write, read from their source."""
-    hit = _DECLARED.get(cls)
-    if hit is not None:
-        return hit
-    import ast
-    import textwrap
-
-    names: set[str] = set()
-    for klass in cls.__mro__:
-        names |= set(getattr(klass, "__annotations__", {})) | set(getattr(klass, "__slots__", ()))
-        if klass.__module__ in ("builtins", "abc", "typing"):
-            continue
-        try:
-            parsed = ast.parse(textwrap.dedent(inspect.getsource(klass)))
-        except (OSError, TypeError, SyntaxError, ValueError, RecursionError):
-            continue
-        for node in ast.walk(parsed):
-            targets = node.targets if isinstance(node, ast.Assign) else \
-                [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
-            for t in targets:
-                for leaf in ast.walk(t):
-                    if isinstance(leaf, ast.Attribute) and isinstance(leaf.value, ast.Name) and leaf.value.id == "self":
-                        names.add(leaf.attr)
-    _DECLARED[cls] = frozenset(names)
-    return _DECLARED[cls]
 
 
 def tree_class(module: str | None, name: str, tree: SourceTree | None = None) -> type | None:

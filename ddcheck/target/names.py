@@ -48,6 +48,9 @@ ATTENTION_REGISTRY_FILE = "sglang/srt/layers/attention/attention_registry.py"  #
 FORWARD_BATCH_CLASS = "ForwardBatch"
 # The KV allocator of a static, page-size-1 pool (mem_cache/allocator.py, 0.5.17+ allocator/token.py)
 TOKEN_ALLOCATOR_CLASS = "TokenToKVPoolAllocator"
+# What a backend is handed at construction: the runner and its model's config (model_executor/, configs/)
+MODEL_RUNNER_CLASS = "ModelRunner"
+MODEL_CONFIG_CLASS = "ModelConfig"
 IS_TARGET_VERIFY = "is_target_verify"  # ForwardMode's predicate for TARGET_VERIFY
 # Functions whose whole body is the verify path (``init_forward_metadata_..._target_verify``).
 VERIFY_FUNCTION_MARKERS = ("target_verify",)
