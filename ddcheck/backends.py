@@ -64,6 +64,8 @@ class Backend:
     input_class: str | None = None
     # why its CUDA-graph path cannot run on a CPU (state allocated on "cuda" by the tree), with the line
     graph_needs_cuda: str | None = None
+    # the GPU the emulated machine is (the tree's start-up rejects the backend on others)
+    arch: str = "sm90"
     # the longest request (prefix + verify tokens) the backend handles at the harness's page size 1,
     # where its kernels assume pages are larger (the default batch's requests are shortened to fit)
     max_request_len: int | None = None
@@ -136,6 +138,8 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
             # TRITON_PAD_NUM_PAGE_PER_BLOCK, 0.5.3 trtllm_mla_backend.py:187): at page size 1 a request of
             # more than 64 tokens is outside what it serves (it asks for page size 32 or 64)
             max_request_len=64,
+            # "TRTLLM MLA backend is only supported on Blackwell GPUs" (0.5.23 arg_groups/overrides.py:1212)
+            arch="sm100",
             graph_needs_cuda="its base's init_cuda_graph_state allocates on device=\"cuda\" (0.5.10 "
                              "flashinfer_mla_backend.py:349)"),
     Backend("aiter", f"{ATTENTION}.aiter_backend", "AiterAttnBackend",

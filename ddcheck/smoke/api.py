@@ -244,7 +244,7 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     with triton_interpreter(device == "cpu"), pinned_memory_ignored(device == "cpu"):
         for cfg_c in dict.fromkeys(cc for _, _, cc in cases):
             ctx = LoadContext(device=device, num_draft_tokens=cfg_c, num_steps=max(1, cfg_c - 1),
-                              attention_backend=spec.name,
+                              attention_backend=spec.name, arch=spec.arch,
                               # kernels that run here (Triton's, on a CPU) take this machine's paths
                               emulate=spec.kernels is None or device.startswith("cuda"))
             if loader == "fakes":

@@ -125,9 +125,9 @@ class Recording:
             if value is not ABSENT:
                 trace.reads.setdefault(label, set()).add(f"{name} (the tree's {self._like.__name__})")
                 return value
-            if name in self._fallbacks:  # ddcheck's own model of it, where the tree's code cannot build it
-                trace.reads.setdefault(label, set()).add(f"{name} (ddcheck's model)")
-                return self._fallbacks[name]
+        if name in self._fallbacks:  # ddcheck's own model of it, where the tree's code cannot build it
+            trace.reads.setdefault(label, set()).add(f"{name} (ddcheck's model)")
+            return self._fallbacks[name]
         trace.missing.setdefault(label, set()).add(name)
         usage = _USAGE.get(id(trace))
         if usage is None:  # outside a tree runtime (the fakes loader): absent, as it always was

@@ -157,10 +157,33 @@ class StandInMeta(abc.ABCMeta):
         name = cls._own("_ddcheck_name")
         return f"<ddcheck stand-in {name}>" if name else type.__repr__(cls)
 
+    def _derived(cls, text: str):
+        """A value computed from a stand-in (``KERNEL_PATH / "csrc"``, ``DEFAULT_INCLUDE + [...]``) is
+        another stand-in: recorded as a use of the first, never a number ddcheck made up."""
+        if cls._own("_ddcheck_name") is None:
+            return NotImplemented
+        cls._own("_ddcheck_usage").as_number(cls._own("_ddcheck_name"))
+        return stand_in(text, cls._own("_ddcheck_usage"))
+
     def __or__(cls, other):  # ``StandIn | None`` in annotations evaluated at import
         return cls
 
     __ror__ = __or__
+
+
+def _operator(symbol: str, reflected: bool):
+    def op(cls, other):
+        name = type.__getattribute__(cls, "__dict__").get("_ddcheck_name")
+        text = f"({other!r} {symbol} {name})" if reflected else f"({name} {symbol} {other!r})"
+        return cls._derived(text)
+
+    return op
+
+
+for _name, _symbol in (("add", "+"), ("sub", "-"), ("mul", "*"), ("truediv", "/"), ("floordiv", "//"),
+                       ("mod", "%"), ("pow", "**")):
+    setattr(StandInMeta, f"__{_name}__", _operator(_symbol, False))
+    setattr(StandInMeta, f"__r{_name}__", _operator(_symbol, True))
 
 
 def stand_in(name: str, usage: Usage) -> type:
