@@ -51,6 +51,7 @@ from typing import Any
 from ddcheck.sources import SourceTree
 from ddcheck.target.modules import TreeModules, tree_class
 from ddcheck.target.names import HANDLER_METHOD_NAMES as METHOD_NAMES, HANDLER_NAMES, SERVER_ARGS_FILE
+from ddcheck.target.frames import function_of, put_back, replace_everywhere
 from ddcheck.target.models import ABSENT, ModelConfig, ModelFolders, NeedsInput, as_read_by, local_config, \
     path_arguments
 from ddcheck.target.runtime import Platform, TreeRuntime
@@ -294,36 +295,11 @@ class _Unreadable(NeedsInput):
             if run.rt.in_tree(code.co_filename) and code is not stop and "config" in code.co_name.lower():
                 args = [frame.f_locals.get(n) for n in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]]
                 if any(isinstance(a, (str, os.PathLike)) and os.fspath(a) == self.path for a in args):
-                    hit = _function_of(frame)
+                    hit = function_of(frame)
                     if hit is not None:
                         return hit
             tb = tb.tb_next
         return None
-
-
-def _function_of(frame):
-    """(owner, name, function) for the function running in ``frame``: a module's or a class's."""
-    code, g = frame.f_code, frame.f_globals
-    for name, value in list(g.items()):
-        if _runs_code(value, code):
-            return g, name, value
-        if isinstance(value, type) and not is_stand_in(value) and value.__module__ == g.get("__name__"):
-            for attr, member in list(vars(value).items()):
-                fn = member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
-                if _runs_code(fn, code):
-                    return value, attr, member
-    return None
-
-
-def _runs_code(fn: Any, code) -> bool:
-    """``fn`` is the function of ``code``, or a decorator's wrapper of it (``functools.wraps``)."""
-    for _ in range(8):
-        if fn is None or is_stand_in(fn):
-            return False
-        if getattr(fn, "__code__", None) is code:
-            return True
-        fn = getattr(fn, "__wrapped__", None)
-    return False
 
 
 class _AnsweredReaders:
@@ -345,24 +321,11 @@ class _AnsweredReaders:
                 return _fn(*args, **kwargs)
 
             wrapped = type(member)(answer) if isinstance(member, (staticmethod, classmethod)) else answer
-            holders = [owner] if isinstance(owner, type) else \
-                [vars(m) for n, m in list(sys.modules.items()) if n.split(".")[0] == run.rt.package] + [owner]
-            for holder in holders:
-                for key, value in list(holder.items() if isinstance(holder, dict) else vars(holder).items()):
-                    if value is member:
-                        self.saved.append((holder, key, value))
-                        if isinstance(holder, dict):
-                            holder[key] = wrapped
-                        else:
-                            setattr(holder, key, wrapped)
+            self.saved += replace_everywhere(run.rt.package, owner, member, wrapped)
         return self
 
     def __exit__(self, *exc) -> None:
-        for holder, key, value in reversed(self.saved):
-            if isinstance(holder, dict):
-                holder[key] = value
-            else:
-                setattr(holder, key, value)
+        put_back(self.saved)
         self.saved.clear()
 
 

@@ -286,6 +286,11 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                            f"carrying its class's fields was used"
                     if note not in report.limitations:
                         report.limitations.append(note)
+                for line in getattr(getattr(importer, "runtime", None), "report", None).stood_in \
+                        if getattr(importer, "runtime", None) is not None else ():
+                    note = f"stand-in for {line}: what it would compute is not part of this verdict"
+                    if note not in report.limitations:
+                        report.limitations.append(note)
                 report.verify_input_instances = sorted(set(report.verify_input_instances) | session.instances)
                 for width, builder in session.tree_masks.items():
                     report.tree_masks[f"W={width} C={cfg_c}"] = builder

@@ -186,6 +186,9 @@ def _metadata(owner: Any, fields, bs: int) -> dict[str, Any]:
     return out
 
 
+MAX_STOOD_IN = 4  # tree functions a path may stand in for before its failure is the verdict
+
+
 class Session:
     """One loaded release at one configured C: builds backends and runs paths on batches."""
 
@@ -237,7 +240,7 @@ class Session:
         start = time.perf_counter()
         made: list = []  # the backend's padded allocations on this path
         try:
-            out, backend, entry = self._run(path, batch, capture_width, pad_rows, made)
+            out, backend, entry = self._run_standing_in(path, batch, capture_width, pad_rows, made)
             result.entry_points = entry
             fakes.planned_views(backend, self.spec.fields)
             result.metadata = _metadata(backend, self.spec.fields, batch.bs)
@@ -258,6 +261,21 @@ class Session:
             result.status = "wrong"  # right numbers in the batch, but the launch wrote past it
         result.seconds = round(time.perf_counter() - start, 3)
         return result
+
+    def _run_standing_in(self, path: str, batch: VerifyBatch, capture_width: int, pad_rows: int, made: list):
+        """``_run``; where it fails on a stand-in inside a tree function that cannot run here (it needs a
+        module that stopped while imported: a JIT kernel's loader), that function is stood in for and
+        the path runs again (:meth:`TreeRuntime.stand_in_for`), a few times at most."""
+        runtime = getattr(self.importer, "runtime", None)
+        for attempt in range(MAX_STOOD_IN + 1):
+            try:
+                return self._run(path, batch, capture_width, pad_rows, made)
+            except Exception as exc:
+                caused = "StandIn" in f"{type(exc).__name__}: {exc}" or "stand-in" in str(exc)
+                if runtime is None or attempt == MAX_STOOD_IN or not caused \
+                        or runtime.stand_in_for(exc, protect={self.importer.backend_module}) is None:
+                    raise
+                del made[:]
 
     def _run(self, path: str, batch: VerifyBatch, capture_width: int, pad_rows: int, made: list | None = None):
         backend, pool = self._backend(batch)

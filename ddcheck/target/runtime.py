@@ -71,6 +71,8 @@ class RuntimeReport:
     files: list[str] = field(default_factory=list)  # tree relpaths run
     probes: list[str] = field(default_factory=list)  # torch probes answered for the emulated platform
     cuda_on_cpu: int = 0  # tensors the tree asked for on "cuda", made on this CPU
+    needs_stopped: dict[str, str] = field(default_factory=dict)  # module -> a stopped module it took names from
+    stood_in: list[str] = field(default_factory=list)  # tree functions replaced by stand-ins, and why
 
     @property
     def stand_in_modules(self) -> list[str]:
@@ -80,6 +82,7 @@ class RuntimeReport:
         """The report's lines: what of this run was not the tree's own code running for real."""
         out = [f"stand-in {line}" for line in self.usage.summary()]
         out += [f"{module} stopped while imported: {why}" for module, why in self.partial.items()]
+        out += [f"stand-in for {line}" for line in self.stood_in]
         return out
 
 
@@ -122,6 +125,7 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
         self._last = _StandInFinder(self)
         self._saved: list[tuple[Any, str, Any]] = []
         self._emulated: list[tuple[Any, str, Any]] = []
+        self._replaced: list[tuple[Any, str, Any]] = []  # tree functions stood in for (stand_in_for)
 
     # -- the block
     def __enter__(self):
@@ -135,6 +139,10 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
         return self
 
     def __exit__(self, *exc) -> None:
+        from ddcheck.target.frames import put_back
+
+        put_back(self._replaced)
+        self._replaced.clear()
         for owner, name, value in reversed(self._saved):
             setattr(owner, name, value)
         self._saved.clear()
@@ -211,9 +219,49 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
                 return importlib.import_module(sub)
             value = stand_in(sub, self.report.usage)
             setattr(sys.modules[module], attr, value)
+            importer = self.importing_module()
+            if importer is not None and importer != module:  # ``from module import attr`` in the tree
+                self.report.needs_stopped.setdefault(importer, module)
             return value
 
         return __getattr__
+
+    def importing_module(self) -> str | None:
+        """The tree module whose code is running (the one importing, at import time)."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            if self.in_tree(frame.f_code.co_filename):
+                return frame.f_globals.get("__name__")
+            frame = frame.f_back
+        return None
+
+    def stand_in_for(self, exc: BaseException, protect: set[str] = frozenset()) -> str | None:
+        """After ``exc``, stand in for the tree function that could not run here: the outermost tree
+        function on its traceback whose module stopped while imported, or took a name from one that
+        did (a JIT kernel's loader whose compiler and sources are not here), never one of ``protect``
+        (the backend's own module: its verify path is what is judged). It is replaced wherever
+        the tree holds it (until the block ends) and recorded; returns a line saying so, or None."""
+        from ddcheck.target.frames import function_of, replace_everywhere
+
+        tb = exc.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            name = frame.f_globals.get("__name__", "")
+            stopped = name if name in self.report.partial else self.report.needs_stopped.get(name)
+            if self.in_tree(frame.f_code.co_filename) and stopped is not None and name not in protect:
+                hit = function_of(frame)
+                if hit is not None and not is_stand_in(hit[2]):
+                    owner, attr, member = hit
+                    label = f"{name}.{attr}" if not isinstance(owner, type) else f"{name}.{owner.__name__}.{attr}"
+                    self._replaced += replace_everywhere(self.package, owner, member,
+                                                         stand_in(label, self.report.usage))
+                    line = (f"{label} (at {self.relpath_of(frame.f_code.co_filename)}:{frame.f_code.co_firstlineno}) "
+                            f"cannot run here: it needs {stopped}, which stopped while imported "
+                            f"({self.report.partial.get(stopped, '?')}); a stand-in takes its place")
+                    self.report.stood_in.append(line)
+                    return line
+            tb = tb.tb_next
+        return None
 
     # -- the finder
     def find_spec(self, fullname, path=None, target=None):
