@@ -236,6 +236,7 @@ class SglangImporter:
         module = importlib.import_module(name)
         with self.runtime.start_up():
             self.publish(server_args)
+        self.apply_launch_values()
         return module
 
     def backend_class(self, module: types.ModuleType, cls: str) -> type:
@@ -300,7 +301,16 @@ class SglangImporter:
             self.published += [f"os.environ[{k!r}] = {v!r}" for k, v in set_env.items()]
         else:
             self.published.append(f"{names.SERVER_ARGS_CLASS}.__post_init__")
-        for key, value in given.items():  # the run's own C and widths, whatever the start-up chose
+        self._given = given
+        for key in given:
+            self.trace.call(f"ServerArgs.{key}")
+        return obj
+
+    def apply_launch_values(self) -> None:
+        """The run's own C, widths and page size on the server args, whatever the tree's start-up
+        chose (once its setters have taken them: their consistency checks see the start-up's result)."""
+        obj = self._server_args
+        for key, value in getattr(self, "_given", {}).items():
             if getattr(obj, key, value) != value:
                 self.trace.stopped[f"{names.SERVER_ARGS_CLASS}.{key}"] = (
                     f"the tree's start-up set it to {getattr(obj, key)!r}; this run uses {value!r}")
@@ -308,8 +318,6 @@ class SglangImporter:
                     object.__setattr__(obj, key, value)
                 except Exception:  # noqa: BLE001 - a frozen record keeps the tree's value
                     pass
-            self.trace.call(f"ServerArgs.{key}")
-        return obj
 
     def _model_dir(self) -> str:
         """A model folder whose ``config.json`` describes a small Llama-style model (the smoke batch's
