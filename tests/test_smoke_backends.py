@@ -40,21 +40,26 @@ def path(report, case, name):
 
 
 
-# Where the tree's own code still stops on this machine and the fakes loader gives the verdict (said as
-# the report's first limitation): 0.5.23's TRT-LLM MLA builds a JIT kernel module when constructed
-# (trtllm_mla_backend.py:251), and that JIT spec reads a stand-in's value (kernels/jit/utils/compile/spec.py:131).
-FALLS_BACK = {("0.5.23", "trtllm_mla")}
 
 
 def only_what_cannot_run_here(r) -> bool:
     """The run was the tree's own code: every stand-in it called belongs to a package that cannot be
-    imported on this machine (flashinfer, sgl_kernel), none to sglang or to ddcheck's fakes. For a
-    pair in FALLS_BACK: the fakes gave the verdict and the report says why the tree's code did not."""
-    if (r.target.removeprefix("sglang=="), r.attention_backend) in FALLS_BACK:
-        return r.loader == "fakes" and r.limitations[0].startswith("the tree's own code did not run")
-    return r.loader == "tree" and all(
-        call.split(" at ")[0].split(".")[0] in {m.split(".")[0] for m in r.harness.stand_in_modules}
-        and not call.startswith("sglang.") for call in r.harness.stand_ins_called)
+    imported on this machine (flashinfer, sgl_kernel), or is a tree function the report names as stood
+    in for (it needs a module that stopped while imported here: 0.5.23's JIT kernel loader, reached
+    from trtllm_mla_backend.py:251), or a value derived from such a module's names; none to ddcheck's
+    models of sglang."""
+    packages = {m.split(".")[0] for m in r.harness.stand_in_modules}
+    stood_in = [line.removeprefix("stand-in for ").split(" ")[0] for line in r.limitations
+                if line.startswith("stand-in for ")]
+    stopped = [m for m in r.harness.stopped if m.startswith("sglang.")]
+
+    def explained(call: str) -> bool:
+        name = call.split(" at ")[0].lstrip("(")
+        if not name.startswith("sglang."):
+            return name.split(".")[0] in packages
+        return any(name.startswith(s) for s in stood_in) or any(name.startswith(m + ".") for m in stopped)
+
+    return r.loader == "tree" and all(explained(call) for call in r.harness.stand_ins_called)
 
 @pytest.mark.network
 @pytest.mark.parametrize("version", FA3_RELEASES)

@@ -59,8 +59,6 @@ def run_smoke(
     timeout: float = 1800,
     launch: dict | None = None,
     backend: str = "triton",
-    loader: Literal["tree", "fakes"] = "tree",
-    fallback: bool = True,
 ) -> "SmokeReport":
     """Run the target's TritonAttnBackend on a DDTree batch of W = budget + 1 tokens per request
     with the backend built for C = ``num_draft_tokens``; compare against a float64 reference.
@@ -81,7 +79,7 @@ def run_smoke(
     args = dict(target=target, backend_file=backend_file, backend_source=backend_source, budget=budget,
                 num_draft_tokens=num_draft_tokens, device=device, seed=seed, allow_out_of_bounds=allow_out_of_bounds,
                 prefix_lens=prefix_lens, dtype=dtype, graph_capture_width=graph_capture_width, seed_case=seed_case,
-                launch=launch, backend=backend, loader=loader, fallback=fallback)
+                launch=launch, backend=backend)
     t0 = time.perf_counter()
     report = _blank_report(args)
     try:
@@ -95,12 +93,9 @@ def run_smoke(
                     args["backend_source"] = Path(backend_file).read_text(encoding="utf-8")
                 except OSError:
                     pass  # the worker reports the unreadable file
-            first = _isolated(args, timeout, report)
-            if not _falls_back(first, loader, fallback):
-                return first
-            return _fell_back(first, _isolated({**args, "loader": "fakes"}, timeout, _blank_report(args)))
+            return _isolated(args, timeout, report)
         _run(report, target, backend_file, backend_source, prefix_lens, dtype, allow_out_of_bounds,
-             graph_capture_width, seed_case, launch, spec, loader)
+             graph_capture_width, seed_case, launch, spec)
     except HarnessError as exc:
         report.exit_code, report.verdict = 2, f"harness failure: {exc}"
     except Exception as exc:  # never let a crash look like a verdict
@@ -108,23 +103,7 @@ def run_smoke(
     else:
         _verdict(report)
     report.seconds = round(time.perf_counter() - t0, 2)
-    if not isolate and _falls_back(report, loader, fallback):
-        return _fell_back(report, run_smoke(**{**args, "loader": "fakes"}, isolate=False, timeout=timeout))
     return report
-
-
-def _falls_back(first: SmokeReport, loader: str, fallback: bool) -> bool:
-    """The tree's own code stopped on this machine while a path ran (not a bad target or option)."""
-    return first.exit_code == 2 and loader == "tree" and fallback and first.verdict.startswith("harness failure in")
-
-
-def _fell_back(first: SmokeReport, second: SmokeReport) -> SmokeReport:
-    """The earlier fakes of the runtime gave the verdict: say so, with why the tree's code did not."""
-    second.limitations.insert(0, f"the tree's own code did not run this backend here ({first.verdict}); "
-                                 f"this verdict comes from ddcheck's fakes of the sglang runtime "
-                                 f"(ddcheck.smoke.legacy_loader)")
-    second.loader = "fakes"
-    return second
 
 
 def _backend(name: str):
@@ -185,7 +164,7 @@ def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
 
 
 def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens, dtype, allow_oob,
-         capture_mode, seed_case, launch, spec, loader="tree") -> None:
+         capture_mode, seed_case, launch, spec) -> None:
     try:
         import torch  # noqa: F401
         import triton  # noqa: F401
@@ -247,13 +226,7 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                               attention_backend=spec.name, arch=spec.arch,
                               # kernels that run here (Triton's, on a CPU) take this machine's paths
                               emulate=spec.kernels is None or device.startswith("cuda"))
-            if loader == "fakes":
-                from ddcheck.smoke.legacy_loader import SglangImporter as Importer
-
-                ctx.flashinfer = spec.flashinfer
-            else:
-                Importer = SglangImporter
-            with Importer(tree, ctx, backend_source, extra_real=extra | set(spec.real_modules),
+            with SglangImporter(tree, ctx, backend_source, extra_real=extra | set(spec.real_modules),
                                 backend_module=spec.module) as importer:
                 session = Session(importer, shape, cfg_c, device, lambda width, c=cfg_c: inputs(width, c), spec)
                 report.block_m = report.block_m or session.block_m()
@@ -295,7 +268,7 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                 for width, builder in session.tree_masks.items():
                     report.tree_masks[f"W={width} C={cfg_c}"] = builder
     report.harness = trace
-    report.loader = loader
+    report.loader = "tree"
 
 
 def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback: str | None = None):

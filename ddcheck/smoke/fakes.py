@@ -23,8 +23,8 @@ def kv_pool(batch: VerifyBatch, trace: Trace) -> Recording:
     k_buf, v_buf = batch.k_buffer, batch.v_buffer
 
     def set_kv_buffer(layer, loc, k, v, k_scale=None, v_scale=None, **_):
-        # the tree's KVWriteLoc (0.5.16+) carries the per-token location as ``loc``; the fakes loader's
-        # record carries it first
+        # the tree's KVWriteLoc (0.5.16+) carries the per-token location as ``loc``; a stand-in's record
+        # carries it first
         loc = getattr(loc, "loc", None) if not isinstance(loc, torch.Tensor) and hasattr(loc, "loc") else \
             getattr(loc, "args", (loc,))[0]
         k_buf[loc] = k.reshape((-1,) + k_buf.shape[1:]).to(k_buf.dtype)

@@ -69,7 +69,7 @@ def poisoned_allocations(pad_rows: int = 0, made: list | None = None) -> Iterato
 
 def _caller() -> str:
     """The innermost frame of the target's code on the stack (where an allocation was made)."""
-    marks = ("ddcheck-tree-", "ddcheck-smoke-")  # the tree's files as the runtime (or the fakes loader) wrote them
+    marks = ("ddcheck-tree-",)  # the tree's files as the runtime wrote them
     frames = [(f, m) for f in traceback.extract_stack() for m in marks if m in f.filename]
     if not frames:
         return "?"
@@ -153,7 +153,7 @@ def _call(fn, **kwargs) -> Any:
 def _where(exc: BaseException) -> str:
     """Innermost frame in the target's code (or the harness, if it never got there)."""
     frames = traceback.extract_tb(exc.__traceback__)
-    marks = ("ddcheck-tree-", "ddcheck-smoke-")  # the tree's files as the runtime (or the fakes loader) wrote them
+    marks = ("ddcheck-tree-",)  # the tree's files as the runtime wrote them
     tree = [f for f in frames if any(m in f.filename for m in marks)]
     f = (tree or frames or [None])[-1]
     if f is None:

@@ -130,7 +130,7 @@ class Recording:
             return self._fallbacks[name]
         trace.missing.setdefault(label, set()).add(name)
         usage = _USAGE.get(id(trace))
-        if usage is None:  # outside a tree runtime (the fakes loader): absent, as it always was
+        if usage is None:  # built outside a tree runtime: absent
             raise AttributeError(f"{label} (ddcheck fake) has no attribute {name!r}")
         value = stand_in(f"{label}.{name}", usage)
         attrs[name] = value
