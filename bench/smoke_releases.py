@@ -7,10 +7,10 @@
 For each release (default: the last post-release of each from 0.4.10 to 0.5.23 on PyPI) and each
 backend of `ddcheck.backends` that can run here and whose file is in the release, it runs
 `ddcheck smoke sglang==X --backend B` (budget 16, C = 8, CPU) and prints one row: the exit code,
-which loader gave the verdict (`tree`: the tree's own code ran; `fakes`: it stopped here, and the
-earlier fakes of the runtime gave it, with the reason), and what `ddcheck scan` says of that
-backend's file (its DD001 count): the verdict agrees when it is 1 exactly where the scan reports
-DD001. With --doc, the table replaces the one between the markers in that file.
+what `ddcheck scan` says of that backend's file (its DD001 count; the verdict agrees when it is 1
+exactly where the scan reports DD001), and the tree functions the run stood in for (they need a
+module that cannot be imported here). With --doc, the table replaces the one between the markers
+in that file; --trees reads unpacked releases from a folder (a machine without PyPI).
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ def cell(release: str, backend, target: str | None = None) -> dict:
     from ddcheck.smoke.api import run_smoke
 
     r = run_smoke(target or f"sglang=={release}", backend=backend.name, seed_case=False)
-    return {"release": release, "backend": backend.name, "exit": r.exit_code, "loader": r.loader,
-            "verdict": r.verdict, "fallback_reason": r.limitations[0] if r.loader == "fakes" else ""}
+    return {"release": release, "backend": backend.name, "exit": r.exit_code, "verdict": r.verdict,
+            "stood_in": [line.removeprefix("stand-in for ").split(" ")[0] for line in r.limitations
+                         if line.startswith("stand-in for ")]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             row["scan_dd001"] = counts[row["release"]].get(backends.get(row["backend"]).relpath, 0)
             row["agrees"] = row["exit"] == (1 if row["scan_dd001"] else 0)
             rows.append(row)
-            print(f"{row['release']:14} {row['backend']:11} exit {row['exit']} {row['loader']:5} "
+            print(f"{row['release']:14} {row['backend']:11} exit {row['exit']} "
                   f"DD001 {row['scan_dd001']:3} {'agrees' if row['agrees'] else 'DISAGREES'}  "
                   f"{row['verdict'][:90]}", flush=True)
     table = render(rows)
@@ -92,12 +93,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def render(rows: list[dict]) -> str:
-    out = ["| release | backend | exit | loader | scan DD001 | agrees | verdict |", "|---|---|---|---|---|---|---|"]
+    out = ["| release | backend | exit | scan DD001 | agrees | verdict | stood in for |",
+           "|---|---|---|---|---|---|---|"]
     for r in rows:
         verdict = r["verdict"].split(":")[0] if r["exit"] != 2 else r["verdict"][:120]
-        note = f" ({r['fallback_reason'][:160]})" if r["loader"] == "fakes" else ""
-        out.append(f"| {r['release']} | {r['backend']} | {r['exit']} | {r['loader']} | {r['scan_dd001']} | "
-                   f"{'yes' if r['agrees'] else '**no**'} | {verdict}{note} |".replace("\n", " "))
+        stood = ", ".join(f"`{n.rsplit('.', 1)[-1]}`" for n in r.get("stood_in", ())) or "-"
+        out.append(f"| {r['release']} | {r['backend']} | {r['exit']} | {r['scan_dd001']} | "
+                   f"{'yes' if r['agrees'] else '**no**'} | {verdict} | {stood} |".replace("\n", " "))
     return "\n".join(out)
 
 
