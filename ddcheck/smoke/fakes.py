@@ -80,8 +80,7 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
     req_to_token_pool = Recording("req_to_token_pool", trace, size=shape.max_bs, req_to_token=batch.req_to_token)
     return Recording(
         "model_runner", trace, tree_class(None, names.MODEL_RUNNER_CLASS, tree),
-        # 0.5.19+: built by the tree's own ModelRunner.init_kv_index_translator where it can run here
-        {"kv_index_translator": kv_index_translator(batch.req_to_token, trace)},
+        # 0.5.19+: kv_index_translator is built by the tree's own ModelRunner.init_kv_index_translator
         req_to_token_pool=req_to_token_pool, token_to_kv_pool=pool,
         token_to_kv_pool_allocator=Recording(
             "token_to_kv_pool_allocator", trace, tree_class(None, names.TOKEN_ALLOCATOR_CLASS, tree),
@@ -99,39 +98,6 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         max_running_requests=shape.max_bs, tp_size=1,
         ps=Recording("model_runner.ps", trace, attn_cp_size=1, tp_size=1),
     )
-
-
-def kv_index_translator(req_to_token: torch.Tensor, trace: Trace) -> Recording:
-    """0.5.23's KV index translator for a static (untranslated) pool: the read stream is a gather of
-    each request's ``req_to_token`` row; write ids are the batch's ``out_cache_loc``."""
-
-    def gather(req_pool_indices, seq_lens, indptr, out, kv_start_idx=None) -> bool:
-        for i, (row, n) in enumerate(zip(req_pool_indices.tolist(), seq_lens.tolist())):
-            start = int(kv_start_idx[i]) if kv_start_idx is not None else 0
-            lo = int(indptr[i])
-            out[lo: lo + n] = req_to_token[row, start: start + n].to(out.dtype)
-        return False  # ids stay in the pool's own (untranslated) space
-
-    def pack_read_stream(plan, *, req_pool_indices, seq_lens, indptr, out, kv_start_idx=None, kind=None, **_):
-        if kind is not None and getattr(kind, "__name__", "FULL") != "FULL":
-            raise NotImplementedError(f"ddcheck fake translator: id space {kind!r}")
-        return gather(req_pool_indices, seq_lens, indptr, out, kv_start_idx)
-
-    def fill_packed_read_stream(*, req_pool_indices, seq_lens, indptr, out, kv_start_idx=None,
-                                sliding_window=False, **_):  # 0.5.20-0.5.21
-        if sliding_window:
-            raise NotImplementedError("ddcheck fake translator: sliding-window id space")
-        return gather(req_pool_indices, seq_lens, indptr, out, kv_start_idx)
-
-    def read_table(plan, *, kind=None, rows=None, **_):  # 0.5.23: the req_to_token passthrough
-        return Recording("kv_index_translator.read_table()", trace, ids=req_to_token,
-                         row_ids=plan.req_pool_indices, row_stride=req_to_token.stride(0), entry_page_size=1,
-                         is_translated=False, v2p=None)
-
-    return Recording("kv_index_translator", trace, pack_read_stream=pack_read_stream,
-                     fill_packed_read_stream=fill_packed_read_stream, reads_are_translated=False,
-                     write_ids=lambda fb, kind=None: fb.out_cache_loc, is_translating=False, read_table=read_table,
-                     space=lambda kind: None)
 
 
 def layer(shape: Shape, trace: Trace) -> Recording:

@@ -78,19 +78,17 @@ class Recording:
     """A bag of attributes that records which ones the backend reads. A read of an attribute it does
     not hold is recorded as *missing* and answered by a falsy stand-in (a feature that is off)."""
 
-    def __init__(self, label: str, trace: Trace, _like: type | None = None, _fallbacks: dict | None = None,
-                 **attrs: Any):
+    def __init__(self, label: str, trace: Trace, _like: type | None = None, **attrs: Any):
         object.__setattr__(self, "_label", label)
         object.__setattr__(self, "_trace", trace)
         object.__setattr__(self, "_attrs", dict(attrs))
-        # the tree's class this object stands for (:mod:`ddcheck.target.classes`), and what answers a
-        # name it declares when its own initializer cannot build it here
+        # the tree's class this object stands for (:mod:`ddcheck.target.classes`)
         object.__setattr__(self, "_like", _like)
-        object.__setattr__(self, "_fallbacks", dict(_fallbacks or {}))
 
     def _initialized(self, name: str) -> Any:
         """``name`` as the tree's own initializer of it builds it from this object's values (the
-        values handed in are kept as they were); ``ABSENT`` when none exists or none succeeds."""
+        values handed in are kept as they were); ``ABSENT`` when none exists or none succeeds (then a
+        stand-in answers, reported)."""
         for method in initializers(self._like, name):
             given = dict(self._attrs)
             try:
@@ -125,9 +123,6 @@ class Recording:
             if value is not ABSENT:
                 trace.reads.setdefault(label, set()).add(f"{name} (the tree's {self._like.__name__})")
                 return value
-        if name in self._fallbacks:  # ddcheck's own model of it, where the tree's code cannot build it
-            trace.reads.setdefault(label, set()).add(f"{name} (ddcheck's model)")
-            return self._fallbacks[name]
         trace.missing.setdefault(label, set()).add(name)
         usage = _USAGE.get(id(trace))
         if usage is None:  # built outside a tree runtime: absent
