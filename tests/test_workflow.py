@@ -741,7 +741,7 @@ def test_readme_documents_the_workflow():
         assert text in section, text
     keys = set(Settings.keys())
     assert keys == {"select", "ignore", "fail-on", "c-attributes", "per-step-attributes", "verify-functions",
-                    "include", "exclude"}
+                    "include", "exclude", "check-syntax"}
     for key in keys:
         assert re.search(rf"^{re.escape(key)} = ", section, re.MULTILINE), key
 
