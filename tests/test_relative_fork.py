@@ -132,3 +132,21 @@ def test_each_file_is_parsed_once_and_a_bad_one_is_none(tmp_path, monkeypatch):
     monkeypatch.setattr(type(f), "read_bytes", lambda self: reads.append(self.relpath) or self._read())
     assert mods.module("sglang.ok")[1] is first and mods.parsed("sglang/ok.py") is first
     assert reads == []  # parsed once: never read again
+
+
+def test_a_class_chain_follows_bases_across_modules_through_a_same_named_subclass(tmp_path):
+    """A fork's ``class EagleVerifyInput(EagleVerifyInput)`` over the release's: one chain, both
+    classes, and a method only the base defines is the base's (config's evaluator, the worker reader)."""
+    tree = _tree_of(tmp_path, {
+        "sglang/__init__.py": "",
+        "sglang/spec/__init__.py": "",
+        "sglang/spec/base.py": "class VerifyInput:\n    draft_token_num: int\n    def width(self):\n        return 1\n",
+        "sglang/spec/fork.py": "from .base import VerifyInput\nclass VerifyInput(VerifyInput):\n    budget: int\n",
+    })
+    mods = TreeModules.of(tree)
+    chain = mods.class_chain("VerifyInput", "sglang.spec.fork")
+    assert [(rel, mod) for rel, _, mod in chain] == [("sglang/spec/fork.py", "sglang.spec.fork"),
+                                                     ("sglang/spec/base.py", "sglang.spec.base")]
+    fn, module = mods.method("VerifyInput", "sglang.spec.fork", "width")
+    assert fn.name == "width" and module == "sglang.spec.base"
+    assert mods.method("VerifyInput", "sglang.spec.fork", "absent") is None

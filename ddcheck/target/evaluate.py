@@ -70,15 +70,7 @@ class World:
                    cls="ModelRunner", module="sglang.srt.model_executor.model_runner")
 
     def method(self, obj: Obj, name: str) -> tuple[ast.FunctionDef, str] | None:
-        hit = self.mods.find_class(obj.cls, obj.module) if obj.cls else None
-        while hit is not None:
-            rel, node, module = hit
-            fn = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == name), None)
-            if fn is not None:
-                return fn, module
-            base = next((b.id for b in node.bases if isinstance(b, ast.Name)), None)
-            hit = self.mods.find_class(base, module) if base else None
-        return None
+        return self.mods.method(obj.cls, obj.module, name) if obj.cls else None
 
 
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,

@@ -111,6 +111,32 @@ class TreeModules:
         source, original = self._import_of(name, module, mod)
         return self.find_class(original, source, seen) if source else None
 
+    def class_chain(self, name: str, module: str) -> list[tuple[str, ast.ClassDef, str]]:
+        """The class ``name`` as ``module`` sees it, then each first base the tree defines, followed
+        across modules by the imports of the module that names it: (relpath, ClassDef, module),
+        subclass first. A fork's ``class EagleVerifyInput(EagleVerifyInput)`` goes on to its base."""
+        out: list[tuple[str, ast.ClassDef, str]] = []
+        seen: set[tuple[str, str]] = set()
+        hit = self.find_class(name, module)
+        while hit is not None and (hit[0], hit[1].name) not in seen:
+            seen.add((hit[0], hit[1].name))
+            out.append(hit)
+            rel, node, mod = hit
+            base = next((b.id for b in node.bases if isinstance(b, ast.Name)), None)
+            hit = self.find_class(base, mod) if base else None
+            if hit is not None and hit[1] is node:  # ``class X(X)``: the X bound before it, imported
+                source, original = self._import_of(base, mod, self.module(mod)[1])
+                hit = self.find_class(original, source) if source else None
+        return out
+
+    def method(self, cls: str, module: str, name: str) -> tuple[ast.FunctionDef, str] | None:
+        """``cls``'s method ``name``, its own or its nearest base's in the tree, and that class's module."""
+        for _, node, mod in self.class_chain(cls, module):
+            fn = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == name), None)
+            if fn is not None:
+                return fn, mod
+        return None
+
     def find_function(self, name: str, module: str, _depth: int = 0) -> tuple[ast.FunctionDef, str] | None:
         """A module-level function ``name`` of ``module`` or imported into it from the tree."""
         hit = self.module(module)

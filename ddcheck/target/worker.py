@@ -96,16 +96,7 @@ def worker_class(mods: TreeModules, algorithm: str) -> tuple[str, str] | None:
 
 def _class_chain(mods: TreeModules, name: str, module: str) -> list[tuple[str, ast.ClassDef, str]]:
     """The class and its bases defined in the tree, base first."""
-    out: list[tuple[str, ast.ClassDef, str]] = []
-    seen = set()
-    hit = mods.find_class(name, module)
-    while hit is not None and hit[1].name not in seen:
-        seen.add(hit[1].name)
-        out.insert(0, hit)
-        rel, node, mod = hit
-        base = next((b.id for b in node.bases if isinstance(b, ast.Name)), None)
-        hit = mods.find_class(base, mod) if base else None
-    return out
+    return mods.class_chain(name, module)[::-1]
 
 
 def class_fields(mods: TreeModules, name: str, module: str) -> tuple[list[str], str, int]:
@@ -322,9 +313,7 @@ BATCH_WIDTH_MARKS = ("numel", NUM_TOKENS_PER_REQ, DRAFT_TOKEN_NUM, "runtime_num_
 
 def _replay_gate(mods: TreeModules, cls: str, module: str, init_ev: Evaluator, attrs: list[str],
                  values: dict[str, Any], world: World, input_fields: set[str] | None) -> str:
-    hit = mods.find_class(cls, module)
-    while hit is not None:
-        rel, node, mod = hit
+    for rel, node, mod in mods.class_chain(cls, module):  # the subclass's gate, else its nearest base's
         for fn in (n for n in node.body if isinstance(n, ast.FunctionDef) and n.name in GATE_METHODS):
             parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
             ev = Evaluator(values, world=world, module=mod)
@@ -341,8 +330,6 @@ def _replay_gate(mods: TreeModules, cls: str, module: str, init_ev: Evaluator, a
                 if _holds_for_launch(cmp, parents, fn, ev):
                     return f"{rel}:{cmp.lineno}"
             return ""  # the subclass's can_run decides
-        base = next((b.id for b in node.bases if isinstance(b, ast.Name)), None)
-        hit = mods.find_class(base, mod) if base else None
     return ""
 
 
