@@ -116,6 +116,7 @@ class SourceTree:
     _relpaths: tuple[set[str], str] | None = field(default=None, repr=False, compare=False)
     _dirs: set[str] | None = field(default=None, repr=False, compare=False)
     _by_relpath: dict[str, SourceFile] | None = field(default=None, repr=False, compare=False)
+    _defining: dict[tuple[str, str], str | None] = field(default_factory=dict, repr=False, compare=False)
 
     def find(self, suffix: str) -> SourceFile | None:
         """The file whose relpath ends with ``suffix`` (posix), preferring the shortest match."""
@@ -164,7 +165,14 @@ class SourceTree:
 
     def module_defining(self, name: str, package: str = "sglang") -> str | None:
         """The module of ``package`` that defines a top-level class or function ``name`` (the one with
-        the shortest path, where several do), found in the files' text; None if none does."""
+        the shortest path, where several do), found in the files' text; None if none does. Kept per
+        tree: it reads every file (the smoke harness asks for the same classes at every path)."""
+        if (name, package) in self._defining:
+            return self._defining[(name, package)]
+        self._defining[(name, package)] = found = self._module_defining(name, package)
+        return found
+
+    def _module_defining(self, name: str, package: str) -> str | None:
         import re
 
         pattern = re.compile(rb"^(class|def) " + re.escape(name.encode()) + rb"\b", re.MULTILINE)

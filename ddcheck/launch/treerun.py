@@ -244,7 +244,6 @@ class _LaunchModels(ModelFolders):
     that the tree reads through a stand-in ends the run with :class:`_Unreadable`."""
 
     def __init__(self, run: "_Run"):
-        super().__init__()
         self.run = run
 
     def __call__(self, name: str, args: tuple, kwargs: dict) -> Any:

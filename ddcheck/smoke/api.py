@@ -259,8 +259,7 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                            f"carrying its class's fields was used"
                     if note not in report.limitations:
                         report.limitations.append(note)
-                for line in getattr(getattr(importer, "runtime", None), "report", None).stood_in \
-                        if getattr(importer, "runtime", None) is not None else ():
+                for line in importer.runtime.report.stood_in:
                     note = f"stand-in for {line}: what it would compute is not part of this verdict"
                     if note not in report.limitations:
                         report.limitations.append(note)

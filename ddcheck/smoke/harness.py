@@ -229,7 +229,7 @@ class Session:
     def _backend(self, batch: VerifyBatch):
         pool = fakes.kv_pool(batch, self.trace)
         runner = fakes.model_runner(batch, self.shape, self.c, self.device, self.trace, pool,
-                                    self.importer.server_args(), getattr(self.importer, "tree", None))
+                                    self.importer.server_args(), self.importer.tree)
         self.importer.start_up(runner.model_config)
         return self.backend_cls(runner), pool
 
@@ -266,13 +266,13 @@ class Session:
         """``_run``; where it fails on a stand-in inside a tree function that cannot run here (it needs a
         module that stopped while imported: a JIT kernel's loader), that function is stood in for and
         the path runs again (:meth:`TreeRuntime.stand_in_for`), a few times at most."""
-        runtime = getattr(self.importer, "runtime", None)
+        runtime = self.importer.runtime
         for attempt in range(MAX_STOOD_IN + 1):
             try:
                 return self._run(path, batch, capture_width, pad_rows, made)
             except Exception as exc:
                 caused = "StandIn" in f"{type(exc).__name__}: {exc}" or "stand-in" in str(exc)
-                if runtime is None or attempt == MAX_STOOD_IN or not caused \
+                if attempt == MAX_STOOD_IN or not caused \
                         or runtime.stand_in_for(exc, protect={self.importer.backend_module}) is None:
                     raise
                 del made[:]

@@ -186,7 +186,7 @@ class SglangImporter:
     def __enter__(self):
         self.runtime.__enter__()
         usage = self.runtime.report.usage
-        usage.answer = self.models = ModelFolders()  # the smoke model's folder, read as the tree reads it
+        usage.answer = ModelFolders()  # the smoke model's folder, read as the tree reads it
         _USAGE[id(self.trace)] = usage
         return self
 

@@ -179,9 +179,6 @@ class ModelFolders:
     module docstring. ``config(path, reader)`` may be overridden (``ddcheck config`` answers the
     launch's ``--model-config``/``--draft-config`` and a hub id's absent config its own way)."""
 
-    def __init__(self) -> None:
-        self.read: dict[str, str] = {}  # model folder -> how it was answered (first time)
-
     def __call__(self, name: str, args: tuple, kwargs: dict) -> Any:
         if reads_config(name):
             for path in path_arguments(args, kwargs):
@@ -195,5 +192,4 @@ class ModelFolders:
         if data is None:
             return ABSENT
         source = os.path.join(path, "config.json") if os.path.isdir(path) else path
-        self.read.setdefault(path, f"the model's config read from {source} by ddcheck: `{reader}()` cannot run here")
         return as_read_by(reader, ModelConfig("the model's config", dict(data), source))
