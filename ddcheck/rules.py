@@ -3,7 +3,8 @@
 This module owns the rule definitions, and keeps them read as JSON (:func:`all_rules`, through
 :func:`ddcheck.files.kept`). A rule owns its findings' words too, as a Ruff violation owns its message:
 the analysis gathers a finding's facts and names its case, the rule's ``[messages]`` and ``[hints]``
-templates say it (:meth:`Rule.message`, :meth:`Rule.hint`). It imports only the ground floor
+templates say it (:meth:`Rule.message`, :meth:`Rule.hint`), and its ``[what]`` table what the read of C
+does there (:meth:`Rule.describe`). It imports only the ground floor
 (:mod:`ddcheck.findings`, :mod:`ddcheck.files`): :mod:`ddcheck.suppressions` and :mod:`ddcheck.cache`
 stand above it.
 """
@@ -39,6 +40,8 @@ class Rule:
     # case -> template (str.format, named fields): the words of this rule's findings
     messages: dict[str, str] = field(default_factory=dict)
     hints: dict[str, str] = field(default_factory=dict)
+    # case -> template: what a read of C does, as this rule's messages quote it (``{what}``)
+    what: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "severity", Severity(self.severity))
@@ -50,6 +53,10 @@ class Rule:
     def hint(self, case: str, **facts: object) -> str:
         """The hint (how to fix it) of a finding of this rule in ``case``, filled with its facts."""
         return self.hints[case].format(**facts)
+
+    def describe(self, case: str, **facts: object) -> str:
+        """What a read of C does in ``case`` (this rule's kind of hazard), filled with its facts."""
+        return self.what[case].format(**facts)
 
     def doc(self) -> str:
         """Markdown: what it does, why it is bad, example, fix (the Ruff rule-doc shape)."""

@@ -175,14 +175,14 @@ FORWARD_MODE_SOURCE = "sglang/srt/model_executor/forward_batch_info.py"
 
 @pytest.mark.parametrize("version", ["0.5.5", "0.5.16", "0.5.23"])
 def test_forward_mode_parsed_alone_is_the_class_the_whole_module_gives(wheel, version):
-    """The mode table reads only ForwardMode (ddcheck/analysis/module.py parse_class): cut from the
+    """The mode table reads only ForwardMode (ddcheck/target/modes.py parse_class): cut from the
     module's text at the next line of code at column 0, it must be node for node, line for line, the
     class a parse of the whole ~100 KB module holds."""
     import ast
     import zipfile
 
-    from ddcheck.analysis.module import parse_class
-    from ddcheck.analysis.modes import ModeTable
+    from ddcheck.target.modes import parse_class
+    from ddcheck.target.modes import ModeTable
 
     with zipfile.ZipFile(wheel(version)) as zf:
         text = zf.read(FORWARD_MODE_SOURCE).decode()
@@ -203,13 +203,13 @@ def test_forward_mode_parsed_alone_is_the_class_the_whole_module_gives(wheel, ve
 ], ids=["named twice", "string past the cut", "bracket past the cut", "decorated", "CR line ends", "absent"])
 def test_forward_mode_not_cut_alone_where_its_lines_are_not_the_class_alone(text):
     """Then the module is parsed whole, as before (None from parse_class)."""
-    from ddcheck.analysis.module import parse_class
+    from ddcheck.target.modes import parse_class
 
     assert parse_class(text, "ForwardMode") is None
 
 
 def test_forward_mode_parsed_alone_keeps_line_numbers_and_stops_at_column_zero_code():
-    from ddcheck.analysis.module import parse_class
+    from ddcheck.target.modes import parse_class
 
     text = ('import enum\n\n\nclass ForwardMode(enum.IntEnum):\n    A = 1\n\n    # indented comment\n'
             '# a comment at column 0\n    def is_a(self):\n        return self == ForwardMode.A\n\n\ndef after():\n    pass\n')

@@ -214,3 +214,38 @@ def test_an_undeclared_module_has_no_floor(tmp_path):
                                            ("ddcheck.smoke.api", 4), ("ddcheck.target.modules", 0)])
 def test_floors_are_found_by_the_longest_name(module, floor):
     assert floor_of(module) == floor
+
+
+# Where Python source is parsed: the tree's modules (target/) and the scan's model of the verify path
+# (analysis/). Everything else asks them.
+PARSERS = ("ddcheck/target/", "ddcheck/analysis/")
+
+
+def parses(root: Path) -> list[str]:
+    """``file:line`` of each call of ``ast.parse`` (or ``parse`` imported from ast) outside PARSERS."""
+    out = []
+    for path in sorted((root / "ddcheck").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(PARSERS):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        from_ast = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "ast"
+                    for a in n.names if a.name == "parse"}
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Call) and (isinstance(n.func, ast.Attribute) and n.func.attr == "parse"
+                                            and isinstance(n.func.value, ast.Name) and n.func.value.id == "ast"
+                                            or isinstance(n.func, ast.Name) and n.func.id in from_ast):
+                out.append(f"{rel}:{n.lineno}")
+    return out
+
+
+def test_only_the_target_model_and_the_analysis_parse_python():
+    assert parses(REPO) == []
+
+
+def test_the_parse_check_finds_a_parse_outside(tmp_path):
+    (tmp_path / "ddcheck" / "launch").mkdir(parents=True)
+    (tmp_path / "ddcheck" / "target").mkdir()
+    (tmp_path / "ddcheck" / "launch" / "x.py").write_text("import ast\nfrom ast import parse as p\nast.parse('1')\np('2')\n")
+    (tmp_path / "ddcheck" / "target" / "y.py").write_text("import ast\nast.parse('1')\n")
+    assert parses(tmp_path) == ["ddcheck/launch/x.py:3", "ddcheck/launch/x.py:4"]

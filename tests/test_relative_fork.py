@@ -150,3 +150,36 @@ def test_a_class_chain_follows_bases_across_modules_through_a_same_named_subclas
     fn, module = mods.method("VerifyInput", "sglang.spec.fork", "width")
     assert fn.name == "width" and module == "sglang.spec.base"
     assert mods.method("VerifyInput", "sglang.spec.fork", "absent") is None
+
+
+def test_config_follows_an_entry_point_inherited_from_another_module(tmp_path):
+    """A backend whose metadata entry point is its base's, in another module (as TRT-LLM MHA takes
+    FlashInfer's): the helper that entry point calls on ``self`` is on the launch's path. Before the
+    chain of bases came from the tree model, config walked same-module bases only, and called the
+    helper "never" reached ("no entry point this launch uses calls it")."""
+    from ddcheck.launch.paths import Launch, finding_reach
+
+    att = tmp_path / "sglang" / "srt" / "layers" / "attention"
+    att.mkdir(parents=True)
+    for d in (tmp_path / "sglang", tmp_path / "sglang" / "srt", tmp_path / "sglang" / "srt" / "layers", att):
+        (d / "__init__.py").write_text("")
+    (att / "base_backend.py").write_text(
+        "class BaseBackend:\n"
+        "    def init_forward_metadata(self, forward_batch):\n"
+        "        self._verify_layout(forward_batch)\n")
+    (att / "sub_backend.py").write_text(
+        "import torch\n"
+        "from .base_backend import BaseBackend\n\n\n"
+        "class SubBackend(BaseBackend):\n"
+        "    def __init__(self, model_runner):\n"
+        "        self.num_draft_tokens = model_runner.server_args.speculative_num_draft_tokens\n\n"
+        "    def _verify_layout(self, forward_batch):\n"
+        "        if forward_batch.forward_mode.is_target_verify():\n"
+        "            bs = forward_batch.batch_size\n"
+        "            self.qo_indptr = torch.arange(0, bs * self.num_draft_tokens + 1, step=self.num_draft_tokens)\n")
+    tree = open_target(str(tmp_path))
+    found = [f for f in scan([str(tmp_path)]).findings if f.function == "SubBackend._verify_layout"]
+    assert found, "the fixture's verify layout is a scan finding"
+    launch = Launch(values={"speculative_num_draft_tokens": 8}, algorithm="EAGLE", input_cls=None,
+                    input_fields=set(), graphs=False)
+    assert {finding_reach(tree, f, launch).status for f in found} == {"reached"}

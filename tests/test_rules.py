@@ -144,3 +144,39 @@ def test_every_case_the_analysis_names_has_the_rules_words():
     assert {r: set(rules[r].messages) for r in rules} == {
         "DD001": {"read", "buffer"}, "DD002": {"read", "sized"}, "DD003": {"read"},
         "DD100": {"no_rule_id", "no_reason", "unknown_rule"}, "DD101": {"unused"}}
+
+
+def _what_cases_named() -> set[tuple[str, str]]:
+    """(rule id, case) of each ``judged(KIND, "case", ...)`` / ``said(KIND, "case", ...)`` in the analysis."""
+    import ast
+
+    import ddcheck.analysis.engine as engine
+    import ddcheck.analysis.hazards as hazards
+
+    rule_of_kind = {k.name.lower(): v for k, v in hazards.RULE_OF_KIND.items()}
+    out = set()
+    for module in (engine, hazards):
+        tree = ast.parse(open(module.__file__, encoding="utf-8").read())
+        for call in ast.walk(tree):
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in ("judged", "said") \
+                    and len(call.args) >= 2 and isinstance(call.args[1], ast.Constant):
+                kind = call.args[0].id.lower() if isinstance(call.args[0], ast.Name) else ""
+                # a kind known only when it runs (``worst.kind``): the case is every rule's
+                for rule_id in [rule_of_kind[kind]] if kind in rule_of_kind else rule_of_kind.values():
+                    out.add((rule_id, call.args[1].value))
+    return out
+
+
+def test_rules_own_the_words_of_what_a_read_of_c_does():
+    """Every ``[what]`` case the analysis names is in its kind's rule, every case a rule has is named
+    (no dead words), and each template asks only for facts the analysis gives."""
+    import string
+
+    rules = all_rules()
+    named = _what_cases_named()
+    have = {(r.id, case) for r in rules.values() for case in r.what}
+    assert named and named == have, (named - have, have - named)
+    facts = {"symbol", "what", "buffer_line", "value", "name", "parameter", "where", "function"}
+    for r in rules.values():
+        for template in r.what.values():
+            assert {f for _, f, _, _ in string.Formatter().parse(template) if f} <= facts, (r.id, template)

@@ -4,7 +4,6 @@ engine over the candidates."""
 
 from __future__ import annotations
 
-import ast
 import itertools
 import re
 from collections.abc import Callable
@@ -14,8 +13,9 @@ from pathlib import Path
 from ..sources import SourceFile, SourceTree
 from ..suppressions import MARKER
 from .engine import Engine, MethodUses, is_test_module
-from .modes import FORWARD_MODE_CLASS, FORWARD_MODE_MODULE
-from .module import ModuleModel, Outline, SourceError, decode, parse_class
+from ..target.modes import ModeTable, read_mode_table
+from ..target.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
+from .module import ModuleModel, Outline, SourceError, decode
 from .names import NameIndex, Part
 from .vocabulary import Vocabulary
 from ..target.names import NUM_TOKENS_PER_REQ, SPECULATIVE_NUM_DRAFT_TOKENS
@@ -151,7 +151,7 @@ class ChunkAnalysis:
         self.out = ChunkResult()
         self.engine = Engine(vocab=vocab, load_module=self.load, width_api=width_api(tree),
                              inherited_c_attrs=INHERITED_C_ATTRS, method_uses=self.method_uses,
-                             outline_of=self.outline_of, mode_class=self.mode_class,
+                             outline_of=self.outline_of, mode_table=self.mode_table,
                              budget_flag=lambda: tree_budget_flag(tree))
 
     def use_index(self, parts: list[Part], unindexed: list[int]) -> None:
@@ -192,17 +192,16 @@ class ChunkAnalysis:
                     self.share(self.models[module].outline)
         return self.models[module]
 
-    def mode_class(self) -> tuple[ast.ClassDef, str] | None:
-        """The target's ForwardMode class alone (its module is ~100 KB, of which the mode table needs
-        this class), unless the module is parsed already; None: parse the module."""
+    def mode_table(self) -> ModeTable | None:
+        """The target's ForwardMode table, read from the bytes this scan holds, unless its module is
+        parsed here already; None: from that module."""
         f = self.index.lookup(FORWARD_MODE_MODULE)
         if f is None or FORWARD_MODE_MODULE in self.models:
             return None
         try:
-            node = parse_class(decode(self.read(f)), FORWARD_MODE_CLASS)
+            return read_mode_table(decode(self.read(f)), f.display)
         except (SourceError, OSError):
             return None
-        return None if node is None else (node, f.display)
 
     def outline_of(self, module: str) -> Outline | None:
         """The module's outline: from its model here, else as another process sent it, else parsed."""

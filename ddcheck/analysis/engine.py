@@ -13,19 +13,16 @@ from ..findings import Edit, Finding, FixPlan, FixSafety
 from ..rules import rule_of
 from .exprs import (buffer_key, dotted, every_node, is_c_read, is_exact_c, is_mode_check,
                     mentions_per_step, walk)
-from .hazards import (ALIAS, ARGUMENT, CAPACITY, DERIVED, FALLBACK, FALLBACK_WHAT, HARMLESS, LAYOUT, RANK, RETURNS_C,
-                      Verdict, classify, layout_what)
-from .modes import FORWARD_MODE_MODULE, VERIFY_MEMBER, ModeTable
+from .hazards import (ALIAS, ARGUMENT, CAPACITY, DERIVED, FALLBACK, HARMLESS, LAYOUT, RANK, RULE_OF_KIND, Verdict,
+                      classify, judged, layout_of, said)
+from ..target.modes import VERIFY_MEMBER, ModeTable
+from ..target.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
 from .module import ClassFacts, FunctionInfo, ModuleModel, Outline, names_a_budget, statement_lines
 from .verify_path import FunctionPass, Site
 from . import edits as E
 from .vocabulary import FIX_LOCAL as LOCAL, FIX_PARAMETER as THREADED, WIDTH_WORDS, Vocabulary
 from ..target.names import DRAFT_TOKEN_NUM, VERIFY_MARKERS as VERIFY_TEXT
 
-STARTUP_SIZE = "adds C to the start-up size"
-RESOLVER_WHAT = "returned by a width resolver for the verify inputs it does not read W from"
-# The analysis finds kinds of hazard; a rule (rules/<ID>/rule.toml) owns each kind's id, severity and words.
-RULE_OF_KIND = {LAYOUT: "DD001", CAPACITY: "DD002", FALLBACK: "DD003"}
 
 
 # A hint as the analysis knows it: the rule's case (a key of its [hints]) and the facts it is filled with.
@@ -65,6 +62,7 @@ class Reported:
     buffer_line: int = 0  # the read is of a buffer laid out with C at start-up (that line)
     plan: FixPlan | None = None  # a fix planned where the finding is made (a capacity at its allocation)
     replacement: str | None = None
+    case: str = ""  # the rule's [what] case that ``what`` says
 
 
 @dataclass
@@ -121,8 +119,8 @@ class Engine:
     method_uses: Callable[[str], MethodUses | None] = lambda name: MethodUses()
     # dotted module name -> its outline, which another process may have parsed; None: from load_module
     outline_of: Callable[[str], Outline | None] | None = None
-    # the target's ForwardMode class parsed alone, and where it is; None: from its module, parsed whole
-    mode_class: Callable[[], tuple[ast.ClassDef, str] | None] | None = None
+    # the target's ForwardMode table as the tree's reader finds it; None: from its module, loaded here
+    mode_table: Callable[[], ModeTable | None] | None = None
     _locals: dict[int, dict[tuple[int, str], str]] = field(default_factory=dict)  # function -> (anchor, W) -> name
     _other_calls_memo: dict[tuple, list[ast.Call]] = field(default_factory=dict)  # (module id, name) -> calls
     # the server argument in which the tree states a tree drafter's budget (read on first use), or None
@@ -134,10 +132,8 @@ class Engine:
     def modes(self) -> ModeTable:
         """The target's own ForwardMode predicates (parsed on first use), else upstream's."""
         if self._modes is None:
-            found = self.mode_class() if self.mode_class is not None else None
-            if found is not None:
-                table = ModeTable.from_class(*found)
-            else:
+            table = self.mode_table() if self.mode_table is not None else None
+            if table is None:
                 model = self.load_module(FORWARD_MODE_MODULE)
                 table = ModeTable.from_module(model.tree, model.source.display) if model is not None else None
             self._modes = table or ModeTable()
@@ -184,8 +180,7 @@ class Engine:
         if fp.sites or fp.fills:
             model.link(func.node)  # parent links, for judging each read by its surroundings
         for fill in fp.fills:
-            self._allocation(fp, fill.attr, fill.node, f"writes `{fp.model.code(fill.source)}` (the verify input's "
-                                                       f"data) into it")
+            self._allocation(fp, fill.attr, fill.node, said(CAPACITY, "use_fill", value=fp.model.code(fill.source)))
         for node, attr in fp.touches:
             self._allocation(fp, attr, node, None)
         for site in fp.sites:
@@ -225,12 +220,12 @@ class Engine:
         sizes = [*call.args, *(k.value for k in call.keywords if k.arg == "size")]
         node = next((n for a in sizes for n in every_node(a) if is_c_read(n, facts.c_attrs, self.vocab)), call)
         where = f"{model.source.display.rsplit('/', 1)[-1]}:{at.lineno}"
-        what = (f"sizes `self.{attr}` at start-up for C tokens per request, and the verify path {use} at {where} "
-                f"(`{fp.func.qualname}`), W tokens per request: it overflows when W > C at a large batch")
+        what = said(CAPACITY, "sized_at_startup", symbol=f"self.{attr}", what=use, where=where,
+                    function=fp.func.qualname)
         exact = node is not call and is_exact_c(node, self.c_attrs_of(model, fp.func.cls, exact=True), self.vocab)
         c = model.code(node)
         plan, replacement, hint = self._largest_width(model, owner, afp, node, exact, f"`self.{attr}`")
-        verdict = Verdict(CAPACITY, what)
+        verdict = Verdict(CAPACITY, what, case="sized_at_startup")
         self._report(afp, node, None, verdict, c, exact=False, hint=hint)
         reported = self.reported.get((model.source.relpath, node.lineno, node.col_offset))
         if reported is not None and reported.hint == hint and reported.plan is None:
@@ -281,14 +276,11 @@ class Engine:
             if verdict.kind in (HARMLESS, FALLBACK):
                 return
             if buffer_key(site.node) in self.facts(fp.model, fp.func.cls).length_only:
-                what = (f"reads a buffer whose length was set from C at start-up (line {site.buffer_line}; its "
-                        f"values do not depend on C): too short when W > C")
-                self._report(fp, site.node, site.anchor, Verdict(CAPACITY, what), fp.model.code(site.node),
-                             exact=False, hint=("length_only", {}))
+                self._report(fp, site.node, site.anchor, judged(CAPACITY, "length_only", buffer_line=site.buffer_line),
+                             fp.model.code(site.node), exact=False, hint=("length_only", {}))
                 return
-            what = f"reads a buffer laid out with C at start-up (line {site.buffer_line}) as the verify layout"
-            self._report(fp, site.node, site.anchor, Verdict(LAYOUT, what), fp.model.code(site.node), exact=False,
-                         buffer_line=site.buffer_line)
+            self._report(fp, site.node, site.anchor, judged(LAYOUT, "buffer_layout", buffer_line=site.buffer_line),
+                         fp.model.code(site.node), exact=False, buffer_line=site.buffer_line)
             return
         if verdict.kind == ALIAS and verdict.what == DERIVED:
             # `n = bs * C`, `max_len += C`: a start-up size grown by C is a capacity; otherwise the value
@@ -299,9 +291,9 @@ class Engine:
             verdict = self._alias(fp, site, verdict.target)
         elif verdict.kind == ARGUMENT:
             verdict = self._argument(fp, verdict)
-        elif verdict.kind == LAYOUT and verdict.what == RETURNS_C and _resolves_width(fp.func.node, self.vocab):
+        elif verdict.kind == LAYOUT and verdict.case == "returns_c" and _resolves_width(fp.func.node, self.vocab):
             # `return W` for the tree drafter's input, `return C` for the others: a width resolver.
-            verdict = Verdict(FALLBACK, RESOLVER_WHAT)
+            verdict = judged(FALLBACK, "resolver")
         if verdict is None or verdict.kind == HARMLESS:
             return
         if via is not None and via.origin is not None:
@@ -310,10 +302,10 @@ class Engine:
             param_uses.setdefault(via.name, []).append(ParamUse(verdict.kind, verdict.what, where))
             return
         if via is not None and any(d.kind == "per_step" for d in fp.reaching(via.name, site.node)):
-            verdict = Verdict(FALLBACK, FALLBACK_WHAT)
+            verdict = judged(FALLBACK, "fallback")
         source = via.value if via is not None and via.value is not None else site.node
         exact = is_exact_c(source, self.c_attrs_of(fp.model, fp.func.cls, exact=True), self.vocab)
-        if verdict.kind == CAPACITY and verdict.what.startswith(STARTUP_SIZE) and source is site.node:
+        if verdict.kind == CAPACITY and verdict.case == "startup_size" and source is site.node:
             # a bound fixed at start-up: sized for the largest width the launch verifies, not this step's
             plan, replacement, hint = self._largest_width(fp.model, fp.func, fp, site.node, exact, "the bound")
             self._report(fp, site.node, site.anchor, verdict, fp.model.code(source), exact, hint)
@@ -330,14 +322,14 @@ class Engine:
         if mine is None:
             return None
         if any(d.kind == "per_step" and d.pos > mine.pos and not fp.exclusive(d.node, mine.node) for d in defs):
-            return Verdict(FALLBACK, f"bound to `{target}`, which is replaced by the per-step width when the verify input has one")
+            return judged(FALLBACK, "rebound", name=target)
         worst: Verdict | None = None
         for v in self._later_uses(fp, target, mine, lambda v: v.what == DERIVED):
             if v.kind in RANK and (worst is None or RANK[v.kind] > RANK[worst.kind]):
                 worst = v
         if worst is None:
             return None
-        return Verdict(LAYOUT, layout_what(target)) if worst.kind == LAYOUT else worst
+        return layout_of(target) if worst.kind == LAYOUT else worst
 
     def _derived(self, fp: FunctionPass, site: Site, target: str) -> Verdict | None:
         """``n = <expression of C>`` / ``n += C`` on the verify path, ``n`` a local: a start-up size grown
@@ -348,11 +340,10 @@ class Engine:
                                                lambda: any(names_a_budget(n) for n in every_node(stmt))):
             return None  # sized for the largest width a budget allows (`max(C, budget + 1)`, a fix's output)
         aug = isinstance(stmt, ast.AugAssign)
-        layout = Verdict(LAYOUT, f"grows `{target}` by C (an extent of this step)" if aug else layout_what(target))
+        layout = judged(LAYOUT, "grows", name=target) if aug else layout_of(target)
         size = self._startup_size(fp, stmt, site.node)
         if size is not None:
-            return Verdict(CAPACITY, f"{STARTUP_SIZE} `{size}` (`{target}`): a bound fixed at start-up, "
-                                     f"too small when W > C")
+            return judged(CAPACITY, "startup_size", value=size, name=target)
         defs = fp.defs.get(target, [])
         mine = next((d for d in defs if d.node is stmt), None)
         if mine is None:
@@ -373,7 +364,7 @@ class Engine:
             if v.kind == ARGUMENT:
                 v = self._argument(fp, v) or Verdict(HARMLESS)
             elif v.kind == ALIAS and alias_is_layout(v):
-                v = Verdict(LAYOUT, layout_what(v.target or ""))
+                v = layout_of(v.target or "")
             yield v
 
     def _startup_size(self, fp: FunctionPass, stmt: ast.stmt | None, node: ast.expr) -> str | None:
@@ -418,19 +409,18 @@ class Engine:
         name = ast.unparse(verdict.call.func)
         if target is None:
             if verdict.keyword:
-                return Verdict(LAYOUT, layout_what(verdict.keyword) + f" (argument of `{name}`)")
-            return Verdict(LAYOUT, f"passes C to `{name}` on the verify path")
+                return judged(LAYOUT, "argument", what=layout_of(verdict.keyword).what, name=name)
+            return judged(LAYOUT, "passes", name=name)
         model, func, bound = target
         param = _param_for(func, verdict.call, verdict.arg, verdict.keyword, bound)
         if param is None:
-            return Verdict(LAYOUT, f"passes C to `{func.qualname}()` on the verify path")
+            return judged(LAYOUT, "passes", name=f"{func.qualname}()")
         uses = self.run_function(model, func, not self._mode_checked(model, func),
                                  {param: Origin(fp.model, verdict.arg)}).get(param, [])
         if not uses:
             return None
         worst = max(uses, key=lambda u: RANK.get(u.kind, -1))
-        link = "where it is" if worst.kind == FALLBACK else "which"
-        return Verdict(worst.kind, f"is passed as `{param}` to {worst.where}, {link} {worst.what}")
+        return judged(worst.kind, "passed", parameter=param, where=worst.where, what=worst.what)
 
     def _mode_checked(self, model: ModuleModel, func: FunctionInfo) -> bool:
         """A helper that tests the forward mode itself decides its own verify path."""
@@ -485,7 +475,8 @@ class Engine:
         old = self.reported.get(key)
         if old is not None and RANK[old.kind] >= RANK[verdict.kind]:
             return
-        self.reported[key] = Reported(verdict.kind, verdict.what, fp, node, anchor, c_expr, exact, hint, buffer_line)
+        self.reported[key] = Reported(verdict.kind, verdict.what, fp, node, anchor, c_expr, exact, hint, buffer_line,
+                                      case=verdict.case)
 
     def forget(self, relpath: str) -> None:
         """Drop what was reported in one file (its analysis failed half-way)."""
@@ -795,7 +786,7 @@ class Engine:
                        line=l1, column=c1, end_line=l2, end_column=c2, function=func.qualname, symbol=symbol,
                        message=message, replacement=replacement, hint=rule.hint(hint[0], **hint[1]),
                        fix_safety=fix.safety if fix else None, fix=fix, statement=stmt_text, stmt_line=stmt_line,
-                       resolver=r.what == RESOLVER_WHAT)
+                       resolver=r.case == "resolver")
 
     def _hint(self, r: Reported, symbol: str) -> tuple[Hint, FixPlan | None, str | None]:
         """A report's fix (plan and replacement) and the hint case that says it, with its facts."""
@@ -804,7 +795,7 @@ class Engine:
         unbound = [n for n in _names(r.c_expr) if n != "self" and not r.fp.bound_at(n, at)]
         if r.hint is not None:
             return r.hint, r.plan, r.replacement
-        if r.kind == FALLBACK and not (r.what == RESOLVER_WHAT and r.exact and spec_info and not unbound):
+        if r.kind == FALLBACK and not (r.case == "resolver" and r.exact and spec_info and not unbound):
             return ("fallback", {}), None, None
         if not r.exact and r.c_expr == symbol and r.buffer_line and \
                 (refill := self._refill(r, spec_info)) is not None:
@@ -879,24 +870,24 @@ def _use_of(model: ModuleModel, fp: FunctionPass, at: ast.expr, vocab: Vocabular
             break
         node, parent = parent, model.parent(parent)
     if sliced:
-        return f"slices it to `{model.code(node)}`"
+        return said(CAPACITY, "use_slices", value=model.code(node))
     if not whole:
         return None
     if isinstance(parent, (ast.Assign, ast.AugAssign)) and node is not getattr(parent, "value", None):
-        return "writes into it"
+        return said(CAPACITY, "use_writes")
     if isinstance(parent, ast.Attribute) and parent.attr.endswith("_") and not parent.attr.startswith("_") \
             and isinstance(model.parent(parent), ast.Call):
-        return f"writes into it (`.{parent.attr}`)"
+        return said(CAPACITY, "use_writes_method", name=parent.attr)
     if isinstance(parent, ast.keyword):
         if parent.arg == "out":
-            return "writes into it (`out=`)"
+            return said(CAPACITY, "use_writes_out")
         parent = model.parent(parent)
     if isinstance(parent, ast.Call) and node is not parent.func:
         name = dotted(parent.func) or ""
         leaf = name.rsplit(".", 1)[-1]
         if leaf not in ("len", "isinstance", "hasattr", "id", "type", "print", "repr", "str") \
                 and not leaf.lstrip("_").startswith(("assert", "check")):
-            return f"hands it to `{name or 'a call'}`"
+            return said(CAPACITY, "use_hands", name=name or "a call")
     return None
 
 

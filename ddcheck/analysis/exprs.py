@@ -6,23 +6,13 @@ import ast
 from ast import AST
 from collections.abc import Iterator
 
+from ..target.syntax import dotted  # noqa: F401 (the analysis's spelling of it)
 from .vocabulary import MODE_PREDICATE_PREFIX, PER_STEP_CALL_MARKERS, VERIFY_ENUM_MEMBERS, Vocabulary
 
 ARITH_CALLS = frozenset({"int", "max", "min", "abs", "round"})
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
-def dotted(node: ast.AST) -> str | None:
-    """``a.b.c`` for Name/Attribute chains, with calls rendered as ``f()``; else None."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = dotted(node.value)
-        return None if base is None else f"{base}.{node.attr}"
-    if isinstance(node, ast.Call):
-        base = dotted(node.func)
-        return None if base is None else f"{base}()"
-    return None
 
 
 def self_attr(node: ast.AST) -> str | None:

@@ -1,5 +1,9 @@
 """What a read of C on the verify path does: lay out the batch (error), bound a capacity (warning),
-serve as a fallback (info), or nothing harmful (a comparison, a log line, an alias to follow)."""
+serve as a fallback (info), or nothing harmful (a comparison, a log line, an alias to follow).
+
+A verdict names its case; the words for it (``what``, quoted by the finding's message) are the rule's
+of that kind (``rules/<ID>/rule.toml`` ``[what]``, :func:`said`). The labels of harmless reads are
+never reported and stay here."""
 
 from __future__ import annotations
 
@@ -7,13 +11,14 @@ import ast
 from dataclasses import dataclass
 from enum import Enum
 
+from ..rules import rule_of
 from .exprs import ARITH_CALLS, call_leaf, dotted, mentions_per_step
 from .vocabulary import (ALLOCATORS, CHECK_CALL_PREFIXES, FILL_ALLOCATORS, REPORTING_CALLS, UPPER_BOUND_NAMES, WIDTH_WORDS,
                          Vocabulary)
 
 class Kind(str, Enum):
     """What a read of C does where it is: the analysis's verdict, before a rule turns it into a finding
-    (``engine.RULE_OF_KIND``)."""
+    (:data:`RULE_OF_KIND`)."""
 
     layout = "layout"  # lays out the verify batch with C
     capacity = "capacity"  # sizes a buffer or bound with C
@@ -26,11 +31,9 @@ class Kind(str, Enum):
 LAYOUT, CAPACITY, FALLBACK = Kind.layout, Kind.capacity, Kind.fallback
 HARMLESS, ALIAS, ARGUMENT = Kind.harmless, Kind.alias, Kind.argument
 RANK = {LAYOUT: 2, CAPACITY: 1, FALLBACK: 0}
+RULE_OF_KIND = {LAYOUT: "DD001", CAPACITY: "DD002", FALLBACK: "DD003"}
 RESHAPES = frozenset({"repeat_interleave", "view", "reshape", "expand", "repeat", "split", "narrow", "unflatten", "arange"})
 INSPECTIONS = frozenset({"isinstance", "hasattr", "len", "type", "id"})
-FALLBACK_WHAT = "used only when the verify input carries no width"
-PARAM_FALLBACK_WHAT = "used only when the caller passes no width"
-RETURNS_C = "returns C as the verify width"
 CHECK_WHAT = "checks a size (an assertion or bound check lays nothing out)"
 DERIVED = "derived"  # Verdict.what of an ALIAS whose value is derived from C (``n = bs * C``), not C itself
 
@@ -40,11 +43,22 @@ class Verdict:
     """The judgement of one read of C: the kind of hazard (or none) and the call it feeds."""
 
     kind: str
-    what: str = ""
+    what: str = ""  # the rule's words for the case (a label for a harmless read)
     call: ast.Call | None = None
     arg: ast.expr | None = None  # the argument expression (positional) or keyword value
     keyword: str | None = None
     target: str | None = None
+    case: str = ""  # which of the rule's ``[what]`` cases ``what`` says
+
+
+def said(kind: Kind, case: str, **facts: object) -> str:
+    """The words of the rule of ``kind`` for what a read of C does in ``case``."""
+    return rule_of(RULE_OF_KIND[kind]).describe(case, **facts)
+
+
+def judged(kind: Kind, case: str, **facts: object) -> Verdict:
+    """A verdict of ``kind`` in ``case``, said in its rule's words."""
+    return Verdict(kind, said(kind, case, **facts), case=case)
 
 
 def _per_step(node: ast.expr, vocab: Vocabulary) -> bool:
@@ -73,15 +87,15 @@ def classify(node: ast.expr, parents: dict, vocab: Vocabulary) -> Verdict:
                 return Verdict(HARMLESS, "condition")
             other = parent.orelse if fieldname == "body" else parent.body
             if _per_step(other, vocab) or _per_step(parent.test, vocab):
-                return Verdict(FALLBACK, FALLBACK_WHAT)
+                return judged(FALLBACK, "fallback")
             direct = False
         elif isinstance(parent, ast.BoolOp):
             others = [v for v in parent.values if v is not child]
             if isinstance(parent.op, ast.Or) and any(_per_step(o, vocab) for o in others):
-                return Verdict(FALLBACK, FALLBACK_WHAT)
+                return judged(FALLBACK, "fallback")
             if isinstance(parent.op, ast.Or) and parent.values[-1] is child \
                     and any(_width_parameter(o, parent, parents) for o in others):
-                return Verdict(FALLBACK, PARAM_FALLBACK_WHAT)
+                return judged(FALLBACK, "param_fallback")
             if isinstance(parent.op, ast.Or) and parent.values[-1] is child:
                 direct = False  # `x or C` is still a value
             else:
@@ -99,11 +113,11 @@ def classify(node: ast.expr, parents: dict, vocab: Vocabulary) -> Verdict:
                 return _where_it_lives(verdict, parents)
             direct = False
         elif isinstance(parent, ast.Call):
-            return Verdict(LAYOUT, "lays out the verify batch with C")
+            return judged(LAYOUT, "lays_out")
         elif isinstance(parent, (ast.BinOp, ast.UnaryOp)):
             direct = False
         elif isinstance(parent, ast.Subscript) and fieldname == "slice" or isinstance(parent, ast.Slice):
-            return Verdict(LAYOUT, "slices a per-token buffer to C tokens per request")
+            return judged(LAYOUT, "slices")
         elif isinstance(parent, (ast.Assert, ast.Raise, ast.If, ast.While)):
             return Verdict(HARMLESS, "condition")
         elif isinstance(parent, (ast.Assign, ast.AnnAssign)):
@@ -112,13 +126,13 @@ def classify(node: ast.expr, parents: dict, vocab: Vocabulary) -> Verdict:
             if isinstance(parent.target, ast.Name):
                 # `max_len += C`: judged by what the name then feeds (a copy's extent, a size check)
                 return Verdict(ALIAS, DERIVED, target=parent.target.id)
-            return Verdict(LAYOUT, "offsets a layout value by C")
+            return judged(LAYOUT, "offsets")
         elif isinstance(parent, ast.Return):
-            return Verdict(LAYOUT, RETURNS_C)
+            return judged(LAYOUT, "returns_c")
         elif isinstance(parent, ast.stmt):
             break
         child = parent
-    return Verdict(LAYOUT, "lays out the verify batch with C")
+    return judged(LAYOUT, "lays_out")
 
 
 def _assignment(parent: ast.Assign | ast.AnnAssign, direct: bool) -> Verdict:
@@ -128,11 +142,11 @@ def _assignment(parent: ast.Assign | ast.AnnAssign, direct: bool) -> Verdict:
     if bound is not None:
         # Computed in the verify step, it is this step's bound, not a start-up size: the kernel reads
         # keys (and the page table is sliced) up to it.
-        return Verdict(LAYOUT, step_bound_what(bound))
+        return judged(LAYOUT, "step_bound", name=bound)
     if len(targets) == 1 and isinstance(targets[0], ast.Name):
         # `x = C` is judged by what x feeds; so is `n = bs * C` (a size check's total, or a layout)
         return Verdict(ALIAS, "" if direct else DERIVED, target=targets[0].id)
-    return Verdict(LAYOUT, layout_what(names[0] if names else ""))
+    return layout_of(names[0] if names else "")
 
 
 def _where_it_lives(verdict: Verdict, parents: dict) -> Verdict:
@@ -149,34 +163,29 @@ def _where_it_lives(verdict: Verdict, parents: dict) -> Verdict:
             targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
             kept = next((dotted(t) for t in targets if (dotted(t) or "").startswith("self.")), None)
             if kept is not None:
-                return Verdict(CAPACITY, f"sizes the buffer `{kept}`, kept past this step, for C tokens per "
-                                         f"request (too small when W > C)")
+                return judged(CAPACITY, "buffer_kept", name=kept)
             break
         if not isinstance(parent, (ast.Call, ast.Attribute, ast.Subscript)) or isinstance(parent, ast.stmt):
             break
         node = parent
-    return Verdict(LAYOUT, "sizes a tensor made in this step for C tokens per request")
+    return judged(LAYOUT, "tensor_in_step")
 
 
-def step_bound_what(name: str) -> str:
-    return (f"sets this step's key bound `{name}` from C: the kernel reads keys, and the page table is sliced, "
-            f"only up to it, so the last W - C keys of the longest request are cut off when W > C")
-
-
-def layout_what(name: str) -> str:
+def layout_of(name: str) -> Verdict:
+    """A layout value bound to (or passed as) ``name``: said by what the name says it is."""
     if "mask" in name:
-        return f"computes the tree-mask offsets `{name}` with C"
+        return judged(LAYOUT, "mask_offsets", name=name)
     if "indptr" in name or "cu_seqlens" in name:
-        return f"lays out the query tokens (`{name}`) with C per request"
+        return judged(LAYOUT, "query_tokens", name=name)
     if any(w in name for w in ("page", "block_table", "cols")):
-        return f"sets the page/block-table width `{name}` with C (columns past it are never read)"
+        return judged(LAYOUT, "table_width", name=name)
     if name.startswith("max_"):
-        return f"sets `{name}` to C (the kernel's query extent)"
+        return judged(LAYOUT, "query_extent", name=name)
     if "seq_len" in name or "seqlens" in name:
-        return f"computes the per-request lengths `{name}` with C"
+        return judged(LAYOUT, "lengths", name=name)
     if name:
-        return f"computes `{name}` from C"
-    return "lays out the verify batch with C"
+        return judged(LAYOUT, "computes", name=name)
+    return judged(LAYOUT, "lays_out")
 
 
 
@@ -215,7 +224,7 @@ def _call_arg(call: ast.Call, arg: ast.expr, keyword: str | None, vocab: Vocabul
     if leaf in REPORTING_CALLS or name.startswith(("logger.", "logging.", "log.")):
         return Verdict(HARMLESS, "log message")
     if leaf == "getattr" and len(call.args) == 3 and call.args[2] is arg:
-        return Verdict(FALLBACK, "default " + FALLBACK_WHAT)
+        return judged(FALLBACK, "default_fallback")
     if leaf in INSPECTIONS:
         return Verdict(HARMLESS, "inspection")
     if is_check_call(name):
@@ -224,21 +233,21 @@ def _call_arg(call: ast.Call, arg: ast.expr, keyword: str | None, vocab: Vocabul
         is_fill = keyword == "fill_value" or (keyword is None and leaf in FILL_ALLOCATORS
                                               and len(call.args) > 1 and call.args[1] is arg)
         if is_fill:
-            return Verdict(LAYOUT, "fills a per-request length buffer with C")
-        return Verdict(CAPACITY, f"sizes a buffer (`{name}`) for C tokens per request (too small when W > C)", call=call)
+            return judged(LAYOUT, "fills_lengths")
+        return Verdict(CAPACITY, said(CAPACITY, "buffer", name=name), call=call, case="buffer")
     if leaf == "arange":
-        return Verdict(LAYOUT, "builds the query offsets (qo_indptr / cu_seqlens_q) with C tokens per request")
+        return judged(LAYOUT, "query_offsets")
     if leaf in RESHAPES:
-        return Verdict(LAYOUT, f"reshapes per-request verify data with C (`{leaf}`)")
+        return judged(LAYOUT, "reshapes", name=leaf)
     if leaf in ARITH_CALLS:
         return None  # arithmetic wrapper: keep walking up
     if keyword is not None:
         if keyword in UPPER_BOUND_NAMES:
-            return Verdict(LAYOUT, step_bound_what(keyword))
+            return judged(LAYOUT, "step_bound", name=keyword)
         if keyword == "step":
-            return Verdict(LAYOUT, "steps the query offsets by C")
+            return judged(LAYOUT, "steps_offsets")
     if direct:
         return Verdict(ARGUMENT, call=call, arg=arg, keyword=keyword)
     if keyword is not None:
-        return Verdict(LAYOUT, layout_what(keyword))
+        return layout_of(keyword)
     return None

@@ -26,6 +26,11 @@ def statement_lines(stmt: ast.stmt) -> tuple[int, int]:
     return first, stmt.end_lineno or stmt.lineno
 
 
+def top_level_spans(text: str) -> list[tuple[int, int]]:
+    """(first, last) line of each top-level statement of ``text``; SourceError where it does not parse."""
+    return [statement_lines(s) for s in parse_source(text).body]
+
+
 class SourceError(Exception):
     """A file that cannot be analysed (not UTF-8, does not parse, unreadable)."""
 
@@ -58,7 +63,7 @@ def check_decodes(data: bytes) -> None:
         decode(data)
 
 
-def parse_source(data: bytes, filename: str = "<unknown>") -> ast.Module:
+def parse_source(data: bytes | str, filename: str = "<unknown>") -> ast.Module:
     """``ast.parse``, with what makes a file unparseable said as a SourceError."""
     try:
         with python_limit():
@@ -102,33 +107,8 @@ def _find(text: str, word: str, start: int, search) -> int:
     return m.start() if m else -1
 
 
-def parse_class(text: str, name: str) -> ast.ClassDef | None:
-    """The module-level class ``name`` parsed from its own lines (numbered as in the module): from its
-    ``class`` line to the next line of code at column 0. None where that is not the class alone - the
-    name at column 0 twice, a decorator, a string or bracket reaching past the cut (then the cut does
-    not parse), ``\r`` line ends - for the caller to parse the whole module."""
-    if "\r" in text:
-        return None
-    heads = list(re.finditer(rf"^class[ \t]+{re.escape(name)}\b", text, re.M))
-    if len(heads) != 1:
-        return None
-    start = heads[0].start()
-    before = text[:start].rstrip().rpartition("\n")[2]
-    if before.startswith("@"):
-        return None
-    body = text.find("\n", start)
-    nxt = _COLUMN0_CODE.search(text, body + 1) if body >= 0 else None
-    block = text[start : nxt.start() if nxt else len(text)]
-    try:
-        tree = ast.parse("\n" * text.count("\n", 0, start) + block)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.ClassDef) or tree.body[0].name != name:
-        return None
-    return tree.body[0]
 
 
-_COLUMN0_CODE = re.compile(r"^[^\s#]", re.M)
 
 
 @dataclass

@@ -5,12 +5,11 @@ parses. Nothing is searched for again: the edits say where they go; every other 
 
 from __future__ import annotations
 
-import ast
 import bisect
 
 import libcst as cst
 
-from ..analysis.module import SourceError, decode, encoding_of, statement_lines
+from ..analysis.module import SourceError, decode, encoding_of, top_level_spans
 from ..findings import Edit, Finding
 from ..sources import split_lines
 
@@ -87,9 +86,9 @@ def _check(lines: list[str], new_text: str, findings: list[Finding], edits: list
         raw = sorted(set(given))
     else:  # edits other files' fixes make here, or a fix in another statement: find the statements
         try:
-            raw = [statement_lines(s) for s in ast.parse("".join(lines)).body]
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-            raise FixError(f"does not parse: {exc}") from exc
+            raw = top_level_spans("".join(lines))
+        except SourceError as exc:
+            raise FixError(str(exc)) from exc
     spans = [list(r) for r in raw if any(r[0] <= l2 and l1 <= r[1] for l1, l2 in touched)]
     merged: list[list[int]] = []
     for first, last in sorted(spans):

@@ -105,7 +105,7 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
         launch = Launch(values=s.values, algorithm=s.algorithm, input_cls=s.verify_input,
                         input_fields=set(s.verify_input_fields), graphs=s.cuda_graph,
                         input_type=s.verify_input_type, world=World(TreeModules.of(tree), s.algorithm),
-                        modes=_mode_table(tree), batch_fields=batch_fields(tree))
+                        modes=TreeModules.of(tree).mode_table(), batch_fields=batch_fields(tree))
         memo: dict = {}
         value = {id(f): launch_value(tree, f, launch, memo) for f in found}
         fixed_at = set(value.values())
@@ -154,15 +154,6 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
                    + f"pick a backend whose verify path is per-step "
                    f"({', '.join(ok[:6]) or 'none in this release'}); or run `ddcheck fix` on the target",
                evidence=[Evidence(path=f.relpath or f.path, line=f.line, text=f.message[:160]) for f in found[:5]])]
-
-
-def _mode_table(tree: SourceTree):
-    from ddcheck.analysis.modes import FORWARD_MODE_MODULE, ModeTable
-
-    f = tree.find(FORWARD_MODE_MODULE.replace(".", "/") + ".py")
-    mod = TreeModules.of(tree).parsed(f.relpath) if f is not None else None
-    table = ModeTable.from_module(mod, f.relpath) if mod is not None else None
-    return table or ModeTable()
 
 
 def _evidence_at(where: str, text: str) -> Evidence:

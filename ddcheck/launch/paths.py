@@ -17,7 +17,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddcheck.analysis.modes import ModeTable
+from ddcheck.target.modes import ModeTable
 from ddcheck.findings import Finding
 from ddcheck.launch.inputs import inline_helper, input_truth
 from ddcheck.sources import SourceTree
@@ -103,16 +103,11 @@ def _mentions(n: ast.AST, word: str) -> bool:
 
 
 class _ClassPaths:
-    def __init__(self, mod: ast.Module, cls: ast.ClassDef, launch: Launch, module: str = ""):
+    def __init__(self, chain: list[ast.ClassDef], launch: Launch, module: str = ""):
+        """``chain``: the class, then its bases in the tree, subclass first."""
         self.launch = launch
         self.methods: dict[str, ast.FunctionDef] = {}
-        chain, by_name = [cls], {c.name: c for c in mod.body if isinstance(c, ast.ClassDef)}
-        while True:  # same-module bases, base methods first so the subclass overrides them
-            base = next((b.id for b in chain[-1].bases if isinstance(b, ast.Name) and b.id in by_name), None)
-            if base is None or by_name[base] in chain:
-                break
-            chain.append(by_name[base])
-        for c in reversed(chain):
+        for c in reversed(chain):  # base methods first, so the subclass overrides them
             self.methods.update({f.name: f for f in c.body if isinstance(f, ast.FunctionDef)})
         self.ev = _LaunchEval(launch)
         self.ev.helpers = self.methods
@@ -178,11 +173,16 @@ def _paths_of(tree: SourceTree, finding: Finding, launch: Launch, memo: dict) ->
         return None
     key = (finding.relpath, parts[0])
     if key not in memo:
+        mods = TreeModules.of(tree)
         f = tree.find(finding.relpath)
-        mod = TreeModules.of(tree).parsed(f.relpath) if f is not None else None
-        cls = next((c for c in (mod.body if mod else []) if isinstance(c, ast.ClassDef) and c.name == parts[0]), None)
-        module = launch.world.mods.dotted(finding.relpath) if launch.world is not None else ""
-        memo[key] = _ClassPaths(mod, cls, launch, module) if cls is not None else None
+        module = mods.dotted(f.relpath) if f is not None else ""
+        # the class and its bases across modules, as the model follows them; a file outside the
+        # package (a lone fixture) has only its own class
+        chain = [node for _, node, _ in mods.class_chain(parts[0], module)] if module else []
+        if not chain and f is not None:
+            cls = tree_class(tree, f.relpath, parts[0])
+            chain = [cls] if cls is not None else []
+        memo[key] = _ClassPaths(chain, launch, module) if chain else None
     return memo[key]
 
 

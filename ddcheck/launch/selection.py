@@ -112,7 +112,7 @@ def _compiled(run, relpath: str, owner: str | None, name: str, stop: int | None,
     scope = mod.body if owner is None else next(c.body for c in mod.body if isinstance(c, ast.ClassDef)
                                                 and c.name == owner)
     fdef = next(n for n in scope if isinstance(n, ast.FunctionDef) and n.name == name)
-    code = guarded(fdef, module.__file__, lambda stmt: f"__ddcheck_select_step__(_ddcheck_exc, {stmt.lineno})", stop)
+    code = guarded(fdef, module.__file__, lambda stmt: ("__ddcheck_select_step__", (stmt.lineno,)), stop)
 
     def step(exc: BaseException, line: int) -> None:
         if isinstance(exc, _Unreadable):

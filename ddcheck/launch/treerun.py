@@ -484,10 +484,13 @@ def _sets_speculative(stmt: ast.stmt) -> bool:
     return False
 
 
+EXC_NAME = "_ddcheck_exc"
+
+
 def guarded(fdef: ast.FunctionDef, filename: str, handler_call, stop: int | None = None):
     """``fdef`` compiled again (its decorators dropped) with each top-level statement before line
-    ``stop`` (its docstring left out) in its own ``try``, whose handler runs ``handler_call(stmt)``:
-    the source of a call of ``_ddcheck_exc`` and the statement's facts."""
+    ``stop`` (its docstring left out) in its own ``try``, whose handler calls the function named by
+    ``handler_call(stmt)`` -> (name, constants) with the exception and the statement's facts."""
     body = []
     fdef = copy.copy(fdef)  # the tree model's node is shared: only this copy's body is rewritten
     for stmt in fdef.body:
@@ -495,9 +498,11 @@ def guarded(fdef: ast.FunctionDef, filename: str, handler_call, stop: int | None
             break
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
             continue
-        handler = ast.parse(f"try:\n    pass\nexcept Exception as _ddcheck_exc:\n    {handler_call(stmt)}").body[0]
-        handler.body = [stmt]
-        body.append(ast.copy_location(handler, stmt))
+        func, args = handler_call(stmt)
+        call = ast.Call(func=ast.Name(func, ast.Load()),
+                        args=[ast.Name(EXC_NAME, ast.Load()), *(ast.Constant(a) for a in args)], keywords=[])
+        handler = ast.ExceptHandler(type=ast.Name("Exception", ast.Load()), name=EXC_NAME, body=[ast.Expr(call)])
+        body.append(ast.copy_location(ast.Try(body=[stmt], handlers=[handler], orelse=[], finalbody=[]), stmt))
     fdef.body = body or [ast.Pass()]
     fdef.decorator_list = []
     ast.fix_missing_locations(fdef)
@@ -519,8 +524,7 @@ def _stepwise(run: _Run, module, cls: type, name: str):
     tree = TreeModules.of(run.tree).parsed(relpath)
     cdef = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
     fdef = next(n for n in cdef.body if isinstance(n, ast.FunctionDef) and n.name == name)
-    code = guarded(fdef, module.__file__, lambda stmt: f"__ddcheck_step__(_ddcheck_exc, {stmt.lineno}, "
-                                                     f"{_sets_speculative(stmt)!r})")
+    code = guarded(fdef, module.__file__, lambda stmt: ("__ddcheck_step__", (stmt.lineno, _sets_speculative(stmt))))
 
     def step(exc: BaseException, line: int, speculative: bool) -> None:
         if isinstance(exc, _Unreadable):

@@ -13,6 +13,8 @@ import ast
 
 from ddcheck.sources import SourceTree
 from ddcheck.target.imports import absolute, package_of
+from ddcheck.target.modes import ModeTable, read_mode_table
+from ddcheck.target.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
 
 
 class TreeModules:
@@ -24,6 +26,7 @@ class TreeModules:
         self.prefix = f"{root}/" if root else ""
         self._parsed: dict[str, ast.Module | None] = {}
         self.errors: dict[str, BaseException] = {}  # relpath -> why it has no syntax tree
+        self._modes: ModeTable | None = None
 
     @classmethod
     def of(cls, tree: SourceTree) -> "TreeModules":
@@ -60,6 +63,23 @@ class TreeModules:
     def dotted(self, relpath: str) -> str:
         """The module a tree file is imported as ("" for none of the package)."""
         return self.tree.module_name(relpath, self.package)
+
+    def mode_table(self) -> ModeTable:
+        """The tree's ForwardMode table (which mode tests hold in TARGET_VERIFY), read once: from its
+        module's syntax tree where that is parsed already, else from the class's own lines; upstream's
+        table where the tree has no ForwardMode."""
+        if self._modes is None:
+            f = self.tree.find(FORWARD_MODE_MODULE.replace(".", "/") + ".py")
+            table = None
+            if f is not None and self._parsed.get(f.relpath) is not None:
+                table = ModeTable.from_module(self._parsed[f.relpath], f.relpath)
+            elif f is not None:
+                try:
+                    table = read_mode_table(f.read_bytes().decode("utf-8"), f.relpath)
+                except (OSError, ValueError):  # unreadable, or not UTF-8: no table of the tree's
+                    table = None
+            self._modes = table or ModeTable()
+        return self._modes
 
     # ------------------------------------------------------------------------ imports
 

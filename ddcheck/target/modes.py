@@ -10,11 +10,12 @@ Without the tree (a single fixture file), a small table of the upstream predicat
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
-from ..target.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE, FORWARD_MODE as FORWARD_MODE_CLASS, IS_TARGET_VERIFY
-from ..target.names import TARGET_VERIFY as VERIFY_MEMBER
-from .exprs import dotted
+from .names import FORWARD_MODE as FORWARD_MODE_CLASS, IS_TARGET_VERIFY
+from .names import TARGET_VERIFY as VERIFY_MEMBER
+from .syntax import dotted
 
 # Upstream SGLang's predicates, for targets without their own ForwardMode.
 DEFAULT_COVERS: dict[str, bool] = {
@@ -144,3 +145,45 @@ def _eval(node: ast.expr, methods, defaults, seen) -> bool | None:
             and node.func.value.id == "self" and not node.args and not node.keywords:
         return _method_cover(node.func.attr, methods, seen)
     return None
+
+
+_COLUMN0_CODE = re.compile(r"^[^\s#]", re.M)
+
+
+def parse_class(text: str, name: str) -> ast.ClassDef | None:
+    """The module-level class ``name`` parsed from its own lines (numbered as in the module): from its
+    ``class`` line to the next line of code at column 0. None where that is not the class alone - the
+    name at column 0 twice, a decorator, a string or bracket reaching past the cut (then the cut does
+    not parse), ``\r`` line ends - for the caller to parse the whole module."""
+    if "\r" in text:
+        return None
+    heads = list(re.finditer(rf"^class[ \t]+{re.escape(name)}\b", text, re.M))
+    if len(heads) != 1:
+        return None
+    start = heads[0].start()
+    before = text[:start].rstrip().rpartition("\n")[2]
+    if before.startswith("@"):
+        return None
+    body = text.find("\n", start)
+    nxt = _COLUMN0_CODE.search(text, body + 1) if body >= 0 else None
+    block = text[start : nxt.start() if nxt else len(text)]
+    try:
+        tree = ast.parse("\n" * text.count("\n", 0, start) + block)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.ClassDef) or tree.body[0].name != name:
+        return None
+    return tree.body[0]
+
+
+def read_mode_table(text: str, label: str) -> ModeTable | None:
+    """The table of the ``ForwardMode`` class in a module's text: from the class's own lines where they
+    parse alone (the module is ~100 KB, the class a few), else from the module parsed whole; None where
+    the module holds no such class or does not parse."""
+    node = parse_class(text, FORWARD_MODE_CLASS)
+    if node is not None:
+        return ModeTable.from_class(node, label)
+    try:
+        return ModeTable.from_module(ast.parse(text), label)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
