@@ -7,7 +7,7 @@ from pathlib import Path
 from . import cache, suppressions
 from .findings import FileError, ScanResult
 from .settings import Settings, load_settings
-from .sources import SourceTree, TargetError, installed_sglang, open_target
+from .target.sources import SourceTree, TargetError, installed_sglang, open_target
 
 
 def demo_dir() -> Path:

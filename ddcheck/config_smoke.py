@@ -9,7 +9,7 @@ from __future__ import annotations
 from ddcheck.launch.api import _jsonable
 from ddcheck.launch.checks import ConfigFinding, Consequence, _f
 from ddcheck.launch.speculative import SpecSettings
-from ddcheck.sources import SourceTree
+from ddcheck.target.sources import SourceTree
 
 
 def launch_smoke(s: SpecSettings, tree: SourceTree, device: str = "cpu") -> ConfigFinding:

@@ -31,7 +31,7 @@ os.environ["DDCHECK_CACHE"] = str(_test_cache())
 @pytest.fixture(scope="session")
 def wheel():
     """``wheel("0.5.10") -> Path`` of the real sglang wheel, cached under DDCHECK_CACHE."""
-    from ddcheck.sources import download_wheel
+    from ddcheck.target.sources import download_wheel
 
     cache: dict[str, Path] = {}
 

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 # ``ddcheck``, the package's own __init__: its Python API).
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("ground: the target tree, its names, errors, files, the data every floor passes on",
-     ("ddcheck.target", "ddcheck.sources", "ddcheck.isolation", "ddcheck.errors", "ddcheck.files",
+     ("ddcheck.target", "ddcheck.isolation", "ddcheck.errors", "ddcheck.files",
       "ddcheck.findings", "ddcheck.contract", "ddcheck.deep")),
     ("definitions: rules (they own their ids, severities, docs), suppression comments, backends' tables",
      ("ddcheck.rules", "ddcheck.suppressions", "ddcheck.backends")),

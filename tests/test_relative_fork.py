@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ddcheck.api import scan
-from ddcheck.sources import open_target
+from ddcheck.target.sources import open_target
 from ddcheck.target.modules import TreeModules
 from ddcheck.target.worker import capture_width, verify_inputs
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ddcheck.sources import open_target
+from ddcheck.target.sources import open_target
 from ddcheck.target.runtime import Platform, TreeRuntime
 from ddcheck.target.standins import is_stand_in, last_call
 

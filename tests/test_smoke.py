@@ -27,7 +27,7 @@ from smoke_fixes import hand_fix  # noqa: E402
 
 from ddcheck.smoke import run_smoke, smoke_main  # noqa: E402
 from ddcheck.smoke.loader import BACKEND_RELPATH  # noqa: E402
-from ddcheck.sources import open_target  # noqa: E402
+from ddcheck.target.sources import open_target  # noqa: E402
 
 BUGGY = ["0.5.5", "0.5.10", "0.5.14", "0.5.16"]
 GOOD = ["0.5.18", "0.5.20", "0.5.21", "0.5.23"]

@@ -11,7 +11,7 @@ import pytest
 
 from ddcheck.launch import check_launch
 from ddcheck.launch.inputs import input_truth
-from ddcheck.sources import open_target
+from ddcheck.target.sources import open_target
 from ddcheck.target.evaluate import Evaluator, World
 from ddcheck.target.modules import TreeModules
 from ddcheck.target.worker import capture_width, verify_inputs

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..sources import SourceFile, SourceTree
+from ..target.sources import SourceFile, SourceTree
 from ..suppressions import MARKER
 from .engine import Engine, MethodUses, is_test_module
 from ..target.modes import ModeTable, read_mode_table
@@ -100,7 +100,7 @@ class TreeIndex:
         base = self.tree.root / Path(*module.split("."))
         for candidate in (base.with_suffix(".py"), base / "__init__.py"):
             if candidate.is_file():
-                from ..sources import _disk_file
+                from ..target.sources import _disk_file
 
                 f = _disk_file(candidate, str(candidate), candidate.relative_to(self.tree.root).as_posix())
                 self.by_module[module] = f

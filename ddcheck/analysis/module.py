@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
 from ..deep import python_limit
-from ..sources import SourceFile, split_lines
+from ..target.sources import SourceFile, split_lines
 from ..target.imports import absolute, package_of
 from .exprs import dotted, every_node, is_c_valued, is_exact_c, self_attr
 from .vocabulary import Vocabulary
@@ -179,7 +179,7 @@ class ModuleModel:
 
     @cached_property
     def lines(self) -> list[str]:
-        """Physical lines as Python's tokenizer counts them (:func:`ddcheck.sources.split_lines`)."""
+        """Physical lines as Python's tokenizer counts them (:func:`ddcheck.target.sources.split_lines`)."""
         return split_lines(self.text)
 
     def line(self, n: int) -> str | None:

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from .. import suppressions
-from ..sources import SourceTree
+from ..target.sources import SourceTree
 from ..target.names import VERIFY_MARKERS
 from .module import SourceError, check_decodes, decode, encoding_of, parse_source
 from .names import Part, index_into

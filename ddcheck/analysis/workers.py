@@ -20,7 +20,7 @@ import queue
 import threading
 from dataclasses import replace
 
-from ..sources import SourceTree
+from ..target.sources import SourceTree
 from . import channel
 from .chunk import ChunkAnalysis, ChunkResult
 from .triage import Triage, triage

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..findings import Finding, Severity
 from ..settings import Settings
-from ..sources import PACKAGE_VERSION_RE, SourceTree, TargetError, installed_sglang, printable, read_regular
+from ..target.sources import PACKAGE_VERSION_RE, SourceTree, TargetError, installed_sglang, printable, read_regular
 from .runner import _disk, plan, verify_fixes, write_atomic
 from .transform import FixError
 

@@ -19,7 +19,7 @@ from ..deep import python_limit
 from ..files import replace
 from ..findings import Edit, Finding, FixSafety, ScanResult, Severity
 from ..settings import Settings
-from ..sources import SourceTree, TargetError, open_target
+from ..target.sources import SourceTree, TargetError, open_target
 from .transform import FixError, rewrite
 
 
@@ -171,7 +171,7 @@ def verify_fixes(fixes: list[FileFix], trees: list[SourceTree], settings: Settin
 
 
 def _patched_tree(tree: SourceTree, fixes: list[FileFix]) -> SourceTree:
-    from ..sources import SourceFile
+    from ..target.sources import SourceFile
 
     after = {fx.display: fx.after for fx in fixes}
     files = [SourceFile(f.display, f.relpath, (lambda data=after[f.display]: data), f.disk)

@@ -11,7 +11,7 @@ import libcst as cst
 
 from ..analysis.module import SourceError, decode, encoding_of, top_level_spans
 from ..findings import Edit, Finding
-from ..sources import split_lines
+from ..target.sources import split_lines
 
 
 class FixError(Exception):

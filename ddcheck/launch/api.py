@@ -20,7 +20,7 @@ from ddcheck.launch.report import GpuReport, PickedBackend, Report, render_json,
 from ddcheck.launch.selection import apply as apply_selection, platform_of, select_backends, settle
 from ddcheck.launch.speculative import SpecSettings, resolve
 from ddcheck.launch.treerun import TreeRun, load_config, run_handler, server_args_values
-from ddcheck.sources import SourceTree, TargetError, installed_sglang, open_target
+from ddcheck.target.sources import SourceTree, TargetError, installed_sglang, open_target
 from ddcheck.target.names import ATTENTION_BACKEND
 from ddcheck.target.worker import graph_capture, verify_inputs
 

@@ -20,7 +20,7 @@ from ddcheck.launch.inputs import mask_reads, resolver_gives_w
 from ddcheck.launch.paths import Launch, batch_fields, finding_reach, launch_value
 from ddcheck.launch.speculative import EAGLE_FAMILY, SpecSettings
 from ddcheck.launch.target import Evidence
-from ddcheck.sources import SourceTree
+from ddcheck.target.sources import SourceTree
 from ddcheck.target.evaluate import World
 from ddcheck.target.modules import TreeModules
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from ddcheck.files import replace
-from ddcheck.sources import SourceTree, cache_dir, content_hash, read_regular
+from ddcheck.target.sources import SourceTree, cache_dir, content_hash, read_regular
 from ddcheck.target.modules import TreeModules
 from ddcheck.target.names import SERVER_ARGS_FILE, SPEC_INFO_FILE as SPEC_INFO
 

@@ -16,7 +16,7 @@ from typing import Any
 from ddcheck.analysis.exprs import dotted, mentions_per_step
 from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY
 from ddcheck.findings import Finding
-from ddcheck.sources import SourceTree
+from ddcheck.target.sources import SourceTree
 from ddcheck.target.evaluate import UNKNOWN, Evaluator, guards_to
 from ddcheck.target.modules import TreeModules
 
@@ -108,26 +108,16 @@ def inline_helper(call: ast.expr, helpers: dict[str, ast.FunctionDef]) -> ast.ex
 
 def _function(tree: SourceTree, relpath: str, qualname: str) -> ast.FunctionDef | None:
     f = tree.find(relpath)
-    node: ast.AST | None = TreeModules.of(tree).parsed(f.relpath) if f is not None else None
-    if node is None:
-        return None
-    for part in qualname.split("."):
-        node = next((n for n in getattr(node, "body", []) if isinstance(n, (ast.ClassDef, ast.FunctionDef))
-                     and n.name == part), None)
-        if node is None:
-            return None
-    return node if isinstance(node, ast.FunctionDef) else None
+    fn = TreeModules.of(tree).defined(f.relpath, qualname) if f is not None else None
+    return fn if isinstance(fn, ast.FunctionDef) else None
 
 
 def class_methods(tree: SourceTree, relpath: str, qualname: str) -> dict[str, ast.FunctionDef]:
     """The methods of the class a function (``Class.method``) belongs to."""
     f = tree.find(relpath)
-    mod = TreeModules.of(tree).parsed(f.relpath) if f is not None else None
-    if mod is None or "." not in qualname:
-        return {}
-    cls = next((n for n in mod.body if isinstance(n, ast.ClassDef)
-                and n.name == qualname.split(".")[0]), None)
-    return {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)} if cls else {}
+    cls = TreeModules.of(tree).defined(f.relpath, qualname.split(".")[0]) if f is not None and "." in qualname \
+        else None
+    return {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)} if isinstance(cls, ast.ClassDef) else {}
 
 
 def resolver_gives_w(tree: SourceTree, finding: Finding, cls: str, attrs: set[str],

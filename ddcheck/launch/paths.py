@@ -20,7 +20,7 @@ from typing import Any
 from ddcheck.target.modes import ModeTable
 from ddcheck.findings import Finding
 from ddcheck.launch.inputs import inline_helper, input_truth
-from ddcheck.sources import SourceTree
+from ddcheck.target.sources import SourceTree
 from ddcheck.target.evaluate import UNKNOWN, Evaluator, guards_to, statements_before
 from ddcheck.target.modules import TreeModules, tree_class
 from ddcheck.target.names import (EAGER_ENTRY_POINTS as EAGER, FORWARD_BATCH_CLASS, FORWARD_BATCH_FILE,

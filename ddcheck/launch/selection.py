@@ -25,7 +25,7 @@ from typing import Any
 
 from ddcheck.launch.gpu import Gpu
 from ddcheck.launch.treerun import TreeRun, Where, run_handler
-from ddcheck.sources import SourceTree
+from ddcheck.target.sources import SourceTree
 from ddcheck.target.modules import TreeModules
 from ddcheck.target.names import (ATTENTION_BACKEND_FIELDS, HANDLER_METHOD_NAMES, HANDLER_NAMES,
                                   RESOLVED_OVERRIDES, SERVER_ARGS_CLASS, SERVER_ARGS_FILE)
@@ -69,38 +69,23 @@ def platform_of(gpu: Gpu) -> Platform:
 # --------------------------------------------------------------------------- the orchestrator
 
 
-def _mentions_handler(stmt: ast.stmt) -> bool:
-    names = set(HANDLER_NAMES) | set(HANDLER_METHOD_NAMES)
-    return any(isinstance(n, ast.Name) and n.id in names or isinstance(n, ast.Attribute) and n.attr in names
-               for n in ast.walk(stmt))
-
-
 def find_orchestrator(tree: SourceTree) -> tuple[str, str | None, str, int | None] | None:
     """(relpath, class or None, function, line of the statement that calls the speculative handler):
     the start-up function that runs the speculative handler. A tree without a handler (0.4.10, 0.5.1):
     ``ServerArgs.__post_init__`` whole (line None)."""
     files = [f for f in tree.files if f.relpath.endswith(".py") and "/srt/" in f.relpath
              and (f.relpath.endswith(SERVER_ARGS_FILE) or any(d in f.relpath for d in STARTUP_DIRS))]
-    names = tuple(n.encode() for n in (*HANDLER_NAMES, *HANDLER_METHOD_NAMES))
+    names = (*HANDLER_NAMES, *HANDLER_METHOD_NAMES)
+    mods = TreeModules.of(tree)
     fallback = None
     for f in sorted(files, key=lambda f: not f.relpath.endswith(SERVER_ARGS_FILE)):
-        data = f.read_bytes()
-        if not any(n in data for n in names) and not f.relpath.endswith(SERVER_ARGS_FILE):
+        if not any(n.encode() in f.read_bytes() for n in names) and not f.relpath.endswith(SERVER_ARGS_FILE):
             continue
-        mod = TreeModules.of(tree).parsed(f.relpath)
-        if mod is None:
-            continue
-        scopes = [(None, mod.body)] + [(c.name, c.body) for c in mod.body
-                                       if isinstance(c, ast.ClassDef) and c.name == SERVER_ARGS_CLASS]
-        for owner, body in scopes:
-            for fn in body:
-                if not isinstance(fn, ast.FunctionDef) or fn.name in HANDLER_NAMES + HANDLER_METHOD_NAMES:
-                    continue
-                hit = next((s for s in fn.body if _mentions_handler(s)), None)
-                if hit is not None:
-                    return f.relpath, owner, fn.name, hit.lineno
-                if owner is not None and fn.name == "__post_init__" and fallback is None:
-                    fallback = (f.relpath, owner, fn.name, None)
+        for owner, fn, stmt in mods.callers(f.relpath, names):
+            if owner in (None, SERVER_ARGS_CLASS):
+                return f.relpath, owner, fn.name, stmt.lineno
+        if fallback is None and mods.defined(f.relpath, f"{SERVER_ARGS_CLASS}.__post_init__") is not None:
+            fallback = (f.relpath, SERVER_ARGS_CLASS, "__post_init__", None)
     return fallback
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from ddcheck.sources import SourceTree
+from ddcheck.target.sources import SourceTree
 from ddcheck.target.modules import TreeModules
 from ddcheck.target.names import (ALGORITHMS, ATTENTION_REGISTRY_FILE as REGISTRY, REGISTRY_FUNCTION_HINTS as _FUNC_HINTS, SERVER_ARGS_FILE, SPEC_INFO_FILE)
 

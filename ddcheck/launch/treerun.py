@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddcheck.sources import SourceTree
+from ddcheck.target.sources import SourceTree
 from ddcheck.target.modules import TreeModules, tree_class
 from ddcheck.target.names import HANDLER_METHOD_NAMES as METHOD_NAMES, HANDLER_NAMES, SERVER_ARGS_FILE
 from ddcheck.target.frames import function_of, put_back, replace_everywhere

@@ -170,7 +170,7 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
         import triton  # noqa: F401
     except ImportError as exc:
         raise HarnessError(f"{exc.name} is not installed (ddcheck smoke needs torch and triton)") from exc
-    from ddcheck.sources import TargetError, installed_sglang, open_target
+    from ddcheck.target.sources import TargetError, installed_sglang, open_target
     from ddcheck.smoke.harness import Session, build_batch, pinned_memory_ignored, triton_interpreter
 
     w, c, device = report.width, report.num_draft_tokens, report.device

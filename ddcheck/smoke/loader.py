@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddcheck.sources import SourceTree
+from ddcheck.target.sources import SourceTree
 from ddcheck.target import names
 from ddcheck.target.classes import UNDECLARED, class_member, init_value, initializers
 from ddcheck.target.models import ABSENT, ModelFolders

@@ -1,7 +1,7 @@
 """The target tree's modules, each file parsed at most once: what config, smoke and the start-up readers
 ask of the tree's code without running it.
 
-One model per :class:`~ddcheck.sources.SourceTree` (:meth:`TreeModules.of`), kept with the tree; a
+One model per :class:`~ddcheck.target.sources.SourceTree` (:meth:`TreeModules.of`), kept with the tree; a
 tree is a snapshot of its files, so a file is read and parsed once. A file that cannot be read or parsed
 is None (its error kept for who must name it). Imports resolve as Python resolves them for that module,
 relative ones included (``from .ddtree_info import X`` in a package's ``__init__`` or in a plain module).
@@ -10,8 +10,9 @@ relative ones included (``from .ddtree_info import X`` in a package's ``__init__
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Iterator
 
-from ddcheck.sources import SourceTree
+from ddcheck.target.sources import SourceTree
 from ddcheck.target.imports import absolute, package_of
 from ddcheck.target.modes import ModeTable, read_mode_table
 from ddcheck.target.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
@@ -168,6 +169,34 @@ class TreeModules:
         source, original = self._import_of(name, module, hit[1])
         return self.find_function(original, source, _depth + 1) if source else None
 
+    def defined(self, relpath: str, qualname: str) -> ast.FunctionDef | ast.ClassDef | None:
+        """The class or function ``qualname`` (``Class.method``) defined in the file ``relpath``."""
+        node: ast.AST | None = self.parsed(relpath)
+        for part in qualname.split(".") if node is not None else ():
+            node = next((n for n in getattr(node, "body", []) if isinstance(n, (ast.ClassDef, ast.FunctionDef))
+                         and n.name == part), None)
+            if node is None:
+                return None
+        return node if isinstance(node, (ast.ClassDef, ast.FunctionDef)) else None
+
+    def callers(self, relpath: str, names: Iterable[str]) -> Iterator[tuple[str | None, ast.FunctionDef, ast.stmt]]:
+        """(class or None, function, statement) for each function of the file ``relpath`` (module-level
+        ones first, then each top-level class's methods, in the file's order) with a top-level statement
+        that names one of ``names`` (calls it, or hands it on): its first such statement. The functions
+        named ``names`` themselves are left out."""
+        mod = self.parsed(relpath)
+        names = set(names)
+        if mod is None:
+            return
+        scopes = [(None, mod.body)] + [(c.name, c.body) for c in mod.body if isinstance(c, ast.ClassDef)]
+        for owner, body in scopes:
+            for fn in body:
+                if not isinstance(fn, ast.FunctionDef) or fn.name in names:
+                    continue
+                hit = next((s for s in fn.body if _names_one_of(s, names)), None)
+                if hit is not None:
+                    yield owner, fn, hit
+
     def _import_of(self, name: str, module: str, mod: ast.Module) -> tuple[str | None, str]:
         """(tree module, name there) of the first import that binds ``name`` in ``module``."""
         for node in ast.walk(mod):
@@ -178,6 +207,11 @@ class TreeModules:
                         if source is not None:
                             return source, a.name
         return None, name
+
+
+def _names_one_of(stmt: ast.stmt, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names or isinstance(n, ast.Attribute) and n.attr in names
+               for n in ast.walk(stmt))
 
 
 def tree_class(tree: SourceTree, relpath: str, name: str) -> ast.ClassDef | None:

@@ -37,7 +37,7 @@ SINGLE_PROCESS_STARTUP = (
 )
 
 # ----------------------------------------------------------------------------- SGLang's files
-# Modules (dotted) and files (relpaths in a tree, as ddcheck.sources names them).
+# Modules (dotted) and files (relpaths in a tree, as ddcheck.target.sources names them).
 SPEC_INFO_MODULE = "sglang.srt.speculative.spec_info"  # SpeculativeAlgorithm, SpecInput
 SPEC_INFO_FILE = "sglang/srt/speculative/spec_info.py"
 SERVER_ARGS_FILE = "sglang/srt/server_args.py"  # ServerArgs and its start-up handlers

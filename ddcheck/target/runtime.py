@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ddcheck.isolation import SwappedImports
-from ddcheck.sources import SourceTree
+from ddcheck.target.sources import SourceTree
 from ddcheck.target.standins import StandInModule, Usage, is_stand_in, stand_in
 
 # Products by architecture: the name the probes give for an emulated GPU.

@@ -18,7 +18,7 @@ from typing import Any
 
 from ddcheck.target.evaluate import UNKNOWN, Evaluator, World, guards_to, statements_before
 from ddcheck.target.modules import TreeModules
-from ddcheck.sources import SourceTree
+from ddcheck.target.sources import SourceTree
 from ddcheck.target.names import (DRAFT_TOKEN_NUM, NUM_TOKENS_PER_REQ, SPEC_INFO_FILE as SPEC_INFO, SPEC_INFO_MODULE,
                                   VERIFY_FUNCTION_MARKERS)
 
