@@ -104,7 +104,7 @@ def test_a_findings_severity_and_words_are_its_rules(monkeypatch):
     assert [f.message[:2] for f in again if f.rule == "DD100"] == ["M "] * 2
 
 
-# The facts the analysis (engine.py, suppressions.py) fills the rules' templates with.
+# The facts the analysis (engine.py, planning.py, suppressions.py) fills the rules' templates with.
 FACTS = {"symbol", "what", "buffer_line", "value", "replacement", "c_expr", "function", "calls", "parameter",
          "callers", "name", "sized", "flag", "args", "rules"}
 
@@ -114,12 +114,14 @@ def _cases_named_in(function_names: set[str]) -> set[str]:
     import ast
 
     import ddcheck.analysis.engine as engine
+    import ddcheck.analysis.planning as planning
 
     def named(e):  # "case", or "a" if ... else "b"
         return {e.value} if isinstance(e, ast.Constant) else named(e.body) | named(e.orelse) \
             if isinstance(e, ast.IfExp) else set()
 
-    tree = ast.parse(open(engine.__file__, encoding="utf-8").read())
+    tree = ast.Module(body=[s for m in (engine, planning) for s in ast.parse(open(m.__file__, encoding="utf-8").read()).body],
+                      type_ignores=[])
     return {c for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name in function_names
             for t in ast.walk(f) if isinstance(t, ast.Tuple) and len(t.elts) == 2 and isinstance(t.elts[1], ast.Dict)
             for c in named(t.elts[0])}
@@ -150,12 +152,15 @@ def _what_cases_named() -> set[tuple[str, str]]:
     """(rule id, case) of each ``judged(KIND, "case", ...)`` / ``said(KIND, "case", ...)`` in the analysis."""
     import ast
 
+    import ddcheck.analysis.callers as callers
+    import ddcheck.analysis.classes as classes
     import ddcheck.analysis.engine as engine
     import ddcheck.analysis.hazards as hazards
+    import ddcheck.analysis.planning as planning
 
     rule_of_kind = {k.name.lower(): v for k, v in hazards.RULE_OF_KIND.items()}
     out = set()
-    for module in (engine, hazards):
+    for module in (engine, hazards, planning, callers, classes):
         tree = ast.parse(open(module.__file__, encoding="utf-8").read())
         for call in ast.walk(tree):
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in ("judged", "said") \

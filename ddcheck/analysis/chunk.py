@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ..target.sources import SourceFile, SourceTree
 from ..suppressions import MARKER
-from .engine import Engine, MethodUses, is_test_module
+from .engine import Engine
+from .reports import MethodUses, is_test_module
 from ..target.modes import ModeTable, read_mode_table
 from ..target.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
 from .module import ModuleModel, Outline, SourceError, decode
