@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ddcheck.contract import Term
-from ddcheck.target.names import ATTENTION_PACKAGE as ATTENTION
+from ddcheck.target.names import ATTENTION_PACKAGE as ATTENTION, EAGLE_VERIFY_INPUT
 
 # The leading parameters of each flashinfer wrapper's ``plan`` (``begin_forward`` is its old name), as
 # flashinfer documents them; sglang passes them by position (0.5.10 flashinfer_backend.py:1493). Its
@@ -113,7 +113,7 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
         "forward_metadata.prefill_wrappers.0.planned.qo_indptr": Term.QUERY_OFFSETS,
         "forward_metadata.prefill_wrappers.0.planned.paged_kv_indptr": Term.KV_OFFSETS,
         "forward_metadata.prefill_wrappers.0.planned.paged_kv_indices": Term.KV_INDICES,
-    }, flashinfer=True, input_class="sglang.srt.speculative.eagle_info.EagleVerifyInput",
+    }, flashinfer=True, input_class=EAGLE_VERIFY_INPUT,
             graph_needs_cuda="init_cuda_graph_state allocates its KV-index buffer with device=\"cuda\" (0.5.10 "
                              "flashinfer_backend.py:526)", live=False),
     Backend("flashmla", f"{ATTENTION}.flashmla_backend", "FlashMLABackend",
@@ -133,7 +133,7 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
     }, real_modules=(f"{ATTENTION}.flashinfer_mla_backend",), flashinfer=True,
             # before 0.5.4 its verify path is its base's prefill updater, which asserts the input is the
             # tree's EagleVerifyInput and calls its generate_attn_arg_prefill (0.4.10 flashinfer_mla_backend.py:702)
-            input_class="sglang.srt.speculative.eagle_info.EagleVerifyInput",
+            input_class=EAGLE_VERIFY_INPUT,
             # its block-table kernel walks a request's pages in blocks of 64 (NUM_PAGE_PER_BLOCK=
             # TRITON_PAD_NUM_PAGE_PER_BLOCK, 0.5.3 trtllm_mla_backend.py:187): at page size 1 a request of
             # more than 64 tokens is outside what it serves (it asks for page size 32 or 64)

@@ -28,9 +28,16 @@ def _strings(value) -> set[str]:
 VALUES = set().union(*(_strings(v) for v in LISTED.values()))
 # Spelled nowhere else, not even inside a function: SGLang's modules and files, the backends' metadata
 # entry points, the start-up handlers.
-DISTINCTIVE = {v for v in (names.__dict__[k] for k in LISTED) if isinstance(v, str) and (
-    "/" in v or v.startswith(names.PACKAGE + "."))} | set(names.GRAPH_ENTRY_POINTS) | set(
-    names.EAGER_ENTRY_POINTS) | set(names.HANDLER_NAMES) | set(names.HANDLER_METHOD_NAMES)
+# the tree's classes ddcheck finds by name, too.
+DISTINCTIVE = {v for v in VALUES if "/" in v or v.startswith(names.PACKAGE + ".")} | set(names.GRAPH_ENTRY_POINTS) | set(
+    names.EAGER_ENTRY_POINTS) | set(names.HANDLER_NAMES) | set(names.HANDLER_METHOD_NAMES) | {
+    v for k, v in LISTED.items() if k.endswith("_CLASS") or k == "FORWARD_MODE"}
+
+
+def _sglang_path(value: object) -> bool:
+    """A module or file of SGLang written out (``sglang.srt.x``, ``sglang/srt/x.py``), listed or not."""
+    return isinstance(value, str) and value.startswith((names.PACKAGE + ".", names.PACKAGE + "/")) \
+        and " " not in value
 
 
 def _is_literal(node: ast.AST) -> bool:
@@ -76,7 +83,8 @@ def second_definitions(source: str, where: str) -> list[str]:
             if again:
                 out.append(f"{where}:{st.lineno}: {', '.join(sorted(bound))} spells {sorted(again)}")
     for n in ast.walk(tree):
-        if isinstance(n, ast.Constant) and n.value in DISTINCTIVE and id(n) not in docstrings:
+        if isinstance(n, ast.Constant) and (n.value in DISTINCTIVE or _sglang_path(n.value)) \
+                and id(n) not in docstrings:
             out.append(f"{where}:{n.lineno}: {n.value!r} spelled out")
     return sorted(set(out))
 
@@ -95,6 +103,8 @@ def test_no_sglang_name_is_defined_twice():
     'class Hook:\n    OUT = "init_forward_metadata_out_graph"',
     'def f(tree):\n    return tree.find("sglang/srt/server_args.py")',
     'HANDLERS = frozenset({"handle_speculative_decoding"})',
+    'def f(mods):\n    return mods.find_class("SpeculativeAlgorithm", "m")',  # a tree class by name
+    'def f(rt):\n    return rt.load("sglang.srt.layers.some_new_module")',  # an SGLang module not listed
 ])
 def test_the_check_finds_a_second_definition(source):
     assert second_definitions(source, "x.py")

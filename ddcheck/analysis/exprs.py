@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from ..target.syntax import dotted  # noqa: F401 (the analysis's spelling of it)
 from .vocabulary import MODE_PREDICATE_PREFIX, PER_STEP_CALL_MARKERS, VERIFY_ENUM_MEMBERS, Vocabulary
+from ..target.names import FORWARD_MODE
 
 ARITH_CALLS = frozenset({"int", "max", "min", "abs", "round"})
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -180,7 +181,7 @@ def is_mode_check(body: list[ast.stmt]) -> bool:
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
                 if n.func.attr.startswith(MODE_PREDICATE_PREFIX) and "mode" in (dotted(n.func.value) or "").lower():
                     return True
-            if isinstance(n, ast.Attribute) and dotted(n.value) == "ForwardMode":
+            if isinstance(n, ast.Attribute) and dotted(n.value) == FORWARD_MODE:
                 return True
     return False
 

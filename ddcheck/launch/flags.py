@@ -26,12 +26,14 @@ from pydantic import BaseModel
 from ddcheck.files import replace
 from ddcheck.target.sources import SourceTree, cache_dir, content_hash, read_regular
 from ddcheck.target.modules import TreeModules
-from ddcheck.target.names import SERVER_ARGS_FILE, SPEC_INFO_FILE as SPEC_INFO
+from ddcheck.target.names import (ARG_CHOICES_FILE, SERVER_ARGS_CLASS, SERVER_ARGS_CONFIG_PARSER_FILE,
+                                  SERVER_ARGS_FILE, SPECULATIVE_ALGORITHM_CLASS, SPEC_INFO_FILE as SPEC_INFO,
+                                  VERSION_FILES)
 
 TABLE_VERSION = 3  # bump when extraction changes, to invalidate cached tables
 FIELD_SOURCES = (SERVER_ARGS_FILE,)
-CHOICE_SOURCES = (SERVER_ARGS_FILE, "sglang/srt/arg_groups/choices.py")
-CONFIG_MERGER = "sglang/srt/utils/server_args_config_parser.py"
+CHOICE_SOURCES = (SERVER_ARGS_FILE, ARG_CHOICES_FILE)
+CONFIG_MERGER = SERVER_ARGS_CONFIG_PARSER_FILE
 
 
 class FlagSpec(BaseModel):
@@ -70,7 +72,7 @@ class FlagTable(BaseModel):
 
 def release_of(tree: SourceTree) -> str:
     """The target's version string, from ``sglang/_version.py`` or the wheel name."""
-    for suffix in ("sglang/_version.py", "sglang/version.py"):
+    for suffix in VERSION_FILES:
         text = tree.read_text(suffix) or ""
         m = re.search(r"""__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", text)
         if m:
@@ -209,7 +211,7 @@ def _fields_from_classes(mod: ast.Module, relpath: str, consts: dict, defaults: 
                 continue
             name = st.target.id
             default = _default_of(st.value, consts)
-            if cls.name == "ServerArgs" or name not in defaults:
+            if cls.name == SERVER_ARGS_CLASS or name not in defaults:
                 defaults[name] = default
             ann = st.annotation
             if not (isinstance(ann, ast.Subscript) and getattr(ann.value, "id", getattr(ann.value, "attr", "")) in ("A", "Annotated")):
@@ -276,7 +278,7 @@ def _add_argument_calls(mod: ast.Module, relpath: str, consts: dict, defaults: d
         longest = next((o for o in options if o.startswith("--")), options[0])
         dest = _literal(kw.get("dest"), consts) or longest.lstrip("-").replace("-", "_")
         dnode = kw.get("default")
-        if isinstance(dnode, ast.Attribute) and getattr(dnode.value, "id", "") == "ServerArgs":
+        if isinstance(dnode, ast.Attribute) and getattr(dnode.value, "id", "") == SERVER_ARGS_CLASS:
             default = defaults.get(dnode.attr)
         elif isinstance(dnode, ast.Call) and getattr(dnode.func, "id", "") == "_declared_default" and dnode.args:
             default = defaults.get(_literal(dnode.args[0], consts))
@@ -306,7 +308,7 @@ def _algorithms(tree: SourceTree, flags: list[FlagSpec]) -> tuple[list[str] | No
         return None, False
     names = set()
     for node in ast.walk(mod):
-        if isinstance(node, ast.ClassDef) and node.name == "SpeculativeAlgorithm":
+        if isinstance(node, ast.ClassDef) and node.name == SPECULATIVE_ALGORITHM_CLASS:
             for st in node.body:
                 if isinstance(st, ast.Assign):
                     names.update(t.id for t in st.targets if isinstance(t, ast.Name) and t.id.isupper())
@@ -319,7 +321,7 @@ def _algorithms(tree: SourceTree, flags: list[FlagSpec]) -> tuple[list[str] | No
             mod = TreeModules.of(tree).parsed(f.relpath) if "SpeculativeAlgorithm.register(" in src else None
             for node in ast.walk(mod) if mod is not None else ():
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register" \
-                        and getattr(node.func.value, "id", "") == "SpeculativeAlgorithm" and node.args \
+                        and getattr(node.func.value, "id", "") == SPECULATIVE_ALGORITHM_CLASS and node.args \
                         and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
                     names.add(node.args[0].value.upper())
     return (sorted(names) or None), False

@@ -14,7 +14,9 @@ from pydantic import BaseModel
 
 from ddcheck.target.sources import SourceTree
 from ddcheck.target.modules import TreeModules
-from ddcheck.target.names import (ALGORITHMS, ATTENTION_REGISTRY_FILE as REGISTRY, REGISTRY_FUNCTION_HINTS as _FUNC_HINTS, SERVER_ARGS_FILE, SPEC_INFO_FILE)
+from ddcheck.target.names import (ALGORITHMS, ARG_GROUPS_DIR, ATTENTION_REGISTRY_FILE as REGISTRY,
+                                  MODEL_EXECUTOR_DIR, REGISTRY_FUNCTION_HINTS as _FUNC_HINTS,
+                                  SERVER_ARGS_FILE, SPEC_INFO_FILE)
 
 
 
@@ -47,7 +49,7 @@ def _startup_files(tree: SourceTree):
     for f in tree.files:
         rel = f.relpath
         if rel.endswith(SERVER_ARGS_FILE) or rel.endswith(SPEC_INFO_FILE) or (
-                "sglang/srt/arg_groups/" in rel and "/fields/" not in rel and rel.endswith(".py")):
+                ARG_GROUPS_DIR in rel and "/fields/" not in rel and rel.endswith(".py")):
             yield f
 
 
@@ -244,7 +246,7 @@ def topk1_only(tree: SourceTree, backend: str) -> list[Evidence]:
 def _graph_files(tree: SourceTree):
     for f in tree.files:
         rel = f.relpath
-        if "sglang/srt/model_executor/" in rel and ("cuda_graph" in rel or "/runner/" in rel) and rel.endswith(".py"):
+        if MODEL_EXECUTOR_DIR in rel and ("cuda_graph" in rel or "/runner/" in rel) and rel.endswith(".py"):
             yield f
 
 

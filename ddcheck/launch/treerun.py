@@ -50,7 +50,8 @@ from typing import Any
 
 from ddcheck.target.sources import SourceTree
 from ddcheck.target.modules import TreeModules, tree_class
-from ddcheck.target.names import HANDLER_METHOD_NAMES as METHOD_NAMES, HANDLER_NAMES, SERVER_ARGS_FILE
+from ddcheck.target.names import (HANDLER_METHOD_NAMES as METHOD_NAMES, HANDLER_NAMES, SERVER_ARGS_CLASS,
+                                  SERVER_ARGS_FILE)
 from ddcheck.target.frames import function_of, put_back, replace_everywhere
 from ddcheck.target.models import ABSENT, ModelConfig, ModelFolders, NeedsInput, as_read_by, local_config, \
     path_arguments
@@ -554,7 +555,7 @@ def find_handler(tree: SourceTree) -> tuple[str, str, str] | None:
         for node in mod.body if mod is not None else ():
             if isinstance(node, ast.FunctionDef) and node.name in HANDLER_NAMES:
                 return f.relpath, "function", node.name
-            if isinstance(node, ast.ClassDef) and node.name == "ServerArgs":
+            if isinstance(node, ast.ClassDef) and node.name == SERVER_ARGS_CLASS:
                 for item in node.body:
                     if isinstance(item, ast.FunctionDef) and item.name in METHOD_NAMES:
                         return f.relpath, "method", item.name
@@ -562,7 +563,7 @@ def find_handler(tree: SourceTree) -> tuple[str, str, str] | None:
 
 
 def server_args_methods(tree: SourceTree) -> set[str]:
-    cls = tree_class(tree, SERVER_ARGS_FILE, "ServerArgs")
+    cls = tree_class(tree, SERVER_ARGS_FILE, SERVER_ARGS_CLASS)
     return {n.name for n in cls.body if isinstance(n, ast.FunctionDef)} if cls else set()
 
 
@@ -718,7 +719,7 @@ def _tree_server_args(run: _Run, tree: SourceTree):
     except Exception as exc:  # noqa: BLE001 - reported; the stand-in record takes over
         run.limitation(f"{name} did not import here: {type(exc).__name__}: {exc}")
         return None, None
-    cls = module.__dict__.get("ServerArgs")
+    cls = module.__dict__.get(SERVER_ARGS_CLASS)
     if not isinstance(cls, type) or is_stand_in(cls):
         why = run.rt.report.partial.get(name, "no ServerArgs class")
         run.limitation(f"{name}.ServerArgs is not defined here ({why})")

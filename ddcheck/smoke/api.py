@@ -9,9 +9,8 @@ from typing import Literal
 
 from ddcheck.smoke.loader import BACKEND_RELPATH, HarnessError, LoadContext, SglangImporter
 from ddcheck.smoke.report import HarnessTrace, SmokeReport, render_text
-from ddcheck.target.names import SPEC_INFO_MODULE
+from ddcheck.target.names import SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE
 
-SPEC_REGISTRY_MODULE = "sglang.srt.speculative.spec_registry"
 SEED_BUDGET, SEED_C = 7, 8  # the DDTree seed configuration: budget 7 verifies 8 = C tokens
 PATHS = ("eager", "graph")
 

@@ -16,6 +16,7 @@ from ddcheck.smoke.batch import Shape, VerifyBatch
 from ddcheck.smoke.loader import Trace, Recording, smoke_model_config, tree_class
 from ddcheck.target import names
 from ddcheck.target.models import ModelConfig
+from ddcheck.target.names import FP4_KV_CACHE_MODULE, MODEL_CONFIG_MODULE, RADIX_ATTENTION_MODULE
 
 
 def kv_pool(batch: VerifyBatch, trace: Trace) -> Recording:
@@ -48,7 +49,7 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
                  pool: Recording, server_args: Any = None, tree: Any = None) -> Recording:
     """A target-model runner configured with ``speculative_num_draft_tokens = C``; ``server_args``:
     the tree's own ServerArgs for this launch (:meth:`SglangImporter.server_args`)."""
-    attn_arch = _attr_of_stand_in("sglang.srt.configs.model_config", "AttentionArch", "MHA")
+    attn_arch = _attr_of_stand_in(MODEL_CONFIG_MODULE, "AttentionArch", "MHA")
     server_args = server_args if server_args is not None else Recording(
         "model_runner.server_args", trace,
         speculative_num_draft_tokens=num_draft_tokens, speculative_num_steps=max(1, num_draft_tokens - 1),
@@ -102,7 +103,7 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
 
 def layer(shape: Shape, trace: Trace) -> Recording:
     """A RadixAttention-like decoder self-attention layer (no soft-cap, no window, no sinks)."""
-    attn_type = _attr_of_stand_in("sglang.srt.layers.radix_attention", "AttentionType", "DECODER")
+    attn_type = _attr_of_stand_in(RADIX_ATTENTION_MODULE, "AttentionType", "DECODER")
     return Recording(
         "layer", trace,
         layer_id=0, tp_q_head_num=shape.num_q_heads, tp_k_head_num=shape.num_kv_heads,
@@ -189,7 +190,7 @@ def forward_batch(batch: VerifyBatch, mode: Any, spec_info: Recording, pool: Rec
 
 def _plain_access():
     """``KVCacheAttentionAccessKind.PLAIN`` as the loaded tree sees it (the backend compares with it)."""
-    return _attr_of_stand_in("sglang.srt.layers.quantization.fp4_kv_cache_quant_method",
+    return _attr_of_stand_in(FP4_KV_CACHE_MODULE,
                              "KVCacheAttentionAccessKind", "PLAIN")
 
 

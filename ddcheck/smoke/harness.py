@@ -36,7 +36,8 @@ from ddcheck.smoke import fakes
 from ddcheck.smoke.batch import Shape, VerifyBatch, make_batch, reference
 from ddcheck.smoke.loader import HarnessError, SglangImporter
 from ddcheck.smoke.report import PathResult
-from ddcheck.target.names import (CAPTURE_CUDA_GRAPH as OLD_CAPTURE, IN_GRAPH, INIT_FORWARD_METADATA, OUT_GRAPH,
+from ddcheck.target.names import (CAPTURE_CUDA_GRAPH as OLD_CAPTURE, EXTEND_ATTENTION_MODULES,
+                                  INIT_FORWARD_METADATA, IN_GRAPH, OUT_GRAPH,
                                   REPLAY_CUDA_GRAPH as OLD_REPLAY)
 
 
@@ -216,8 +217,7 @@ class Session:
 
         if self.spec.kernels != "triton":
             return None
-        for name in ("sglang.kernels.ops.attention.extend_attention",
-                     "sglang.srt.layers.attention.triton_ops.extend_attention"):
+        for name in EXTEND_ATTENTION_MODULES:
             if self.importer.tree_has_module(name):
                 try:
                     fn = importlib.import_module(name)._get_block_sizes_for_extend_attention

@@ -31,9 +31,10 @@ from ddcheck.target.models import ABSENT, ModelFolders
 from ddcheck.target.startup import env_assignments, propagate_env
 from ddcheck.target.runtime import Platform, TreeRuntime
 from ddcheck.target.standins import is_stand_in, stand_in
+from ddcheck.target.names import PACKAGE, TRITON_BACKEND_FILE
 
 BACKEND_MODULE = f"{names.ATTENTION_PACKAGE}.triton_backend"  # the default backend
-BACKEND_RELPATH = "sglang/srt/layers/attention/triton_backend.py"
+BACKEND_RELPATH = TRITON_BACKEND_FILE
 # The model the tree's start-up reads (config.json of a small Llama; the batch's attention shape is
 # the harness's own, handed to the backend through the model runner).
 SMOKE_MODEL_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 512,
@@ -431,6 +432,6 @@ def verify_path_files(tree: SourceTree, backend_modules: tuple[str, ...] = (BACK
     """The tree files a smoke run may read: since the tree's own code runs, every module of its
     ``sglang`` package (enough to run the harness on a machine with no sglang: copy them into a
     directory and pass that as the target)."""
-    root = tree.package_root("sglang")
+    root = tree.package_root(PACKAGE)
     prefix = f"{root}/" if root else ""
-    return [f for f in tree.files if f.relpath.startswith(prefix + "sglang/") and f.relpath.endswith(".py")]
+    return [f for f in tree.files if f.relpath.startswith(f"{prefix}{PACKAGE}/") and f.relpath.endswith(".py")]

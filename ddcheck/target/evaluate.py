@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddcheck.target.modules import TreeModules
-from ddcheck.target.names import SERVER_ARGS_GETTERS, SPEC_INFO_MODULE
+from ddcheck.target.names import (MODEL_RUNNER_CLASS, MODEL_RUNNER_MODULE, PACKAGE, SERVER_ARGS_GETTERS,
+                                  SPECULATIVE_ALGORITHM_CLASS, SPEC_INFO_MODULE)
 
 UNKNOWN = object()
 _FELL_THROUGH = object()
@@ -58,7 +59,7 @@ class World:
         self.mods, self.algorithm = mods, algorithm
         self.algo_methods: dict[str, ast.FunctionDef] = {}
         self.algo_module = SPEC_INFO_MODULE
-        hit = mods.find_class("SpeculativeAlgorithm", self.algo_module)
+        hit = mods.find_class(SPECULATIVE_ALGORITHM_CLASS, self.algo_module)
         if hit is not None:
             self.algo_methods = {f.name: f for f in hit[1].body if isinstance(f, ast.FunctionDef)}
             self.algo_module = hit[2]
@@ -67,7 +68,7 @@ class World:
         """A target model runner of this launch (``is_draft_worker`` False)."""
         return Obj("model_runner", {"spec_algorithm": Algo(self.algorithm or "NONE"), "server_args": SA,
                                     "is_draft_worker": False},
-                   cls="ModelRunner", module="sglang.srt.model_executor.model_runner")
+                   cls=MODEL_RUNNER_CLASS, module=MODEL_RUNNER_MODULE)
 
     def method(self, obj: Obj, name: str) -> tuple[ast.FunctionDef, str] | None:
         return self.mods.method(obj.cls, obj.module, name) if obj.cls else None
@@ -147,7 +148,7 @@ class Evaluator:
     def _import(self, stmt: ast.ImportFrom) -> None:
         if self.world is not None:  # relative imports resolved from the module being evaluated
             self.imports.update(self.world.mods.imports_in(self.module, stmt))
-        elif stmt.module and stmt.module.startswith("sglang."):
+        elif stmt.module and stmt.module.startswith(PACKAGE + "."):
             for a in stmt.names:
                 self.imports[a.asname or a.name] = stmt.module
 
@@ -179,7 +180,7 @@ class Evaluator:
             if n.id == "self" and self.self_value is not None:
                 return self.self_value
             return {"None": None, "True": True, "False": False}.get(n.id, UNKNOWN)
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "SpeculativeAlgorithm" \
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == SPECULATIVE_ALGORITHM_CLASS \
                 and n.value.id not in self.local:
             return Algo(n.attr)
         if isinstance(n, ast.Attribute) and n.attr == "server_args" and not (
@@ -291,7 +292,7 @@ class Evaluator:
             if got is UNKNOWN and len(n.args) == 3 and (base is SA and name not in self.values):
                 return self._e(n.args[2])
             return got
-        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "SpeculativeAlgorithm" \
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == SPECULATIVE_ALGORITHM_CLASS \
                 and f.attr == "from_string" and len(n.args) == 1 and f.value.id not in self.local:
             name = self._e(n.args[0])  # the enum's constructor from the flag's string
             return Algo(name.upper()) if isinstance(name, str) else Algo("NONE") if name is None else UNKNOWN

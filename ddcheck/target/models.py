@@ -52,7 +52,7 @@ class ModelConfig:
         object.__setattr__(self, "_supply", supply)
         object.__setattr__(self, "_need", need)
 
-    def _child(self, label: str, data: dict | None) -> "ModelConfig":
+    def _child(self, label: str, data: dict | None) -> ModelConfig:
         return ModelConfig(label, data, self._supply, self._need)
 
     def _missing(self, what: str) -> NeedsInput:

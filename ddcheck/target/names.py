@@ -25,6 +25,7 @@ TARGET_VERIFY = "TARGET_VERIFY"
 # ``global_server_args_dict`` (0.4.x) matches it as ``set_<its name>``.
 SERVER_ARGS_MODULE = "sglang.srt.server_args"
 SERVER_ARGS_CLASS = "ServerArgs"
+SPECULATIVE_ALGORITHM_CLASS = "SpeculativeAlgorithm"  # the --speculative-algorithm enum (spec_info.py)
 SERVER_ARGS_SETTER = r"set_(global_)?server_args(_[a-z_]*)?(_dict)?"
 
 # What a model runner's start-up calls to set a single-GPU process's parallel state (tensor, pipeline
@@ -40,9 +41,24 @@ SINGLE_PROCESS_STARTUP = (
 # Modules (dotted) and files (relpaths in a tree, as ddcheck.target.sources names them).
 SPEC_INFO_MODULE = "sglang.srt.speculative.spec_info"  # SpeculativeAlgorithm, SpecInput
 SPEC_INFO_FILE = "sglang/srt/speculative/spec_info.py"
+EAGLE_VERIFY_INPUT = "sglang.srt.speculative.eagle_info.EagleVerifyInput"  # EAGLE's verify input (0.5.x)
+VERSION_FILES = ("sglang/_version.py", "sglang/version.py")  # __version__, newer then older
+ARG_GROUPS_DIR = "sglang/srt/arg_groups/"  # 0.5.23: ServerArgs' fields and start-up code, by group
 SERVER_ARGS_FILE = "sglang/srt/server_args.py"  # ServerArgs and its start-up handlers
 FORWARD_BATCH_FILE = "sglang/srt/model_executor/forward_batch_info.py"  # ForwardMode, ForwardBatch
 ATTENTION_REGISTRY_FILE = "sglang/srt/layers/attention/attention_registry.py"  # backend name -> class
+SPEC_REGISTRY_MODULE = "sglang.srt.speculative.spec_registry"  # 0.5.16+: algorithm name -> worker, input
+MODEL_RUNNER_MODULE = "sglang.srt.model_executor.model_runner"  # ModelRunner
+MODEL_EXECUTOR_DIR = "sglang/srt/model_executor/"  # the runners, the CUDA-graph runners among them
+MODEL_CONFIG_MODULE = "sglang.srt.configs.model_config"  # ModelConfig, AttentionArch
+RADIX_ATTENTION_MODULE = "sglang.srt.layers.radix_attention"  # RadixAttention, AttentionType
+FP4_KV_CACHE_MODULE = "sglang.srt.layers.quantization.fp4_kv_cache_quant_method"  # KVCacheAttentionAccessKind
+TRITON_BACKEND_FILE = "sglang/srt/layers/attention/triton_backend.py"  # the backend smoke runs by default
+# Triton's extend kernel module (``_get_block_sizes_for_extend_attention``): newer releases, then older.
+EXTEND_ATTENTION_MODULES = ("sglang.kernels.ops.attention.extend_attention",
+                            "sglang.srt.layers.attention.triton_ops.extend_attention")
+ARG_CHOICES_FILE = "sglang/srt/arg_groups/choices.py"  # 0.5.23: the flags' choices, out of server_args.py
+SERVER_ARGS_CONFIG_PARSER_FILE = "sglang/srt/utils/server_args_config_parser.py"  # --config's YAML merge
 
 # ----------------------------------------------------------------------------- the forward mode (also above)
 FORWARD_BATCH_CLASS = "ForwardBatch"

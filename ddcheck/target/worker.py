@@ -19,8 +19,8 @@ from typing import Any
 from ddcheck.target.evaluate import UNKNOWN, Evaluator, World, guards_to, statements_before
 from ddcheck.target.modules import TreeModules
 from ddcheck.target.sources import SourceTree
-from ddcheck.target.names import (DRAFT_TOKEN_NUM, NUM_TOKENS_PER_REQ, SPEC_INFO_FILE as SPEC_INFO, SPEC_INFO_MODULE,
-                                  VERIFY_FUNCTION_MARKERS)
+from ddcheck.target.names import (DRAFT_TOKEN_NUM, MODEL_EXECUTOR_DIR, NUM_TOKENS_PER_REQ,
+                                  SPEC_INFO_FILE as SPEC_INFO, SPEC_INFO_MODULE, VERIFY_FUNCTION_MARKERS)
 
 
 
@@ -256,7 +256,7 @@ def _calls_super(fn: ast.FunctionDef) -> bool:
 # Names that mark the capture width in a graph runner's ``__init__``: upstream's
 # ``get_num_tokens_per_bs_for_target_verify``, newer ``decode_num_tokens_per_req``/``num_tokens_per_req``.
 CAPTURE_MARKS = (*VERIFY_FUNCTION_MARKERS, NUM_TOKENS_PER_REQ, "num_tokens_per_bs")
-RUNNER_DIR = "sglang/srt/model_executor/"
+RUNNER_DIR = MODEL_EXECUTOR_DIR
 
 
 @dataclass
