@@ -7,7 +7,8 @@ import ast
 
 from .exprs import dotted, every_node, walk
 from ..target.modes import VERIFY_MEMBER
-from .module import FunctionInfo, ModuleModel, statement_lines
+from ..target.parse import statement_lines
+from .module import FunctionInfo, ModuleModel
 from .verify_path import FunctionPass
 
 

@@ -16,7 +16,9 @@ from .engine import Engine
 from .reports import MethodUses, is_test_module
 from ..target.modes import ModeTable, read_mode_table
 from ..target.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
-from .module import ModuleModel, Outline, SourceError, decode
+from ..target.modules import TreeModules
+from ..target.parse import SourceError, decode
+from .module import ModuleModel, Outline
 from .names import NameIndex, Part
 from .vocabulary import Vocabulary
 from ..target.names import NUM_TOKENS_PER_REQ, SPECULATIVE_NUM_DRAFT_TOKENS
@@ -140,6 +142,7 @@ class ChunkAnalysis:
         self.texts = {} if texts is None else texts
         self.positions = {id(f): i for i, f in enumerate(tree.files)}
         self.index = TreeIndex(tree)
+        self.trees = TreeModules.of(tree)  # the tree's one parse of each file, shared with config and smoke
         self.use_index([], list(range(len(tree.files))))
         self.models: dict[str, ModuleModel | None] = {}
         self.outlines: dict[str, Outline] = {}  # relpath -> outline of a module another process parsed
@@ -185,7 +188,9 @@ class ChunkAnalysis:
         self.models[module] = None
         if f is not None:
             try:
-                self.models[module] = ModuleModel.parse(f, self.read(f))
+                data = self.read(f)
+                decode(data)  # an undecodable file is said as such, before the parser's words for it
+                self.models[module] = ModuleModel.parse(f, data, self.trees.syntax(f.relpath, data, f.display))
             except (SourceError, OSError) as exc:
                 self.out.errors[f.display] = str(exc)
             else:

@@ -9,7 +9,8 @@ import bisect
 from dataclasses import dataclass, field
 
 from ..findings import Edit, FixPlan
-from .module import ModuleModel, Outline, statement_lines
+from ..target.parse import statement_lines
+from .module import ModuleModel, Outline
 from .verify_path import FunctionPass
 
 

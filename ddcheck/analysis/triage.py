@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from .. import suppressions
 from ..target.sources import SourceTree
 from ..target.names import VERIFY_MARKERS
-from .module import SourceError, check_decodes, decode, encoding_of, parse_source
+from ..target.parse import SourceError, check_decodes, decode, encoding_of, parse_source
 from .names import Part, index_into
 from .vocabulary import Vocabulary
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ..analysis.module import decode
+from ..target.parse import decode
 from ..deep import python_limit
 from ..files import replace
 from ..findings import Edit, Finding, FixSafety, ScanResult, Severity

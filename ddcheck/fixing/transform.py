@@ -9,7 +9,7 @@ import bisect
 
 import libcst as cst
 
-from ..analysis.module import SourceError, decode, encoding_of, top_level_spans
+from ..target.parse import SourceError, decode, encoding_of, top_level_spans
 from ..findings import Edit, Finding
 from ..target.sources import split_lines
 

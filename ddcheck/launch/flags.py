@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from ddcheck.files import replace
 from ddcheck.target.sources import SourceTree, cache_dir, content_hash, read_regular
 from ddcheck.target.modules import TreeModules
+from ddcheck.target.parse import SourceError
 from ddcheck.target.names import (ARG_CHOICES_FILE, SERVER_ARGS_CLASS, SERVER_ARGS_CONFIG_PARSER_FILE,
                                   SERVER_ARGS_FILE, SPECULATIVE_ALGORITHM_CLASS, SPEC_INFO_FILE as SPEC_INFO,
                                   VERSION_FILES)
@@ -96,9 +97,8 @@ def _parse(tree: SourceTree, f) -> ast.Module:
     if mod is not None:
         return mod
     exc = model.errors.get(f.relpath)
-    if isinstance(exc, SyntaxError):
-        raise LookupError(f"{f.display}: does not parse: {exc.msg} (line {exc.lineno}); "
-                          "the flags of this tree cannot be read") from exc
+    if isinstance(exc, SourceError):  # does not parse, or cannot be decoded: said as the scan says it
+        raise LookupError(f"{f.display}: {exc}; the flags of this tree cannot be read") from exc
     raise LookupError(f"{f.display}: cannot be read ({type(exc).__name__}: {exc}); "
                       "the flags of this tree cannot be read") from exc
 

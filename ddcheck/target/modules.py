@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from ddcheck.target.sources import SourceTree
 from ddcheck.target.imports import absolute, package_of
 from ddcheck.target.modes import ModeTable, read_mode_table
+from ddcheck.target.parse import SourceError, parse_source
 from ddcheck.target.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
 
 
@@ -45,15 +46,33 @@ class TreeModules:
         read or parsed. Shared: a caller that rewrites nodes copies them first."""
         if relpath not in self._parsed:
             f = self.tree.file_at(relpath)
-            mod = None
-            if f is not None:
-                try:
-                    mod = ast.parse(f.read_bytes(), filename=relpath)
-                except (SyntaxError, ValueError, RecursionError, MemoryError, OSError) as exc:
-                    # ValueError: undecodable bytes, NUL bytes; RecursionError: nested past the parser
-                    self.errors[relpath] = exc
-            self._parsed[relpath] = mod
+            try:
+                data = f.read_bytes() if f is not None else None
+            except OSError as exc:
+                self.errors[relpath], data = exc, None
+            self._parse(relpath, data)
         return self._parsed[relpath]
+
+    def syntax(self, relpath: str, data: bytes, display: str | None = None) -> ast.Module:
+        """The syntax tree of the tree's file ``relpath``, whose bytes (``data``) the caller has read:
+        parsed once for every reader of the tree (the scan hands its bytes in, config and smoke ask
+        :meth:`parsed`); SourceError, naming ``display``'s problem, where it does not parse."""
+        if relpath not in self._parsed:
+            self._parse(relpath, data, display)
+        mod = self._parsed[relpath]
+        if mod is None:
+            exc = self.errors.get(relpath)
+            raise exc if isinstance(exc, SourceError) else SourceError(f"cannot be read: {exc}")
+        return mod
+
+    def _parse(self, relpath: str, data: bytes | None, display: str | None = None) -> None:
+        mod = None
+        if data is not None:
+            try:
+                mod = parse_source(data, display or relpath)
+            except SourceError as exc:
+                self.errors[relpath] = exc
+        self._parsed[relpath] = mod
 
     def module(self, dotted: str) -> tuple[str, ast.Module] | None:
         """(relpath, syntax tree) of the module ``dotted``, or None."""
