@@ -4,11 +4,9 @@ engine over the candidates."""
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..target.sources import SourceFile, SourceTree
 from ..suppressions import MARKER
@@ -65,53 +63,6 @@ def tree_budget_flag(tree: SourceTree) -> str | None:
 
 
 @dataclass
-class TreeIndex:
-    """Module name -> file for one tree, plus the on-disk package root for single-file targets."""
-
-    tree: SourceTree
-    by_module: dict[str, SourceFile] = field(default_factory=dict)
-    # last dotted part -> the names of by_module with it, in order (a name ending with ".x.y" ends with
-    # ".y"), for the first _indexed names (by_module only grows)
-    _by_last: dict[str, list[str]] = field(default_factory=dict)
-    _indexed: int = 0
-
-    def __post_init__(self) -> None:
-        for f in self.tree.files:
-            self.by_module.setdefault(f.module, f)
-
-    def _ending_with(self, suffix: str) -> list[str]:
-        """The names in ``by_module`` (files and remembered lookups) that end with ``suffix``, in order:
-        read from those with its last dotted part, not by asking each of thousands of names."""
-        if len(self.by_module) != self._indexed:
-            for m in itertools.islice(self.by_module, self._indexed, None):
-                self._by_last.setdefault(m.rpartition(".")[2], []).append(m)
-            self._indexed = len(self.by_module)
-        return [m for m in self._by_last.get(suffix.rpartition(".")[2], ()) if m.endswith(suffix)]
-
-    def lookup(self, module: str) -> SourceFile | None:
-        if module in self.by_module:
-            return self.by_module[module]
-        hit = None
-        if self.tree.kind == "dir":
-            # A git checkout keeps the package under python/: `sglang.srt.x` is `python.sglang.srt.x`.
-            hits = self._ending_with("." + module)
-            hit = self.by_module[min(hits, key=len)] if hits else None
-            self.by_module[module] = hit
-        if hit is not None or self.tree.root is None or self.tree.kind != "file":
-            return hit
-        # A single file passed by pre-commit: find its sibling modules on disk, lazily.
-        base = self.tree.root / Path(*module.split("."))
-        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-            if candidate.is_file():
-                from ..target.sources import _disk_file
-
-                f = _disk_file(candidate, str(candidate), candidate.relative_to(self.tree.root).as_posix())
-                self.by_module[module] = f
-                return f
-        return None
-
-
-@dataclass
 class ChunkResult:
     """What one chunk's analysis found: findings, files it could not analyse, lines to quote."""
 
@@ -141,8 +92,8 @@ class ChunkAnalysis:
         self.tree, self.vocab = tree, vocab
         self.texts = {} if texts is None else texts
         self.positions = {id(f): i for i, f in enumerate(tree.files)}
-        self.index = TreeIndex(tree)
         self.trees = TreeModules.of(tree)  # the tree's one parse of each file, shared with config and smoke
+        self.index = self.trees.index
         self.use_index([], list(range(len(tree.files))))
         self.models: dict[str, ModuleModel | None] = {}
         self.outlines: dict[str, Outline] = {}  # relpath -> outline of a module another process parsed

@@ -5,18 +5,73 @@ One model per :class:`~ddcheck.target.sources.SourceTree` (:meth:`TreeModules.of
 tree is a snapshot of its files, so a file is read and parsed once. A file that cannot be read or parsed
 is None (its error kept for who must name it). Imports resolve as Python resolves them for that module,
 relative ones included (``from .ddtree_info import X`` in a package's ``__init__`` or in a plain module).
+The scan hands in the bytes it has read (:meth:`TreeModules.syntax`) and finds modules through
+:attr:`TreeModules.index`; the tree's ForwardMode table (:meth:`TreeModules.mode_table`), its functions
+by qualified name and their callers are answered here too.
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
 
-from ddcheck.target.sources import SourceTree
+from ddcheck.target.sources import SourceFile, SourceTree, _disk_file
 from ddcheck.target.imports import absolute, package_of
 from ddcheck.target.modes import ModeTable, read_mode_table
 from ddcheck.target.parse import SourceError, parse_source
 from ddcheck.target.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
+
+
+@dataclass
+class TreeIndex:
+    """Module name -> file as the scan finds it in any folder it is given: by the dotted name of the file's
+    relpath, else (a git checkout keeps the package under ``python/``) the shortest name ending with
+    it, else, for a lone file (pre-commit), the sibling module on disk. (:meth:`TreeModules.module`
+    finds a module as Python imports it, under the package's root.)"""
+
+    tree: SourceTree
+    by_module: dict[str, SourceFile] = field(default_factory=dict)
+    # last dotted part -> the names of by_module with it, in order (a name ending with ".x.y" ends with
+    # ".y"), for the first _indexed names (by_module only grows)
+    _by_last: dict[str, list[str]] = field(default_factory=dict)
+    _indexed: int = 0
+
+    def __post_init__(self) -> None:
+        for f in self.tree.files:
+            self.by_module.setdefault(f.module, f)
+
+    def _ending_with(self, suffix: str) -> list[str]:
+        """The names in ``by_module`` (files and remembered lookups) that end with ``suffix``, in order:
+        read from those with its last dotted part, not by asking each of thousands of names."""
+        if len(self.by_module) != self._indexed:
+            for m in itertools.islice(self.by_module, self._indexed, None):
+                self._by_last.setdefault(m.rpartition(".")[2], []).append(m)
+            self._indexed = len(self.by_module)
+        return [m for m in self._by_last.get(suffix.rpartition(".")[2], ()) if m.endswith(suffix)]
+
+    def lookup(self, module: str) -> SourceFile | None:
+        if module in self.by_module:
+            return self.by_module[module]
+        hit = None
+        if self.tree.kind == "dir":
+            # A git checkout keeps the package under python/: `sglang.srt.x` is `python.sglang.srt.x`.
+            hits = self._ending_with("." + module)
+            hit = self.by_module[min(hits, key=len)] if hits else None
+            self.by_module[module] = hit
+        if hit is not None or self.tree.root is None or self.tree.kind != "file":
+            return hit
+        # A single file passed by pre-commit: find its sibling modules on disk, lazily.
+        base = self.tree.root / Path(*module.split("."))
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                f = _disk_file(candidate, str(candidate), candidate.relative_to(self.tree.root).as_posix())
+                self.by_module[module] = f
+                return f
+        return None
 
 
 class TreeModules:
@@ -40,6 +95,11 @@ class TreeModules:
         return model
 
     # ------------------------------------------------------------------------ files
+
+    @cached_property
+    def index(self) -> TreeIndex:
+        """Module -> file as the scan finds it (any folder, a lone file's siblings)."""
+        return TreeIndex(self.tree)
 
     def parsed(self, relpath: str) -> ast.Module | None:
         """The syntax tree of the file at ``relpath``; None where there is no such file or it cannot be
