@@ -18,7 +18,6 @@ recorded. No table of which release picks what: the tree's code decides.
 
 from __future__ import annotations
 
-import ast
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,10 +92,7 @@ def _compiled(run, relpath: str, owner: str | None, name: str, stop: int | None,
     """The tree's function compiled again: each top-level statement before line ``stop`` in its own try."""
     from ddcheck.launch.treerun import _Unreadable, guarded  # the model config read again by the tree's reader
 
-    mod = TreeModules.of(run.tree).parsed(relpath)
-    scope = mod.body if owner is None else next(c.body for c in mod.body if isinstance(c, ast.ClassDef)
-                                                and c.name == owner)
-    fdef = next(n for n in scope if isinstance(n, ast.FunctionDef) and n.name == name)
+    fdef = TreeModules.of(run.tree).defined(relpath, name if owner is None else f"{owner}.{name}")
     code = guarded(fdef, module.__file__, lambda stmt: ("__ddcheck_select_step__", (stmt.lineno,)), stop)
 
     def step(exc: BaseException, line: int) -> None:

@@ -522,9 +522,7 @@ def _stepwise(run: _Run, module, cls: type, name: str):
     called (``nvidia-smi not found`` while probing the GPU's memory) is not a rejection of the launch
     unless the statement is about the speculative settings."""
     relpath = module.__file__ and run.rt.relpath_of(module.__file__)
-    tree = TreeModules.of(run.tree).parsed(relpath)
-    cdef = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
-    fdef = next(n for n in cdef.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    fdef = TreeModules.of(run.tree).defined(relpath, f"{cls.__name__}.{name}")
     code = guarded(fdef, module.__file__, lambda stmt: ("__ddcheck_step__", (stmt.lineno, _sets_speculative(stmt))))
 
     def step(exc: BaseException, line: int, speculative: bool) -> None:
