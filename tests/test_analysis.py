@@ -181,8 +181,7 @@ def test_forward_mode_parsed_alone_is_the_class_the_whole_module_gives(wheel, ve
     import ast
     import zipfile
 
-    from ddcheck.target.modes import parse_class
-    from ddcheck.target.modes import ModeTable
+    from ddcheck.target.modes import ModeTable, parse_class
 
     with zipfile.ZipFile(wheel(version)) as zf:
         text = zf.read(FORWARD_MODE_SOURCE).decode()
@@ -216,6 +215,24 @@ def test_forward_mode_parsed_alone_keeps_line_numbers_and_stops_at_column_zero_c
     node = parse_class(text, "ForwardMode")
     assert (node.lineno, node.end_lineno) == (4, 10)
     assert [type(s).__name__ for s in node.body] == ["Assign", "FunctionDef"]
+
+
+def test_scan_and_config_read_the_trees_one_forward_mode_table(tmp_path):
+    """One table per tree, read by the tree model: the scan's engine and config's launch get the same
+    object, and a fork's own predicate is in it (here one that holds in TARGET_VERIFY)."""
+    from ddcheck.analysis.chunk import ChunkAnalysis
+    from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY
+    from ddcheck.target.modules import TreeModules
+    from ddcheck.target.sources import open_target
+
+    f = tmp_path / FORWARD_MODE_SOURCE
+    f.parent.mkdir(parents=True)
+    f.write_text("import enum\n\n\nclass ForwardMode(enum.IntEnum):\n    TARGET_VERIFY = 1\n    EXTEND = 2\n\n"
+                 "    def is_fork_verify(self):\n        return self == ForwardMode.TARGET_VERIFY\n")
+    tree = open_target(str(tmp_path))
+    table = TreeModules.of(tree).mode_table()
+    assert table.covers == {"is_fork_verify": True} and table.source.endswith("forward_batch_info.py")
+    assert ChunkAnalysis(tree, DEFAULT_VOCABULARY).engine.modes is table
 
 
 BACKEND_READING_C = (

@@ -12,8 +12,6 @@ from ..target.sources import SourceFile, SourceTree
 from ..suppressions import MARKER
 from .engine import Engine
 from .reports import MethodUses, is_test_module
-from ..target.modes import ModeTable, read_mode_table
-from ..target.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
 from ..target.modules import TreeModules
 from ..target.parse import SourceError, decode
 from .module import ModuleModel, Outline
@@ -106,7 +104,7 @@ class ChunkAnalysis:
         self.out = ChunkResult()
         self.engine = Engine(vocab=vocab, load_module=self.load, width_api=width_api(tree),
                              inherited_c_attrs=INHERITED_C_ATTRS, method_uses=self.method_uses,
-                             outline_of=self.outline_of, mode_table=self.mode_table,
+                             outline_of=self.outline_of, mode_table=self.trees.mode_table,
                              budget_flag=lambda: tree_budget_flag(tree))
 
     def use_index(self, parts: list[Part], unindexed: list[int]) -> None:
@@ -148,17 +146,6 @@ class ChunkAnalysis:
                 if self.share is not None:
                     self.share(self.models[module].outline)
         return self.models[module]
-
-    def mode_table(self) -> ModeTable | None:
-        """The target's ForwardMode table, read from the bytes this scan holds, unless its module is
-        parsed here already; None: from that module."""
-        f = self.index.lookup(FORWARD_MODE_MODULE)
-        if f is None or FORWARD_MODE_MODULE in self.models:
-            return None
-        try:
-            return read_mode_table(decode(self.read(f)), f.display)
-        except (SourceError, OSError):
-            return None
 
     def outline_of(self, module: str) -> Outline | None:
         """The module's outline: from its model here, else as another process sent it, else parsed."""

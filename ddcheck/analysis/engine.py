@@ -55,7 +55,8 @@ class Engine(FixPlanning, Callers, ClassResolution):
     method_uses: Callable[[str], MethodUses | None] = lambda name: MethodUses()
     # dotted module name -> its outline, which another process may have parsed; None: from load_module
     outline_of: Callable[[str], Outline | None] | None = None
-    # the target's ForwardMode table as the tree's reader finds it; None: from its module, loaded here
+    # the target's ForwardMode table, from the tree model; None (an engine without a tree): from its
+    # module, loaded here
     mode_table: Callable[[], ModeTable | None] | None = None
     _locals: dict[int, dict[tuple[int, str], str]] = field(default_factory=dict)  # function -> (anchor, W) -> name
     _other_calls_memo: dict[tuple, list[ast.Call]] = field(default_factory=dict)  # (module id, name) -> calls

@@ -22,7 +22,7 @@ from pathlib import Path
 from ddcheck.target.sources import SourceFile, SourceTree, _disk_file
 from ddcheck.target.imports import absolute, package_of
 from ddcheck.target.modes import ModeTable, read_mode_table
-from ddcheck.target.parse import SourceError, parse_source
+from ddcheck.target.parse import SourceError, decode, parse_source
 from ddcheck.target.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
 
 
@@ -149,14 +149,14 @@ class TreeModules:
         module's syntax tree where that is parsed already, else from the class's own lines; upstream's
         table where the tree has no ForwardMode."""
         if self._modes is None:
-            f = self.tree.find(FORWARD_MODE_MODULE.replace(".", "/") + ".py")
+            f = self.index.lookup(FORWARD_MODE_MODULE)  # a lone file's sibling on disk too
             table = None
             if f is not None and self._parsed.get(f.relpath) is not None:
-                table = ModeTable.from_module(self._parsed[f.relpath], f.relpath)
+                table = ModeTable.from_module(self._parsed[f.relpath], f.display)
             elif f is not None:
                 try:
-                    table = read_mode_table(f.read_bytes().decode("utf-8"), f.relpath)
-                except (OSError, ValueError):  # unreadable, or not UTF-8: no table of the tree's
+                    table = read_mode_table(decode(f.read_bytes()), f.display)
+                except (OSError, SourceError):  # unreadable or undecodable: no table of the tree's
                     table = None
             self._modes = table or ModeTable()
         return self._modes
