@@ -23,14 +23,18 @@ pytest.importorskip("triton")
 pytest.importorskip("msgspec")  # verify_mask.py (0.5.17+) imports it
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import smoke_matrix  # noqa: E402
 from smoke_fixes import hand_fix  # noqa: E402
 
 from ddcheck.smoke import run_smoke, smoke_main  # noqa: E402
 from ddcheck.smoke.loader import BACKEND_RELPATH  # noqa: E402
 from ddcheck.target.sources import open_target  # noqa: E402
 
-BUGGY = ["0.5.5", "0.5.10", "0.5.14", "0.5.16"]
-GOOD = ["0.5.18", "0.5.20", "0.5.21", "0.5.23"]
+# The proof's releases (tests/smoke_matrix.py; every release: bench/smoke_releases.py). The suite runs
+# the oldest and newest of each group (each run 15-25 s on 2 cores); DDCHECK_SMOKE_ALL=1 runs them all.
+ALL_RELEASES = os.environ.get("DDCHECK_SMOKE_ALL") == "1"
+BUGGY = smoke_matrix.BUGGY if ALL_RELEASES else [smoke_matrix.BUGGY[0], smoke_matrix.BUGGY[-1]]
+GOOD = smoke_matrix.GOOD if ALL_RELEASES else [smoke_matrix.GOOD[0], smoke_matrix.GOOD[-1]]
 
 
 def backend_text(version: str) -> str:
