@@ -6,6 +6,7 @@ import), so this test process needs torch and triton only to know they are there
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -23,7 +24,6 @@ pytest.importorskip("triton")
 pytest.importorskip("msgspec")  # verify_mask.py (0.5.17+) imports it
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import smoke_matrix  # noqa: E402
 from smoke_fixes import hand_fix  # noqa: E402
 
 from ddcheck.smoke import run_smoke, smoke_main  # noqa: E402
@@ -32,9 +32,13 @@ from ddcheck.target.sources import open_target  # noqa: E402
 
 # The proof's releases (tests/smoke_matrix.py; every release: bench/smoke_releases.py). The suite runs
 # the oldest and newest of each group (each run 15-25 s on 2 cores); DDCHECK_SMOKE_ALL=1 runs them all.
+# (Loaded under its own name: bench/smoke_matrix.py, a different script, is imported as smoke_matrix.)
+_spec = importlib.util.spec_from_file_location("proof_matrix", Path(__file__).with_name("smoke_matrix.py"))
+proof_matrix = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(proof_matrix)
 ALL_RELEASES = os.environ.get("DDCHECK_SMOKE_ALL") == "1"
-BUGGY = smoke_matrix.BUGGY if ALL_RELEASES else [smoke_matrix.BUGGY[0], smoke_matrix.BUGGY[-1]]
-GOOD = smoke_matrix.GOOD if ALL_RELEASES else [smoke_matrix.GOOD[0], smoke_matrix.GOOD[-1]]
+BUGGY = proof_matrix.BUGGY if ALL_RELEASES else [proof_matrix.BUGGY[0], proof_matrix.BUGGY[-1]]
+GOOD = proof_matrix.GOOD if ALL_RELEASES else [proof_matrix.GOOD[0], proof_matrix.GOOD[-1]]
 
 
 def backend_text(version: str) -> str:
