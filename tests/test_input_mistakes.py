@@ -93,9 +93,9 @@ def test_numpy_past_the_interpreter_break_is_named(tmp_path):
 
 
 def test_unsupported_torch_is_named_with_the_range(tmp_path):
-    _dist(tmp_path, "torch", "2.8.0")
+    _dist(tmp_path, "torch", "2.7.1")
     line = one_line(ddcheck("smoke", DEMO, env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}), EXIT_NOT_JUDGED)
-    assert "torch 2.8.0 is not a version ddcheck smoke supports (torch>=2.9,<2.15)" in line
+    assert "torch 2.7.1 is not a version ddcheck smoke supports (torch>=2.8,<2.15)" in line
     assert "pip install 'ddcheck[smoke]'" in line
 
 

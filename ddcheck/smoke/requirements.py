@@ -9,7 +9,7 @@ import re
 from importlib import metadata
 
 # (lowest, first unsupported) release of each, as pyproject.toml's [smoke] extra states them
-SUPPORTED = {"torch": ((2, 9), (2, 15)), "triton": ((3, 5), (3, 9))}
+SUPPORTED = {"torch": ((2, 8), (2, 15)), "triton": ((3, 4), (3, 9))}
 # numpy from which Triton's interpreter (smoke on the CPU) fails on scalar loads: "only 0-dimensional
 # arrays can be converted to Python scalars" (triton 3.6.0 with numpy 2.4.x)
 NUMPY_INTERPRETER_BREAK = (2, 4)
