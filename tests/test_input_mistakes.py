@@ -81,15 +81,19 @@ def _dist(site: Path, name: str, version: str) -> None:
 
 
 def test_numpy_past_the_interpreter_break_is_named(tmp_path):
-    """numpy 2.4 breaks scalar loads in Triton's interpreter (docs/smoke.md); a numpy 2.4 found first on
-    the path is named, with what to install, before anything runs; on a GPU it is no obstacle."""
+    """numpy 2.4 breaks scalar loads in the interpreter of triton 3.6 (docs/smoke.md); a numpy 2.4 found
+    first on the path is named, with what to install, before anything runs; with triton 3.8 it is none."""
     _dist(tmp_path, "numpy", "2.4.1")
+    _dist(tmp_path, "triton", "3.6.0")
     run = ddcheck("smoke", DEMO, env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"})
     line = one_line(run, EXIT_NOT_JUDGED)
-    assert "numpy 2.4.1 breaks Triton's interpreter" in line and "pip install 'numpy<2.4'" in line
-    from ddcheck.smoke.requirements import problem
-
-    assert problem("cpu") is None  # this environment itself is fine
+    assert "numpy 2.4.1 breaks the interpreter of triton 3.6.0" in line and "pip install 'numpy<2.4'" in line
+    triton38 = tmp_path / "later"
+    _dist(triton38, "numpy", "2.4.1")
+    _dist(triton38, "triton", "3.8.0")
+    check = "from ddcheck.smoke.requirements import problem; print(problem('cpu'))"
+    assert subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": f"{triton38}{os.pathsep}{REPO}"}).stdout == "None\n"
 
 
 def test_unsupported_torch_is_named_with_the_range(tmp_path):

@@ -11,8 +11,10 @@ from importlib import metadata
 # (lowest, first unsupported) release of each, as pyproject.toml's [smoke] extra states them
 SUPPORTED = {"torch": ((2, 8), (2, 15)), "triton": ((3, 4), (3, 9))}
 # numpy from which Triton's interpreter (smoke on the CPU) fails on scalar loads: "only 0-dimensional
-# arrays can be converted to Python scalars" (triton 3.6.0 with numpy 2.4.x)
+# arrays can be converted to Python scalars" (triton 3.6.0 with numpy 2.4.x), and the triton whose
+# interpreter runs with it (3.8.0 with numpy 2.4.6: sglang 0.5.10's verdict unchanged, docs/smoke.md)
 NUMPY_INTERPRETER_BREAK = (2, 4)
+TRITON_TAKES_NUMPY_2_4 = (3, 8)
 EXTRA = "pip install 'ddcheck[smoke]'"
 
 
@@ -52,9 +54,11 @@ def problem(device: str = "cpu") -> str | None:
         if not low <= release(found) < high:
             return (f"{module} {found} is not a version ddcheck smoke supports ({module}{_range(low, high)}); "
                     f"{EXTRA}")
-    numpy = installed_version("numpy")
-    if device == "cpu" and numpy is not None and release(numpy) >= NUMPY_INTERPRETER_BREAK:
-        b = NUMPY_INTERPRETER_BREAK
-        return (f"numpy {numpy} breaks Triton's interpreter, which smoke runs on the CPU (scalar loads fail); "
-                f"pip install 'numpy<{b[0]}.{b[1]}', or run on a GPU with --device cuda")
+    numpy, triton = installed_version("numpy"), installed_version("triton") or ""
+    if device == "cpu" and numpy is not None and release(numpy) >= NUMPY_INTERPRETER_BREAK \
+            and release(triton) < TRITON_TAKES_NUMPY_2_4:
+        b, t = NUMPY_INTERPRETER_BREAK, TRITON_TAKES_NUMPY_2_4
+        return (f"numpy {numpy} breaks the interpreter of triton {triton}, which smoke runs on the CPU (scalar "
+                f"loads fail); pip install 'numpy<{b[0]}.{b[1]}' (or triton>={t[0]}.{t[1]}), or run on a GPU with "
+                f"--device cuda")
     return None
