@@ -872,7 +872,8 @@ def test_readme_documents_the_workflow():
     _, sep, section = readme.partition("\n## In your workflow\n")
     assert sep, "README has no '## In your workflow' section"
     section = section.split("\n## ")[0]
-    assert re.search(r"- id: ddcheck\s", section) and re.search(r"- id: ddcheck-fix\s", section)
+    for recipe in ("docs/recipes/pre-commit-config.yaml", "docs/recipes/github-workflow.yml"):
+        assert f"]({recipe})" in section and (REPO / recipe).is_file(), recipe
     for text in ("pre-commit try-repo", "--format sarif", "--format github",
                  "--format json", "[tool.ddcheck]", "# ddcheck: ignore[DD001]", "DD100", "DD101",
                  "--write-baseline", "--baseline", "ddcheck.scan(", "ddcheck.fix(", "ddcheck.check_launch(",
