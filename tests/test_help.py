@@ -5,6 +5,7 @@ wrap it (never at a line break of the docstring), and every word of the source h
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import typer
@@ -180,3 +181,16 @@ def test_the_check_finds_help_that_rich_took_for_markup():
     toy = _toy("Title.", option_help="pyproject.toml to read [tool.ddcheck] from.")
     command = get_command(toy).commands["run"]
     assert source_texts(command)[-1] not in flat(render(toy, ["run"]))
+
+
+@pytest.mark.parametrize("argv", [["scan", "-h"], ["-h"], ["--version"]])
+def test_the_console_script_answers_h_and_version(argv):
+    """Through ddcheck.entry, whose fast path reads `ddcheck scan` without typer: -h is left to typer."""
+    import subprocess
+    import sysconfig
+
+    script = str(Path(sysconfig.get_path("scripts")) / "ddcheck")
+    proc = subprocess.run([script, *argv], capture_output=True, text=True,
+                          env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert ("Usage: ddcheck" in proc.stdout) if "-h" in argv else proc.stdout.startswith("ddcheck ")
