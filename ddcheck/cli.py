@@ -369,9 +369,10 @@ def main() -> None:
         except ModuleNotFoundError:
             from click import ClickException
 
-        if isinstance(exc, ClickException):
-            exc.show()
-            sys.exit(EXIT_USAGE)
+        if isinstance(exc, ClickException):  # an unknown option or command, a bad value: one line, as ours
+            ctx = getattr(exc, "ctx", None)
+            where = f"{ctx.info_name}: " if ctx is not None and ctx.parent is not None else ""
+            sys.exit(usage_failure(UsageError(where + exc.format_message())))
         sys.exit(internal_failure(exc))
 
 

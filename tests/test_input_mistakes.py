@@ -70,6 +70,18 @@ def test_fix_names_a_missing_path_once(tmp_path):
     assert line == f"ddcheck: {missing}: no such file or directory"
 
 
+@pytest.mark.parametrize("argv, line", [
+    (["scna"], "ddcheck: No such command 'scna'. Did you mean 'scan'?"),
+    (["smoke", "--bakend", "triton", DEMO],
+     "ddcheck: smoke: No such option: --bakend (Possible options: --backend, --backend-file, --list-backends)"),
+    (["scan", "--fail-on", "bad", DEMO], "ddcheck: scan: Invalid value for '--fail-on': "),
+], ids=["command", "option", "value"])
+def test_what_the_command_line_parser_refuses_is_one_line_too(argv, line):
+    """Unknown commands and options, values of the wrong kind: once a usage line, a hint and a blank line
+    came before the error; now the error alone, with the parser's own suggestions."""
+    assert one_line(ddcheck(*argv)).startswith(line)
+
+
 # ------------------------------------------------------------- what the environment lacks: one line, exit 3
 
 
