@@ -122,13 +122,13 @@ def fix(
 @app.command()
 def smoke(
     target: Optional[str] = typer.Argument(None, help="An sglang tree: directory, wheel, sglang==VERSION, or 'installed'."),
-    backend: str = typer.Option("triton", "--backend", help="The attention backend to run (see --list-backends)."),
+    backend: str = typer.Option("triton", "--backend", help="The attention backend to run, in any case (see --list-backends)."),
     list_backends: bool = typer.Option(False, "--list-backends", help="List the backends smoke knows, and why those it cannot run do not run here."),
     backend_file: Optional[Path] = typer.Option(None, "--backend-file", help="Run this (fixed) copy of the backend's file instead of the tree's."),
     fmt: str = typer.Option("text", "--format", "-f", help="text | json"),
     budget: int = typer.Option(16, "--budget", help="DDTree budget: the verify width is W = budget + 1."),
     num_draft_tokens: int = typer.Option(8, "--num-draft-tokens", help="C, speculative_num_draft_tokens."),
-    device: str = typer.Option("cpu", "--device", help="cpu (Triton interpreter) or cuda."),
+    device: str = typer.Option("cpu", "--device", help="cpu (Triton interpreter), cuda or cuda:N."),
     allow_out_of_bounds: bool = typer.Option(False, "--allow-out-of-bounds", help="Deprecated, does nothing: every W runs, W < C in padded buffers, and rows written past the verify batch are reported."),
     graph_capture_width: str = typer.Option("C", "--graph-capture-width", help="C (what SGLang's graph runner does) or W (what DDTree needs)."),
     seed: int = typer.Option(0, "--seed", help="Random seed of the batch and the trees."),
@@ -242,7 +242,7 @@ def config(
         None, "--model-config", help="The target model's config.json (file or directory)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="The serving GPU, for the tree's platform probes and its choice of attention backend: an architecture (sm80, sm90, sm100, sm120), a product (A100, H100, H200, B200, RTX 5090...) or a vendor (nvidia | amd | npu | xpu | musa | cpu). Default: this machine's GPU (nvidia-smi), else an sm90 assumed."),
     smoke: bool = typer.Option(False, "--smoke", help="Also run the launch's verify path from the tree at its C and W, on its backend (passed or picked by the tree for --gpu; needs the smoke extra)."),
-    device: str = typer.Option("cpu", "--device", help="With --smoke: cpu (Triton interpreter) or cuda."),
+    device: str = typer.Option("cpu", "--device", help="With --smoke: cpu (Triton interpreter), cuda or cuda:N."),
 ) -> None:
     """Check an SGLang speculative-decoding launch before it runs.
 
