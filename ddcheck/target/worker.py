@@ -16,7 +16,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddcheck.target.evaluate import UNKNOWN, Evaluator, World, guards_to, statements_before
+from ddcheck.target.evaluate import UNKNOWN, Evaluator, Span, World, guards_to, statements_before
 from ddcheck.target.modules import TreeModules
 from ddcheck.target.sources import SourceTree
 from ddcheck.target.names import (DRAFT_TOKEN_NUM, MODEL_EXECUTOR_DIR, NUM_TOKENS_PER_REQ,
@@ -40,6 +40,10 @@ class VerifyChoice:
     kwargs: list[str] = field(default_factory=list)  # the fields the worker sets when it builds it
     input_type: str | None = None  # the SpecInputType member the class sets (``spec_input_type=``)
     per_step: bool = False  # W is computed in the step (a local of the method), not fixed at start-up
+    # The range W takes over the step's own decisions (its tests that depend on the batch taken both
+    # ways; ``min(x, cap)`` of a per-step x bounded by the cap), each end None where it cannot be evaluated.
+    width_min: int | None = None
+    width_max: int | None = None
     mask_from: "MaskSource | None" = None  # the tree function whose result the worker passes as custom_mask
 
 
@@ -129,7 +133,11 @@ def class_input_type(mods: TreeModules, name: str, module: str) -> str | None:
     return None
 
 
-def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> WorkerFacts:
+def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any],
+                  environ: dict[str, str] | None = None) -> WorkerFacts:
+    """The verify inputs the tree's worker for ``algorithm`` builds for these settings (``values``:
+    server_args after start-up; ``environ``: the launch's environment, as the worker's
+    ``os.environ.get`` reads it, None when not known)."""
     mods = TreeModules.of(tree)
     facts = WorkerFacts()
     found = worker_class(mods, algorithm)
@@ -142,7 +150,7 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> W
         facts.note = f"worker class {name} not found in {module}"
         return facts
     facts.worker, facts.worker_path, facts.worker_line = chain[-1][1].name, chain[-1][0], chain[-1][1].lineno
-    ev = Evaluator(values)
+    ev = Evaluator(values, environ=environ)
     for _, node, _ in chain:
         init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
         if init is not None:
@@ -168,13 +176,16 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> W
                                   and kw.value.value <= 1):
                     continue
                 conds = guards_to(fn.body, call, [])
-                local_ev = Evaluator(values)
-                local_ev.sa, local_ev.self_env = ev.sa, ev.self_env
+                local_ev = Evaluator(values, environ=environ)
+                local_ev.sa, local_ev.self_env = ev.sa, dict(ev.self_env)
                 local_ev.run(statements_before(fn.body, call), local_ev.local)
                 results = [(c, pol, local_ev(c)) for c, pol in conds]
                 if any(v is not UNKNOWN and bool(v) != pol for _, pol, v in results):
                     continue  # a test on the way is false for these settings
                 width = local_ev(kw.value)
+                lo, hi = (width, width) if isinstance(width, int) else _width_range(values, environ, ev, fn, call, kw.value)
+                if isinstance(lo, int) and lo == hi:
+                    width = lo  # every way through the step gives the same width
                 cls_module = mods.imports_in(mod, fn).get(call.func.id) or imports.get(call.func.id, mod)
                 attrs, cls_rel, cls_line = class_fields(mods, call.func.id, cls_module)
                 input_type = class_input_type(mods, call.func.id, cls_module)
@@ -188,11 +199,43 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> W
                     when=[("" if pol else "not ") + f"({ast.unparse(c)})" for c, pol, v in results if v is not UNKNOWN],
                     attrs=attrs, cls_path=cls_rel, cls_line=cls_line,
                     kwargs=[k.arg for k in call.keywords if k.arg], input_type=input_type,
-                    per_step=width is UNKNOWN and _computed_in_step(kw.value),
+                    per_step=not isinstance(width, int) and (_computed_in_step(kw.value) or lo != hi),
+                    width_min=lo, width_max=hi,
                     mask_from=mask_source(mods, fn, mod, call, imports)))
     if not facts.choices:
         facts.note = f"{name} builds no verify input with draft_token_num= that these settings reach"
     return facts
+
+
+MAX_STEP_TESTS = 6  # per-step tests taken both ways when W's range is evaluated (2**6 runs at most)
+
+
+def _width_range(values: dict[str, Any], environ: dict[str, str] | None, init_ev: Evaluator,
+                 fn: ast.FunctionDef, call: ast.Call, expr: ast.expr) -> tuple[int | None, int | None]:
+    """The least and greatest width ``expr`` gives at ``call`` over the step's own decisions: each
+    test on the way that the launch does not decide (it reads the batch) is taken both ways, and a
+    ``min``/``max`` of a per-step value with known ones is bounded by them. An end is None where some
+    way through the step gives a width with no bound on that side."""
+
+    def run(forced: dict[int, bool]) -> tuple[Any, list[ast.expr]]:
+        e = Evaluator(values, environ=environ)
+        e.sa, e.self_env, e.spans, e.forced = init_ev.sa, dict(init_ev.self_env), True, forced
+        e.run(statements_before(fn.body, call), e.local)
+        return e(expr), e.undecided
+
+    first, tests = run({})
+    tests = list({id(t): t for t in tests}.values())[:MAX_STEP_TESTS]
+    outcomes = [first] if not tests else []
+    for mask in range(2 ** len(tests)) if tests else ():
+        outcomes.append(run({id(t): bool(mask >> i & 1) for i, t in enumerate(tests)})[0])
+    los, his = [], []
+    for v in outcomes:
+        if isinstance(v, bool) or not isinstance(v, (int, Span)):
+            return None, None
+        lo, hi = (v, v) if isinstance(v, int) else (v.lo, v.hi)
+        los.append(lo if isinstance(lo, int) else None)
+        his.append(hi if isinstance(hi, int) else None)
+    return (None if None in los else min(los)), (None if None in his else max(his))
 
 
 SPECIAL_PATHS = ("idle", "trivial", "dummy", "warmup", "fake", "placeholder")
