@@ -25,7 +25,7 @@ from ddcheck.launch.selection import apply as apply_selection, platform_of, sele
 from ddcheck.launch.speculative import SpecSettings, flags_as_given
 from ddcheck.launch.treerun import TreeRun, load_config, run_handler, server_args_values
 from ddcheck.target.sources import SourceTree, TargetError, installed_sglang, open_target
-from ddcheck.target.names import ATTENTION_BACKEND
+from ddcheck.target.names import ATTENTION_BACKEND, MODEL_FIELDS
 from ddcheck.target.worker import graph_capture, verify_inputs
 
 _LAUNCHERS = re.compile(r"(^|[./])launch_server(\.py)?$|^serve$")
@@ -168,8 +168,7 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
         return report
     values = server_args_values(tree, ns, table.field_defaults)
     hub_notes = []  # model ids read through the Hugging Face cache, or why they could not be
-    for key, rev, index, flag in (("model_path", "revision", 1, "--model-config"),
-                                  ("speculative_draft_model_path", "speculative_draft_model_revision", 0, "--draft-config")):
+    for (key, rev), index, flag in zip(MODEL_FIELDS, (1, 0), ("--model-config", "--draft-config")):
         if configs[index] is None and isinstance(values.get(key), str):
             try:
                 found = hub_config(values[key], values.get(rev))

@@ -42,6 +42,21 @@ def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in TRUE
 
 
+def reachable(timeout: float = 3.0) -> bool:
+    """Whether the hub's endpoint (``HF_ENDPOINT``) answers a connection now: without it a download
+    would only retry (seconds each) before failing."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    try:
+        socket.create_connection((url.hostname or "", url.port or (443 if url.scheme == "https" else 80)),
+                                 timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
 def is_hub_id(path: str) -> bool:
     return bool(HUB_ID.fullmatch(path)) and not os.path.exists(path)
 
@@ -62,6 +77,9 @@ def hub_config(path: str, revision: str | None = None) -> HubConfig | None:
         if offline():
             raise HubError(f"{path}: its config.json is not in the Hugging Face cache ({cache}) and HF_HUB_OFFLINE "
                            "is set, so it cannot be downloaded")
+        if not reachable():
+            raise HubError(f"{path}: its config.json is not in the Hugging Face cache ({cache}) and the hub cannot "
+                           "be reached from here to download it")
         try:
             found = hf_hub_download(path, "config.json", revision=revision, cache_dir=cache)
         except Exception as exc:  # noqa: BLE001 - no network, no such repo, gated: said, not raised

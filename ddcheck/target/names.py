@@ -131,3 +131,8 @@ ATTENTION_BACKEND_FIELDS = (ATTENTION_BACKEND, PREFILL_ATTENTION_BACKEND, DECODE
                             DRAFT_ATTENTION_BACKEND)
 # Where 0.5.16+ stashes start-up decisions (``(source, {field: value})`` entries) before it applies them.
 RESOLVED_OVERRIDES = "_resolved_overrides"
+
+# ----------------------------------------------------------------------------- the models a launch names
+# ServerArgs' model fields and the revision fields SGLang hands the hub reader with them: the target's,
+# the draft's. A hub id there is read from the Hugging Face cache (``ddcheck.launch.hub``).
+MODEL_FIELDS = (("model_path", "revision"), ("speculative_draft_model_path", "speculative_draft_model_revision"))

@@ -16,11 +16,12 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddcheck.target.evaluate import UNKNOWN, Evaluator, Span, World, guards_to, statements_before
+from ddcheck.target.evaluate import SA, UNKNOWN, Algo, Evaluator, Span, World, guards_to, statements_before
 from ddcheck.target.modules import TreeModules
 from ddcheck.target.sources import SourceTree
 from ddcheck.target.names import (DRAFT_TOKEN_NUM, MODEL_EXECUTOR_DIR, NUM_TOKENS_PER_REQ,
-                                  SPEC_INFO_FILE as SPEC_INFO, SPEC_INFO_MODULE, VERIFY_FUNCTION_MARKERS)
+                                  SPEC_INFO_FILE as SPEC_INFO, SPEC_INFO_MODULE, SPECULATIVE_ALGORITHM_CLASS,
+                                  VERIFY_FUNCTION_MARKERS)
 
 
 
@@ -75,11 +76,18 @@ class WorkerFacts:
 # --------------------------------------------------------------------------- the tree's modules
 
 
-def worker_class(mods: TreeModules, algorithm: str) -> tuple[str, str] | None:
-    """(class name, module) the tree's SpeculativeAlgorithm gives for ``algorithm``."""
+def worker_class(mods: TreeModules, algorithm: str, values: dict[str, Any] | None = None,
+                 environ: dict[str, str] | None = None) -> tuple[str, str] | None:
+    """(class name, module) the tree's SpeculativeAlgorithm gives for ``algorithm``: its method that
+    returns an imported worker class, run for this algorithm (``self.is_eagle()`` is the tree's own
+    test, so EAGLE3 gets what ``is_eagle`` says it shares) and these settings; else the return under
+    ``if self.is_<algorithm>():``."""
     hit = mods.module(SPEC_INFO_MODULE)
     if hit is None:
         return None
+    found = _worker_by_the_trees_tests(mods, algorithm, values or {}, environ)
+    if found is not None:
+        return found
     want = f"is_{algorithm.lower()}"
     for node in ast.walk(hit[1]):
         if not isinstance(node, ast.If):
@@ -93,6 +101,45 @@ def worker_class(mods: TreeModules, algorithm: str) -> tuple[str, str] | None:
                 if isinstance(n, ast.Return) and isinstance(n.value, ast.Name) and n.value.id in imports:
                     module, name = imports[n.value.id]
                     return name, module
+    return None
+
+
+def _worker_by_the_trees_tests(mods: TreeModules, algorithm: str, values: dict[str, Any],
+                               environ: dict[str, str] | None) -> tuple[str, str] | None:
+    hit = mods.find_class(SPECULATIVE_ALGORITHM_CLASS, SPEC_INFO_MODULE)
+    if hit is None:
+        return None
+    world = World(mods, algorithm)
+    for fn in (f for f in hit[1].body if isinstance(f, ast.FunctionDef)):
+        imports = {a.asname or a.name: (mods.imported(hit[2], n), a.name) for n in ast.walk(fn)
+                   if isinstance(n, ast.ImportFrom) and mods.imported(hit[2], n) for a in n.names}
+        if not imports:
+            continue
+        ev = Evaluator(values, world=world, module=hit[2], environ=environ)
+        ev.self_value = Algo(algorithm.upper())
+        ev.local = {a.arg: SA if "server_args" in a.arg else UNKNOWN for a in fn.args.args[1:]}
+        ret = _reached_return(ev, fn.body)
+        if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Name) and ret.value.id in imports:
+            module, name = imports[ret.value.id]
+            return name, module
+    return None
+
+
+def _reached_return(ev: Evaluator, body: list[ast.stmt]) -> ast.Return | None:
+    """The ``return`` the tree's code reaches in ``body`` for the evaluator's launch; a test it cannot
+    decide (a run-time switch) is taken as false, the way to the method's plain return."""
+    for stmt in body:
+        if isinstance(stmt, ast.Return):
+            return stmt
+        if isinstance(stmt, ast.If):
+            t = ev(stmt.test)
+            got = _reached_return(ev, stmt.orelse if t is UNKNOWN or not t else stmt.body)
+            if got is not None:
+                return got
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.ImportFrom, ast.Expr)):
+            ev.run([stmt], ev.local)
+        elif isinstance(stmt, ast.Raise):
+            return None
     return None
 
 
@@ -140,7 +187,7 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any],
     ``os.environ.get`` reads it, None when not known)."""
     mods = TreeModules.of(tree)
     facts = WorkerFacts()
-    found = worker_class(mods, algorithm)
+    found = worker_class(mods, algorithm, values, environ)
     if found is None:
         facts.note = f"no worker for {algorithm} found in {SPEC_INFO}"
         return facts
