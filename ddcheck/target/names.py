@@ -117,7 +117,8 @@ REGISTRY_FUNCTION_HINTS = {"ngram": frozenset({NGRAM}), "eagle": EAGLE_FAMILY, "
 HANDLER_NAMES = ("handle_speculative_decoding",)
 HANDLER_METHOD_NAMES = ("_handle_speculative_decoding",)
 # Functions through which the tree's code reads the server arguments.
-SERVER_ARGS_GETTERS = ("get_server_args", "get_global_server_args")
+# ``get_spec()`` (0.5.23 runtime_context.py:1330) is the server arguments' speculative group, fields named alike.
+SERVER_ARGS_GETTERS = ("get_server_args", "get_global_server_args", "get_spec")
 
 # ----------------------------------------------------------------------------- the attention backends chosen at start-up
 # ServerArgs' backend fields: left None by a launch, the start-up code picks them (``_get_default_attn_backend``

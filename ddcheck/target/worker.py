@@ -215,13 +215,24 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any],
             if any(word in fn.name.lower() for word in SPECIAL_PATHS):
                 continue  # an idle or 1-node placeholder input, not the launch's verify step
             for call in ast.walk(fn):
-                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
-                        and call.func.id.endswith("VerifyInput")):
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
                     continue
-                kw = next((k for k in call.keywords if k.arg == "draft_token_num"), None)
+                built = call, mod, rel  # the VerifyInput call, the module it is in, its file
+                width_node = None
+                if not call.func.id.endswith("VerifyInput"):
+                    # A tree function the worker calls that builds it (``build_eagle_verify_input(...,
+                    # num_draft_tokens=self.x)``): W is what the worker hands that parameter.
+                    through = _built_through(mods, mod, fn, call, imports)
+                    if through is None:
+                        continue
+                    built, width_node = through[0], through[1]
+                vcall = built[0]
+                kw = next((k for k in vcall.keywords if k.arg == "draft_token_num"), None)
                 if kw is None or (isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, int)
                                   and kw.value.value <= 1):
                     continue
+                if width_node is not None:
+                    kw = ast.keyword(arg="draft_token_num", value=width_node)
                 conds = guards_to(fn.body, call, [])
                 local_ev = Evaluator(values, environ=environ)
                 local_ev.sa, local_ev.self_env = ev.sa, dict(ev.self_env)
@@ -233,25 +244,51 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any],
                 lo, hi = (width, width) if isinstance(width, int) else _width_range(values, environ, ev, fn, call, kw.value)
                 if isinstance(lo, int) and lo == hi:
                     width = lo  # every way through the step gives the same width
-                cls_module = mods.imports_in(mod, fn).get(call.func.id) or imports.get(call.func.id, mod)
-                attrs, cls_rel, cls_line = class_fields(mods, call.func.id, cls_module)
-                input_type = class_input_type(mods, call.func.id, cls_module)
-                key = (call.func.id, width if width is not UNKNOWN else None)
+                vmod, vrel, vname = built[1], built[2], vcall.func.id
+                cls_module = (mods.imports_in(mod, fn).get(vname) or imports.get(vname, mod)) if vcall is call \
+                    else mods.imports_of(vmod).get(vname, vmod)
+                attrs, cls_rel, cls_line = class_fields(mods, vname, cls_module)
+                input_type = class_input_type(mods, vname, cls_module)
+                key = (vname, width if width is not UNKNOWN else None)
                 if key in seen:
                     continue
                 seen.add(key)
                 facts.choices.append(VerifyChoice(
-                    cls=call.func.id, width=width if isinstance(width, int) else None,
-                    width_expr=ast.unparse(kw.value), path=rel, line=call.lineno,
+                    cls=vname, width=width if isinstance(width, int) else None,
+                    width_expr=ast.unparse(kw.value), path=vrel, line=vcall.lineno,
                     when=[("" if pol else "not ") + f"({ast.unparse(c)})" for c, pol, v in results if v is not UNKNOWN],
                     attrs=attrs, cls_path=cls_rel, cls_line=cls_line,
-                    kwargs=[k.arg for k in call.keywords if k.arg], input_type=input_type,
+                    kwargs=[k.arg for k in vcall.keywords if k.arg], input_type=input_type,
                     per_step=not isinstance(width, int) and (_computed_in_step(kw.value) or lo != hi),
                     width_min=lo, width_max=hi,
-                    mask_from=mask_source(mods, fn, mod, call, imports)))
+                    mask_from=mask_source(mods, fn, mod, call, imports) if vcall is call else None))
     if not facts.choices:
         facts.note = f"{name} builds no verify input with draft_token_num= that these settings reach"
     return facts
+
+
+def _built_through(mods: TreeModules, mod: str, fn: ast.FunctionDef, call: ast.Call, imports: dict[str, str]):
+    """((VerifyInput call, its module, its file), the worker's argument for its width) when ``call`` is
+    of a tree function whose ``...VerifyInput(draft_token_num=p)`` takes ``p`` from its parameter."""
+    source = mods.imports_in(mod, fn).get(call.func.id) or imports.get(call.func.id)
+    hit = mods.find_function(call.func.id, source) if source else None
+    if hit is None:
+        return None
+    fdef, fmodule = hit
+    params = [a.arg for a in [*fdef.args.posonlyargs, *fdef.args.args]]
+    for inner in ast.walk(fdef):
+        if not (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id.endswith("VerifyInput")):
+            continue
+        kw = next((k for k in inner.keywords if k.arg == "draft_token_num"), None)
+        if kw is None or not isinstance(kw.value, ast.Name):
+            continue
+        p = kw.value.id
+        arg = next((k.value for k in call.keywords if k.arg == p), None)
+        if arg is None and p in params and params.index(p) < len(call.args):
+            arg = call.args[params.index(p)]
+        if arg is not None and not isinstance(arg, ast.Starred):
+            return (inner, fmodule, (mods.module(fmodule) or ("", None))[0]), arg
+    return None
 
 
 MAX_STEP_TESTS = 6  # per-step tests taken both ways when W's range is evaluated (2**6 runs at most)
