@@ -427,9 +427,9 @@ def test_spec_v2_env_with_topk():
 def test_topk_1_rewrites_draft_tokens():
     r = run("0.5.23", eagle(3, 1, 8))
     assert "sglang-eagle-topk1-draft" in ids(r, "warning") and r.settings.num_draft_tokens == 4
-    # 0.5.23's EAGLEWorkerV2 builds its verify input in its draft worker (eagle_worker_v2.py:717, through
-    # eagle_worker_common.py:377), which ddcheck does not follow yet: W is not judged, never a table's
-    assert r.exit_code == 3 and any("verify input" in x for x in r.not_judged)
+    # W from 0.5.23's own worker: EAGLEWorkerV2's draft worker (eagle_worker_v2.py:1335) builds the
+    # verify input through eagle_worker_common.py:472, draft_token_num=num_draft_tokens (its :717 call)
+    assert r.exit_code == 0 and r.settings.verify_width == 4 and r.settings.verify_input == "EagleVerifyInput"
     assert "sglang-eagle-topk1-draft" not in ids(run("0.5.23", eagle(3, 1, 4)), None)
 
 

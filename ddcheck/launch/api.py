@@ -12,7 +12,7 @@ import re
 import sys
 from collections.abc import Callable
 
-from ddcheck.errors import EXIT_NOT_JUDGED, UsageError
+from ddcheck.errors import UsageError
 from ddcheck.launch.environ import TreeOutput, launch_environ
 from ddcheck.launch.hub import HubError, hub_config
 from ddcheck.launch.checks import (ALL_CHECKS, SCAN_ONLY_CHECKS, Consequence, ConfigFinding, check_startup,

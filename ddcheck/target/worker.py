@@ -197,74 +197,105 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any],
         facts.note = f"worker class {name} not found in {module}"
         return facts
     facts.worker, facts.worker_path, facts.worker_line = chain[-1][1].name, chain[-1][0], chain[-1][1].lineno
-    ev = Evaluator(values, environ=environ)
-    for _, node, _ in chain:
-        init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
-        if init is not None:
-            params = [a.arg for a in init.args.args]
-            ev.sa = {params[1]} if len(params) > 1 else {"server_args"}
-            ev.run(init.body, {})
     seen: set[tuple] = set()
-    overridden: set[str] = set()  # methods a subclass redefines without calling the base's
-    for rel, node, mod in reversed(chain):  # the subclass first
-        imports = mods.imports_of(mod)
-        methods = [fn for fn in node.body if isinstance(fn, ast.FunctionDef) and fn.name != "__init__"]
-        live = [fn for fn in methods if fn.name not in overridden]
-        overridden |= {fn.name for fn in methods if not _calls_super(fn)}
-        for fn in live:
-            if any(word in fn.name.lower() for word in SPECIAL_PATHS):
-                continue  # an idle or 1-node placeholder input, not the launch's verify step
-            for call in ast.walk(fn):
-                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
-                    continue
-                built = call, mod, rel  # the VerifyInput call, the module it is in, its file
-                width_node = None
-                if not call.func.id.endswith("VerifyInput"):
-                    # A tree function the worker calls that builds it (``build_eagle_verify_input(...,
-                    # num_draft_tokens=self.x)``): W is what the worker hands that parameter.
-                    through = _built_through(mods, mod, fn, call, imports)
-                    if through is None:
+
+    def scan(chain) -> Evaluator:
+        ev = Evaluator(values, environ=environ)
+        for _, node, _ in chain:
+            init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+            if init is not None:
+                params = [a.arg for a in init.args.args]
+                ev.sa = {params[1]} if len(params) > 1 else {"server_args"}
+                ev.run(init.body, {})
+        overridden: set[str] = set()  # methods a subclass redefines without calling the base's
+        for rel, node, mod in reversed(chain):  # the subclass first
+            imports = mods.imports_of(mod)
+            methods = [fn for fn in node.body if isinstance(fn, ast.FunctionDef) and fn.name != "__init__"]
+            live = [fn for fn in methods if fn.name not in overridden]
+            overridden |= {fn.name for fn in methods if not _calls_super(fn)}
+            for fn in live:
+                if any(word in fn.name.lower() for word in SPECIAL_PATHS):
+                    continue  # an idle or 1-node placeholder input, not the launch's verify step
+                for call in ast.walk(fn):
+                    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
                         continue
-                    built, width_node = through[0], through[1]
-                vcall = built[0]
-                kw = next((k for k in vcall.keywords if k.arg == "draft_token_num"), None)
-                if kw is None or (isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, int)
-                                  and kw.value.value <= 1):
-                    continue
-                if width_node is not None:
-                    kw = ast.keyword(arg="draft_token_num", value=width_node)
-                conds = guards_to(fn.body, call, [])
-                local_ev = Evaluator(values, environ=environ)
-                local_ev.sa, local_ev.self_env = ev.sa, dict(ev.self_env)
-                local_ev.run(statements_before(fn.body, call), local_ev.local)
-                results = [(c, pol, local_ev(c)) for c, pol in conds]
-                if any(v is not UNKNOWN and bool(v) != pol for _, pol, v in results):
-                    continue  # a test on the way is false for these settings
-                width = local_ev(kw.value)
-                lo, hi = (width, width) if isinstance(width, int) else _width_range(values, environ, ev, fn, call, kw.value)
-                if isinstance(lo, int) and lo == hi:
-                    width = lo  # every way through the step gives the same width
-                vmod, vrel, vname = built[1], built[2], vcall.func.id
-                cls_module = (mods.imports_in(mod, fn).get(vname) or imports.get(vname, mod)) if vcall is call \
-                    else mods.imports_of(vmod).get(vname, vmod)
-                attrs, cls_rel, cls_line = class_fields(mods, vname, cls_module)
-                input_type = class_input_type(mods, vname, cls_module)
-                key = (vname, width if width is not UNKNOWN else None)
-                if key in seen:
-                    continue
-                seen.add(key)
-                facts.choices.append(VerifyChoice(
-                    cls=vname, width=width if isinstance(width, int) else None,
-                    width_expr=ast.unparse(kw.value), path=vrel, line=vcall.lineno,
-                    when=[("" if pol else "not ") + f"({ast.unparse(c)})" for c, pol, v in results if v is not UNKNOWN],
-                    attrs=attrs, cls_path=cls_rel, cls_line=cls_line,
-                    kwargs=[k.arg for k in vcall.keywords if k.arg], input_type=input_type,
-                    per_step=not isinstance(width, int) and (_computed_in_step(kw.value) or lo != hi),
-                    width_min=lo, width_max=hi,
-                    mask_from=mask_source(mods, fn, mod, call, imports) if vcall is call else None))
+                    built = call, mod, rel  # the VerifyInput call, the module it is in, its file
+                    width_node = None
+                    if not call.func.id.endswith("VerifyInput"):
+                        # A tree function the worker calls that builds it (``build_eagle_verify_input(...,
+                        # num_draft_tokens=self.x)``): W is what the worker hands that parameter.
+                        through = _built_through(mods, mod, fn, call, imports)
+                        if through is None:
+                            continue
+                        built, width_node = through[0], through[1]
+                    vcall = built[0]
+                    kw = next((k for k in vcall.keywords if k.arg == "draft_token_num"), None)
+                    if kw is None or (isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, int)
+                                      and kw.value.value <= 1):
+                        continue
+                    if width_node is not None:
+                        kw = ast.keyword(arg="draft_token_num", value=width_node)
+                    conds = guards_to(fn.body, call, [])
+                    local_ev = Evaluator(values, environ=environ)
+                    local_ev.sa, local_ev.self_env = ev.sa, dict(ev.self_env)
+                    local_ev.run(statements_before(fn.body, call), local_ev.local)
+                    results = [(c, pol, local_ev(c)) for c, pol in conds]
+                    if any(v is not UNKNOWN and bool(v) != pol for _, pol, v in results):
+                        continue  # a test on the way is false for these settings
+                    width = local_ev(kw.value)
+                    lo, hi = (width, width) if isinstance(width, int) else _width_range(values, environ, ev, fn, call, kw.value)
+                    if isinstance(lo, int) and lo == hi:
+                        width = lo  # every way through the step gives the same width
+                    vmod, vrel, vname = built[1], built[2], vcall.func.id
+                    cls_module = (mods.imports_in(mod, fn).get(vname) or imports.get(vname, mod)) if vcall is call \
+                        else mods.imports_of(vmod).get(vname, vmod)
+                    attrs, cls_rel, cls_line = class_fields(mods, vname, cls_module)
+                    input_type = class_input_type(mods, vname, cls_module)
+                    key = (vname, width if width is not UNKNOWN else None)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    facts.choices.append(VerifyChoice(
+                        cls=vname, width=width if isinstance(width, int) else None,
+                        width_expr=ast.unparse(kw.value), path=vrel, line=vcall.lineno,
+                        when=[("" if pol else "not ") + f"({ast.unparse(c)})" for c, pol, v in results if v is not UNKNOWN],
+                        attrs=attrs, cls_path=cls_rel, cls_line=cls_line,
+                        kwargs=[k.arg for k in vcall.keywords if k.arg], input_type=input_type,
+                        per_step=not isinstance(width, int) and (_computed_in_step(kw.value) or lo != hi),
+                        width_min=lo, width_max=hi,
+                        mask_from=mask_source(mods, fn, mod, call, imports) if vcall is call else None))
+        return ev
+
+    ev = scan(chain)
+    if not facts.choices:
+        # The worker may hand the step to a part it builds (``self.draft_worker = EagleDraftWorker(...)``):
+        # that part's methods build the verify input, with its own __init__'s attributes.
+        for part in _parts(mods, chain, ev):
+            scan(part)
+            if facts.choices:
+                break
     if not facts.choices:
         facts.note = f"{name} builds no verify input with draft_token_num= that these settings reach"
     return facts
+
+
+def _parts(mods: TreeModules, chain, ev: Evaluator) -> list:
+    """Class chains (base first) of the tree classes the worker's ``__init__`` builds into its attributes."""
+    out = []
+    for _, node, mod in chain:
+        init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+        for stmt in ast.walk(init) if init is not None else ():
+            if not (isinstance(stmt, ast.Assign) and any(
+                    isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+                    for t in stmt.targets)):
+                continue
+            for call in (n for n in ast.walk(stmt.value) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
+                name = call.func.id  # ``self.part = Part(...)``, also under a conditional expression
+                source = mods.imports_in(mod, init).get(name) or mods.imports_of(mod).get(name, mod)
+                part = _class_chain(mods, name, source)
+                if part and part not in out:
+                    out.append(part)
+    return out
 
 
 def _built_through(mods: TreeModules, mod: str, fn: ast.FunctionDef, call: ast.Call, imports: dict[str, str]):
