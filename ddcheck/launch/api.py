@@ -17,7 +17,8 @@ from ddcheck.launch.environ import TreeOutput, launch_environ
 from ddcheck.launch.hub import HubError, hub_config
 from ddcheck.launch.checks import (ALL_CHECKS, SCAN_ONLY_CHECKS, Consequence, ConfigFinding, check_startup,
                                    tree_run_findings)
-from ddcheck.launch.evidence import scan_errors
+from ddcheck.launch.evidence import scan_errors, verify_findings_by_backend
+from ddcheck.launch.target import backend_files
 from ddcheck.launch.flags import ParseError, flag_table, merge_config_file, parse
 from ddcheck.launch.gpu import GpuError, resolve_gpu
 from ddcheck.launch.report import GpuReport, PickedBackend, Report, render_json, render_text
@@ -219,7 +220,7 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
         _apply(s, run, tree, environ.for_tree())
         if sel.picked:  # the speculative handler may change a backend it was left (the tree's own rewrite)
             settle(s, {f: run.values.get(f) for f in sel.picked})
-        report.not_judged += _widths_not_judged(s)
+        unknown_widths = _widths_not_judged(s)
         checks = tuple(c for c in ALL_CHECKS if c is not check_startup)  # labels of the tree's own rejections only
     else:
         # Fails closed: no table stands in for the tree's start-up code. What the scan says of a backend
@@ -232,6 +233,8 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
         report.not_judged += [note for note, _ in hub_notes]
     for check in checks:
         report.findings.extend(check(s, tree))
+    if run.ok and unknown_widths and not (s.verify_width_per_step and _any_width_is_right(s, tree)):
+        report.not_judged += unknown_widths
     if any(f.id == "verify-width" for f in report.findings):
         report.scan_engine = scan_errors(tree, [])[1]
     if smoke is not None:
@@ -254,6 +257,16 @@ def _jsonable(v) -> bool:
 def _given(args: list[str], table, dest: str) -> bool:
     spec = table.flag(dest)
     return spec is not None and any(a.split("=", 1)[0] in spec.options for a in args)
+
+
+def _any_width_is_right(s: SpecSettings, tree: SourceTree) -> bool:
+    """The launch's verify step is right whatever W the worker computes: its backend's verify path has
+    no width fixed at start-up (the scan finds none), and its graphs are off or replay only the width
+    they captured (narrower steps run eagerly)."""
+    b = s.verify_backend
+    if b is None or b not in backend_files(tree) or verify_findings_by_backend(tree, [b]).get(b):
+        return False
+    return not s.cuda_graph or bool(s.replay_gate_at)
 
 
 def _widths_not_judged(s: SpecSettings) -> list[str]:
