@@ -16,7 +16,7 @@ from ddcheck.errors import UsageError
 from ddcheck.launch.environ import TreeOutput, launch_environ
 from ddcheck.launch.hub import HubError, hub_config
 from ddcheck.launch.checks import (ALL_CHECKS, SCAN_ONLY_CHECKS, Consequence, ConfigFinding, check_startup,
-                                   tree_run_findings)
+                                   check_verify_width, tree_run_findings)
 from ddcheck.launch.evidence import scan_errors, verify_findings_by_backend
 from ddcheck.launch.target import backend_files
 from ddcheck.launch.flags import ParseError, flag_table, merge_config_file, parse
@@ -264,9 +264,13 @@ def _any_width_is_right(s: SpecSettings, tree: SourceTree) -> bool:
     no width fixed at start-up (the scan finds none), and its graphs are off or replay only the width
     they captured (narrower steps run eagerly)."""
     b = s.verify_backend
-    if b is None or b not in backend_files(tree) or verify_findings_by_backend(tree, [b]).get(b):
+    if b is None or b not in backend_files(tree) or (s.cuda_graph and not s.replay_gate_at):
         return False
-    return not s.cuda_graph or bool(s.replay_gate_at)
+    if not verify_findings_by_backend(tree, [b]).get(b):
+        return True
+    # what the verify-width check says of a width that differs from C on this launch's paths
+    other = s.model_copy(update={"verify_width_min": (s.num_draft_tokens or 0) + 1, "verify_width": None})
+    return not check_verify_width(other, tree)
 
 
 def _widths_not_judged(s: SpecSettings) -> list[str]:

@@ -194,7 +194,7 @@ def check_verify_graph(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
     """CUDA graphs on and W != the width the verify graph was captured with: a crash at replay, or,
     where the runner's ``can_run`` checks the batch's width, verify running eagerly."""
     W, C = s.verify_width, s.num_draft_tokens
-    if not s.cuda_graph or s.algorithm is None or W is None or C is None:
+    if not s.cuda_graph or s.algorithm is None or C is None or (W is None and not s.verify_width_per_step):
         return []
     if s.capture_width is not None and s.verify_width_per_step:
         # Every step verifies its own width, at most W: those narrower than the capture replay it?
@@ -203,12 +203,13 @@ def check_verify_graph(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
             return []  # narrower steps run eagerly; the capture-width steps replay
         return [_f("verify-graph-width", Consequence.CRASH,
                    message=f"CUDA graphs are on and capture the verify graph at {s.capture_width} tokens per request, "
-                           f"but the worker computes W each step (`{s.verify_width_per_step}`, up to {W}) and the "
+                           f"but the worker computes W each step (`{s.verify_width_per_step}`, from "
+                           f"{_end(s.verify_width_min)} to {_end(W)}) and the "
                            f"graph runner's can_run does not compare a batch's width with the captured one: a "
                            f"narrower step replays a graph laid out for {s.capture_width}",
                    fix="disable decode CUDA graphs (--disable-cuda-graph), or pad every step to the captured width",
                    evidence=[cap])]
-    if W == C and s.capture_width in (None, W):
+    if W is None or W == C and s.capture_width in (None, W):
         return []
     if s.capture_width is not None:
         # The tree's graph runner, evaluated for this launch.
