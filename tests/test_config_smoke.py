@@ -11,7 +11,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TREE = REPO / "fixtures" / "trees" / "newer_ddtree"
 LAUNCH = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "DDTREE",
-          "--speculative-ddtree-budget", "3", "--speculative-num-draft-tokens", "16", "--attention-backend", "torch_native"]
+          "--speculative-ddtree-budget", "3", "--speculative-num-draft-tokens", "16", "--attention-backend", "torch_native",
+          "--speculative-ddtree-pad"]  # every step verifies budget + 1: W = 4 from the fixture's worker
 
 
 def _config(*flags: str) -> dict:
