@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
+
+from ddcheck.errors import not_judged as unjudged, verdict
 
 from ddcheck.launch.checks import ConfigFinding
 from ddcheck.launch.speculative import SpecSettings
@@ -51,9 +53,15 @@ class Report(BaseModel):
     def errors(self) -> list[ConfigFinding]:
         return [f for f in self.findings if f.level == "error"]
 
+    @computed_field  # in the JSON: the command's exit code by the one contract
     @property
     def exit_code(self) -> int:
-        return 1 if self.errors else 0
+        return verdict(bool(self.errors), bool(self.not_judged))
+
+    @computed_field  # what could not be judged, why, and what would make it judgeable (exit 3)
+    @property
+    def not_judged(self) -> list[dict[str, str]]:
+        return [unjudged(f.id, f.message, f.fix) for f in self.findings if f.not_judged]
 
     def ids(self, level: str | None = None) -> set[str]:
         return {f.id for f in self.findings if level is None or f.level == level}
@@ -117,7 +125,9 @@ def render_text(report: Report, console=None) -> None:
         for e in f.evidence:
             console.print(f"        at {e}" + (f"  {e.text}" if e.text else ""), highlight=False, markup=False)
     n = len(report.errors)
-    console.print(f"[{'bold red' if n else 'green'}]{n} error(s)[/]")
+    unjudged_ids = ", ".join(x["what"] for x in report.not_judged)
+    console.print(f"[{'bold red' if n else 'green'}]{n} error(s)[/]"
+                  + (f"; [magenta]not judged: {unjudged_ids}[/] (exit {report.exit_code})" if unjudged_ids else ""))
 
 
 def _gpu_text(g: GpuReport) -> str:
