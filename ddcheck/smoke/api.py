@@ -459,6 +459,8 @@ def smoke_main(target: str, backend_file: str | None = None, fmt: str = "text", 
     report = run_smoke(target, backend_file=backend_file, **kwargs)
     if fmt == "json":
         sys.stdout.write(report.to_json() + "\n")
+    elif report.exit_code == EXIT_USAGE:  # a bad argument or target: one line, as every command says it
+        sys.stderr.write(f"ddcheck: {report.verdict.removeprefix('usage: ')}\n")
     else:
         render_text(report, console)
     return report.exit_code

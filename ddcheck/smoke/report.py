@@ -109,6 +109,7 @@ UNWRAPPED = 1 << 14  # columns of a console that is not a terminal: wider than a
 
 def render_text(report: SmokeReport, console=None) -> None:
     """Print a compact human summary with rich."""
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or text_console()
@@ -130,7 +131,8 @@ def render_text(report: SmokeReport, console=None) -> None:
             (f"{len(p.contract_fields)} fields right" if p.contract_fields else "")
         table.add_row(p.case, p.path + (f"@{p.capture_width}" if p.capture_width else ""), str(p.width),
                       str(p.num_draft_tokens), f"[{style}]{p.status}[/]", *cells, contract)
-    console.print(table)
+    if report.paths:  # none ran (torch missing, a bad target): no empty table
+        console.print(table)
     for p in report.paths:
         if p.error:
             console.print(f"[magenta]{p.case}/{p.path}[/]: {p.error}")
@@ -150,9 +152,10 @@ def render_text(report: SmokeReport, console=None) -> None:
     for note in report.limitations:
         console.print(f"[yellow]limitation[/]: {note}")
     for n in report.not_judged:
-        console.print(f"[magenta]not judged[/]: {n['what']}; to judge it: {n['to_judge']}", highlight=False)
+        console.print(f"[magenta]not judged[/]: {escape(n['what'])}; to judge it: {escape(n['to_judge'])}",
+                      highlight=False)
     colour = {0: "green", 1: "red"}.get(report.exit_code, "magenta")
-    console.print(f"[bold {colour}]exit {report.exit_code}[/]: {report.verdict}")
+    console.print(f"[bold {colour}]exit {report.exit_code}[/]: {escape(report.verdict)}")
 
 
 def _short(values: Any, n: int = 6) -> str:
