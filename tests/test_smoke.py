@@ -70,8 +70,12 @@ def test_unfixed_buggy_release_is_caught(version):
 @pytest.mark.network
 @pytest.mark.parametrize("version", GOOD)
 def test_later_releases_pass_unfixed(version):
+    """Right on every path at W, graphs captured at W included. A graph captured at C keeps
+    max_extend_len = C = 8 < W: the path breaks the verify contract (right only within one row block),
+    so it is the capture width, exit 1, never `ok` (issue 39)."""
     r = run_smoke(f"sglang=={version}")
-    assert r.exit_code == 0, r.verdict
+    assert r.exit_code == 1 and r.verdict.startswith("capture width"), r.verdict
+    assert statuses(r)["ddtree/eager"] == statuses(r)["ddtree-capture-at-W/graph"] == "ok"
     eager = next(p for p in r.paths if p.case == "ddtree" and p.path == "eager")
     assert eager.metadata["qo_indptr"] == [0, 17, 34, 51] and eager.metadata["max_extend_len"] == 17
     assert eager.max_abs_err < 1e-3
