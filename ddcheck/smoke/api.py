@@ -342,8 +342,11 @@ def _verdict(report: SmokeReport) -> None:
     paths = report.paths
     # ddtree paths that fail with the mask the tree's own builder made, and pass with the reference layout
     refs = {p.path: p for p in paths if p.case == "ddtree-reference-mask"}
+    # ... and those that crash with the tree's mask and not with the reference layout (wrong there for
+    # another reason, such as a graph captured at C): the crash is the mask's, not the harness's
     mask_fault = [p for p in paths if p.case == "ddtree" and p.status in ("wrong", "crash")
-                  and refs.get(p.path) is not None and refs[p.path].status == "ok"]
+                  and refs.get(p.path) is not None and (refs[p.path].status == "ok" or p.status == "crash"
+                                                        and refs[p.path].status == "wrong")]
     crashed = [p for p in paths if p.status in ("crash", "pending") and p not in mask_fault]
     controls = [p for p in paths if p.case in ("control", "seed")]
     ddtree = [p for p in paths if p.case == "ddtree"]
@@ -382,7 +385,12 @@ def _verdict(report: SmokeReport) -> None:
                               + ", ".join(f"{p.path} ({p.error})" if p.status == "crash" else
                                           f"{p.path} ({p.wrong_tokens} wrong of {p.tokens} tokens)" for p in bad)
                               + "; with the mask laid out as the backend reads it (W x (prefix + W) per request, "
-                                "packed) the same paths are right: the builder's layout is not the backend's")
+                                "packed) the same paths "
+                              + ("are right" if all(refs[p.path].status == "ok" for p in bad) else
+                                 "run, " + ", ".join(f"{p.path} {refs[p.path].status}" for p in bad)
+                                 + " (" + ", ".join(_fault(refs[p.path], report.kernels is not None) for p in bad
+                                                    if refs[p.path].status != "ok") + ")")
+                              + ": the builder's layout is not the backend's")
             return
         report.exit_code = 1
         faults = ", ".join(_fault(p, report.kernels is not None) for p in bad)
