@@ -2,18 +2,43 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 import sys
 import time
 from pathlib import Path
 from typing import Literal
 
 from ddcheck.errors import EXIT_NOT_JUDGED, EXIT_USAGE, not_judged
+from ddcheck.smoke import requirements
 from ddcheck.smoke.loader import BACKEND_RELPATH, HarnessError, LoadContext, SglangImporter, SmokeUsageError
 from ddcheck.smoke.report import HarnessTrace, SmokeReport, render_text
 from ddcheck.target.names import SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE
 
 SEED_BUDGET, SEED_C = 7, 8  # the DDTree seed configuration: budget 7 verifies 8 = C tokens
 PATHS = ("eager", "graph")
+DEVICES = re.compile(r"cpu|cuda(:\d+)?")  # cpu: Triton's interpreter; cuda[:N]: a GPU
+
+
+def backend_name(name: str) -> str:
+    """The known backend called ``name``, in any case; ValueError with a "did you mean" and the choices."""
+    from ddcheck import backends
+
+    found = {b.lower(): b for b in backends.BACKENDS}
+    if name.lower() in found:
+        return found[name.lower()]
+    # a misspelt name, or one of the backend's file (flashattention_backend.py is fa3)
+    like = {**{b.relpath.rsplit("/", 1)[-1].removesuffix(".py").removesuffix("_backend"): b.name
+               for b in backends.BACKENDS.values()}, **found}
+    close = difflib.get_close_matches(name.lower(), list(like), n=1)
+    hint = f"; did you mean {like[close[0]]!r}?" if close else ""
+    raise ValueError(f"unknown backend {name!r}{hint} (known: {', '.join(backends.BACKENDS)})")
+
+
+def check_device(device: str) -> None:
+    """ValueError unless ``device`` is one smoke runs on."""
+    if not DEVICES.fullmatch(device):
+        raise ValueError(f"unknown device {device!r}: cpu (Triton's interpreter), cuda or cuda:N")
 
 
 def default_shape(device: str, dtype: str | None = None):
@@ -76,6 +101,10 @@ def run_smoke(
     rows, and rows a path writes past the batch are reported (``PathResult.out_of_bounds``) and make
     it wrong. ``allow_out_of_bounds`` is deprecated: accepted, and does nothing.
     """
+    try:
+        backend = backend_name(backend)  # in any case; an unknown name is the harness failure below
+    except ValueError:
+        pass
     args = dict(target=target, backend_file=backend_file, backend_source=backend_source, budget=budget,
                 num_draft_tokens=num_draft_tokens, device=device, seed=seed, allow_out_of_bounds=allow_out_of_bounds,
                 prefix_lens=prefix_lens, dtype=dtype, graph_capture_width=graph_capture_width, seed_case=seed_case,
@@ -84,6 +113,13 @@ def run_smoke(
     report = _blank_report(args)
     try:
         spec = _backend(backend)
+        try:
+            check_device(device)
+        except ValueError as exc:
+            raise SmokeUsageError(str(exc)) from None
+        missing = requirements.problem(device)
+        if missing:  # the line says what to install: could not judge here
+            raise HarnessError(missing, missing)
         _check_widths(budget, num_draft_tokens, allow_out_of_bounds)
         if graph_capture_width not in ("C", "W"):
             raise SmokeUsageError(f"graph_capture_width must be 'C' or 'W', not {graph_capture_width!r}")
@@ -113,9 +149,9 @@ def _backend(name: str):
     from ddcheck import backends
 
     try:
-        spec = backends.get(name)
-    except KeyError as exc:
-        raise SmokeUsageError(exc.args[0]) from None
+        spec = backends.get(backend_name(name))
+    except ValueError as exc:
+        raise SmokeUsageError(str(exc)) from None
     if not spec.runs:
         raise HarnessError(f"smoke cannot run the {name} backend here: {spec.why_not}",
                            "run it where its kernels run, or judge it with `ddcheck scan`")
@@ -173,8 +209,8 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
         import torch  # noqa: F401
         import triton  # noqa: F401
     except ImportError as exc:
-        raise HarnessError(f"{exc.name} is not installed (ddcheck smoke needs torch and triton)",
-                           "install torch and triton: pip install 'ddcheck[smoke]'") from exc
+        raise HarnessError(f"{exc.name} is not installed: {requirements.EXTRA}",
+                           f"install torch and triton: {requirements.EXTRA}") from exc
     from ddcheck.target.sources import TargetError, installed_sglang, open_target
     from ddcheck.smoke.harness import Session, build_batch, pinned_memory_ignored, triton_interpreter
 
