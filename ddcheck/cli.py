@@ -1,5 +1,6 @@
-"""The ``ddcheck`` command line. Exit codes: 0 clean, 1 findings (or files that could not be
-scanned), 2 usage or internal error."""
+"""The ``ddcheck`` command line. Exit codes, the one contract of :mod:`ddcheck.errors` (guard excepted):
+0 judged and right, 1 findings, 2 usage error (or internal error, or a target that cannot be
+obtained), 3 could not judge."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import List, Optional
 
 # scan_command first: it sets the environment pydantic (loaded by typer) reads
-from .errors import EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_USAGE
+from .errors import CONTRACT, EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_USAGE
 from .findings import Severity
 from .scan_command import UsageError, console, internal_failure, resolve_settings, scan_command, usage_failure
 
@@ -50,7 +51,8 @@ app = typer.Typer(
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Find and fix SGLang attention backends that lay out the speculative-decoding verify batch "
-         "with the width fixed at start-up (C) instead of the verify input's per-step width (W).",
+         "with the width fixed at start-up (C) instead of the verify input's per-step width (W).\n\n"
+         + CONTRACT,
     epilog="Example: [bold]ddcheck scan sglang==0.5.10[/bold] (then [bold]ddcheck COMMAND -h[/bold] for each command)",
 )
 
@@ -78,6 +80,10 @@ def scan(
 ) -> None:
     """Find verify-path uses of the start-up width C.
 
+    Exit codes: 0 no finding at or above --fail-on; 1 such findings, or files that could not be scanned
+    (listed); 2 usage error, or a target that cannot be obtained (a missing path, no Python files, an
+    unknown version). A scan judges every file it reads, so it never exits 3 (could not judge).
+
     Example: [bold]ddcheck scan sglang==0.5.10 --format json[/bold]
     """
     raise typer.Exit(scan_command(targets, fmt, fail_on, select, ignore, config, baseline, write_baseline, no_cache,
@@ -98,6 +104,14 @@ def fix(
     force: bool = typer.Option(False, "--force", help="With --out: write into a directory that is not empty."),
 ) -> None:
     """Rewrite verify-path uses of C to the verify input's per-step width, format-preserving.
+
+    --diff and --check write nothing, so they take any target (a wheel, sglang==VERSION) and --out is
+    not written.
+
+    Exit codes: 0 fixed, or nothing to fix (with --verify: and the fixed tree passes the smoke test); 1
+    fixes pending (--check), a fix not made or not written, a finding left unfixed, or the fixed tree
+    fails the smoke test; 2 usage error, or a target that cannot be obtained; 3 --verify could not run
+    the smoke test (findings win over 3).
 
     Example: [bold]ddcheck fix sglang==0.5.10 --out /tmp/sglang-fixed[/bold]
     """
@@ -140,8 +154,9 @@ def smoke(
     compared with a reference. Every W runs, W < C in padded buffers, and rows written past the verify
     batch are reported.
 
-    Exit 0: every path is correct. 1: the control passes but W != C is wrong (the bug, or the graph
-    capture width: the verdict says which). 2: harness failure.
+    Exit codes: 0 every path is correct; 1 the controls pass but W != C is wrong (the bug, or the graph
+    capture width: the verdict says which); 2 usage error, or a target that cannot be obtained; 3 could
+    not judge: the harness could not run the verify path (torch missing, a crash, a control wrong).
 
     Example: [bold]ddcheck smoke sglang==0.5.10[/bold] (the bug: exit 1).
 
@@ -246,6 +261,10 @@ def config(
 ) -> None:
     """Check an SGLang speculative-decoding launch before it runs.
 
+    Exit codes: 0 the launch was judged and is right; 1 error findings; 2 usage error, or a target that
+    cannot be obtained; 3 could not judge (with --smoke: the smoke could not run here), unless there are
+    errors.
+
     Example: [bold]ddcheck config --sglang sglang==0.5.16 -- python -m sglang.launch_server --model-path M
     --speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 16[/bold]
     """
@@ -304,6 +323,8 @@ def guard(
 def list_rules() -> None:
     """List the rules with their severity and fixability.
 
+    Exit code: 0.
+
     Example: [bold]ddcheck rules[/bold]
     """
     from rich.table import Table
@@ -319,6 +340,8 @@ def list_rules() -> None:
 @app.command()
 def explain(rule_id: str = typer.Argument(..., help="A rule id (DD001) or name.")) -> None:
     """Print a rule's documentation: what it finds, why it is wrong, bad/good example, fix.
+
+    Exit codes: 0; 2 an unknown rule.
 
     Example: [bold]ddcheck explain DD001[/bold]
     """

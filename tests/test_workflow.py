@@ -487,7 +487,8 @@ def test_json_format(tmp_path):
     (tmp_path / "broken.py").write_text("def f(:\n    if mode.is_target_verify():\n        x = self.speculative_num_draft_tokens\n")
     code, data = scan_json(".", cwd=tmp_path)
     assert code == 1
-    assert set(data) == {"version", "files_scanned", "errors", "findings"} and data["version"] == 1
+    assert set(data) == {"version", "files_scanned", "errors", "findings", "exit_code"} and data["version"] == 1
+    assert data["exit_code"] == code
     assert data["files_scanned"] == 2 and [e["path"] for e in data["errors"]] == ["./broken.py"]
     keys = {"rule", "severity", "path", "line", "column", "end_line", "end_column", "function", "symbol",
             "message", "replacement", "hint", "fix_safety"}
@@ -496,7 +497,8 @@ def test_json_format(tmp_path):
         [("DD001", ln, c) for ln, c in BACKEND_DD001] + [("DD002", ln, c) for ln, c in BACKEND_DD002]
     assert data["findings"][0]["path"] == "./backend.py" and data["findings"][-1]["fix_safety"] == "unsafe"
     api = json.loads(ddcheck.scan([str(p)]).to_json())  # the same model as the Python API's
-    assert set(api) == set(data) and [set(f) for f in api["findings"]] == [set(f) for f in data["findings"]]
+    # the command's own exit code is the one field the Python API's document leaves to the caller
+    assert set(api) | {"exit_code"} == set(data) and [set(f) for f in api["findings"]] == [set(f) for f in data["findings"]]
 
 
 def test_reported_paths_follow_the_target_as_given(tmp_path):

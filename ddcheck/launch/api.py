@@ -238,7 +238,10 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
     if any(f.id == "verify-width" for f in report.findings):
         report.scan_engine = scan_errors(tree, [])[1]
     if smoke is not None:
-        report.findings.append(smoke(s, tree))
+        ran = smoke(s, tree)
+        report.findings.append(ran)
+        if ran.not_judged:  # the asked-for smoke could not run: the launch is not judged by it
+            report.not_judged.append(f"{ran.id}: {ran.message}; {ran.fix}")
     rank = {"error": 0, "warning": 1, "info": 2}
     report.findings.sort(key=lambda f: rank.get(f.level, 3))  # what stops the launch first; stable otherwise
     return report

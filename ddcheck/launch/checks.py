@@ -41,6 +41,9 @@ class ConfigFinding(BaseModel):
     fix: str = ""
     evidence: list[Evidence] = Field(default_factory=list)
     backend: str | None = None
+    # could not judge (an asked-for check that could not run): exit 3 unless there are errors; ``fix``
+    # says what would make it judgeable
+    not_judged: bool = False
 
 
 def _f(id, consequence, message, fix="", evidence=(), level=None, backend=None) -> ConfigFinding:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
-from ddcheck.errors import EXIT_CLEAN, EXIT_FINDINGS, EXIT_NOT_JUDGED
+from ddcheck.errors import verdict
 from ddcheck.launch.checks import ConfigFinding
 from ddcheck.launch.speculative import SpecSettings
 
@@ -62,10 +62,11 @@ class Report(BaseModel):
     def judged(self) -> bool:
         return not self.not_judged
 
+    @computed_field  # in the JSON: the command's exit code by the one contract
     @property
     def exit_code(self) -> int:
         """0 only when the tree's own code judged the launch and found nothing wrong; errors win over 3."""
-        return EXIT_FINDINGS if self.errors else EXIT_NOT_JUDGED if self.not_judged else EXIT_CLEAN
+        return verdict(bool(self.errors), bool(self.not_judged))
 
     def ids(self, level: str | None = None) -> set[str]:
         return {f.id for f in self.findings if level is None or f.level == level}
