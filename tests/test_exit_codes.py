@@ -115,22 +115,27 @@ def test_config_smoke_without_torch_is_3_and_says_what_would_judge_it(no_torch):
     assert r.returncode == 3, r.stderr
     doc = json.loads(r.stdout)
     assert doc["exit_code"] == 3 and not [f for f in doc["findings"] if f["level"] == "error"]
-    (unjudged,) = doc["not_judged"]
-    assert "torch is not installed" in unjudged["why"] and "ddcheck[smoke]" in unjudged["to_judge"]
+    # without torch neither the tree's start-up code (issue 38: config fails closed) nor the smoke can run
+    assert any("torch is not installed" in x and "ddcheck[smoke]" in x for x in doc["not_judged"]), doc["not_judged"]
+    assert any(x.startswith("launch-smoke: not run") for x in doc["not_judged"]), doc["not_judged"]
     text = ddcheck("config", "--smoke", "--sglang", str(TREE), "--", *LAUNCH, env=no_torch)
-    assert text.returncode == 3 and "not judged: launch-smoke (exit 3)" in text.stdout
-    plain = ddcheck("config", "--format", "json", "--sglang", str(TREE), "--", *LAUNCH, env=no_torch)
-    assert plain.returncode == 0 and json.loads(plain.stdout)["not_judged"] == []  # no smoke asked for
+    assert text.returncode == 3 and "not judged" in text.stdout and "launch-smoke" in text.stdout
+    plain = json.loads(ddcheck("config", "--format", "json", "--sglang", str(TREE), "--", *LAUNCH, env=no_torch).stdout)
+    assert plain["exit_code"] == 3 and not any("launch-smoke" in x for x in plain["not_judged"])  # no smoke asked for
 
 
-def test_config_errors_win_over_a_smoke_that_could_not_run(no_torch):
-    """Budget 3 at C = 16 with CUDA graphs: the fixture's graph path is laid out for 16 (an error)."""
-    launch = [*LAUNCH[:8], "3", *LAUNCH[9:]]
-    assert launch[7:9] == ["--speculative-ddtree-budget", "3"]
-    r = ddcheck("config", "--smoke", "--format", "json", "--sglang", str(TREE), "--", *launch, env=no_torch)
+def test_config_errors_win_over_a_smoke_that_could_not_run():
+    """fixtures/trees/flag_fork: its tree flag makes the worker verify W = 32 (budget_worker.py:12) on a
+    triton backend that lays verify out with C = 16 (triton_backend.py:13-14): an error. The smoke cannot
+    run that fixture (it has no ForwardMode): not judged. Findings win: exit 1, and not_judged says so."""
+    fork = REPO / "fixtures" / "trees" / "flag_fork" / "sglang"
+    launch = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "BUDGETTREE",
+              "--speculative-tree-budget", "32", "--attention-backend", "triton", "--disable-cuda-graph"]
+    r = ddcheck("config", "--smoke", "--format", "json", "--sglang", str(fork), "--", *launch)
     doc = json.loads(r.stdout)
-    assert r.returncode == doc["exit_code"] == 1 and doc["not_judged"]
-    assert [f for f in doc["findings"] if f["level"] == "error"]
+    assert r.returncode == doc["exit_code"] == 1
+    assert any(x.startswith("launch-smoke: could not run") for x in doc["not_judged"]), doc["not_judged"]
+    assert [f["id"] for f in doc["findings"] if f["level"] == "error"] == ["verify-width"]
 
 
 def test_smoke_without_torch_is_3_not_a_harness_2(no_torch):

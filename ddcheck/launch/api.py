@@ -64,10 +64,12 @@ def launch_env(argv: list[str]) -> dict[str, str]:
 TORCH_REMEDY = "install torch (`pip install 'ddcheck[smoke]'`, or torch itself) and run ddcheck config again"
 
 
-def _torch_missing(stand_ins: list[str]) -> bool:
-    """torch could not be imported here and the tree's code asked for it (it got a stand-in)."""
+def _torch_missing(stand_ins: list[str], failed: str | None = None) -> bool:
+    """torch could not be imported here and the tree's code asked for it (it got a stand-in, or its
+    import stopped the run: a torch that is found but does not import is as good as none)."""
     return any(m.split(".")[0] == "torch" for m in stand_ins) or (
-        importlib.util.find_spec("torch") is None and bool(stand_ins))
+        importlib.util.find_spec("torch") is None and bool(stand_ins)) or bool(
+        re.search(r"No module named '(torch|triton)\b", failed or ""))
 
 
 def _why_not(what: str, failed: str | None, supply: list[str], torch_missing: bool) -> str:
@@ -198,7 +200,7 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
     run = run_handler(tree, values, *configs, gpu=machine.vendor, platform=platform_of(machine))
     report.handler = str(run.handler) if run.handler else None
     report.tree_limitations = list(dict.fromkeys(report.tree_limitations + list(run.limitations)))
-    torch_missing = _torch_missing(run.stand_in_modules)
+    torch_missing = _torch_missing(run.stand_in_modules, run.failed)
     supply = [n.supply for n in run.needs if n.supply] + [flag + " PATH" for _, flag in hub_notes]
     if sel.left and (sel.failed or ATTENTION_BACKEND in sel.left and ATTENTION_BACKEND not in sel.picked):
         why = _why_not("the attention backend is left to SGLang and its start-up code could not pick it here",
