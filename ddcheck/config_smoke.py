@@ -43,6 +43,6 @@ def launch_smoke(s: SpecSettings, tree: SourceTree, device: str = "cpu") -> Conf
         return _f("launch-smoke", Consequence.CORRUPT, f"the tree's {name} verify path at C={C}, W={W} ({inputs}) "
                   f"gives wrong attention: {r.verdict}", "see verify-width; `ddcheck fix` the tree, or make W == C")
     if r.exit_code == 2:
-        return _f("launch-smoke", Consequence.PERF, f"could not run: {r.verdict}", level="warning")
+        return _f("launch-smoke", Consequence.PERF, f"could not run: {r.verdict}", level="warning", judged=False)
     return _f("launch-smoke", Consequence.PERF, f"the tree's {name} verify path at C={C}, W={W} ({inputs}) is right "
               f"on every path run: {r.verdict}", level="info")
