@@ -49,6 +49,8 @@ class Rule:
     # where the check tells them apart), and the server_args fields whose flags the launch set it with
     consequence: str = ""
     flags: list[str] = field(default_factory=list)
+    # a table rule's name for what reports it where the tree's own start-up code runs (its warning)
+    superseded_by: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "severity", Severity(self.severity))
