@@ -244,11 +244,7 @@ def test_origin_with_cuda_graphs_crashes_without_capture_at_w(ddtree_tree, ddtre
     assert run(ddtree_tree, argv_of("origin_ddtree.argv") + ["--speculative-ddtree-budget", "7"]).exit_code == 0
 
 
-@network
-def test_ddtree_page_size_rejected_by_the_pr_hook(ddtree_tree):
-    argv = argv_of("origin_ddtree.argv") + ["--speculative-ddtree-budget", "7"]
-    assert "sglang-ddtree-page-size" in ids(run(ddtree_tree, argv + ["--page-size", "16"]))
-    assert "sglang-ddtree-page-size" not in ids(run(ddtree_tree, argv + ["--page-size", "1"]))
+# DDTREE with page size 16 rejected by the PR hook: rules/DD231 (its examples run in tests/test_config_rules.py)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -276,11 +272,7 @@ def eagle(steps, topk, draft, *extra, algo="EAGLE"):
                 str(topk), "--speculative-num-draft-tokens", str(draft), *extra)
 
 
-@network
-def test_eagle_tree_too_small():
-    r = run("0.5.16", eagle(2, 2, 8))  # 7 nodes > 2 + 1*4
-    assert "eagle-tree-size" in ids(r) and r.findings[-1].consequence == "CRASH"
-    assert "eagle-tree-size" not in ids(run("0.5.16", eagle(2, 2, 7)))
+# an EAGLE tree too small for the draft tokens: rules/DD204 (its examples run in tests/test_config_rules.py)
 
 
 @network
@@ -311,10 +303,7 @@ def test_eagle_shape_flags_all_or_none():
 # what SGLang itself rejects or rewrites at start-up, per release
 # ---------------------------------------------------------------------------------------------
 
-@network
-def test_trtllm_mha_topk():
-    assert "sglang-trtllm-mha-topk" in ids(run("0.5.10", eagle(3, 4, 8, "--attention-backend", "trtllm_mha")))
-    assert "sglang-trtllm-mha-topk" not in ids(run("0.5.10", eagle(3, 1, 4, "--attention-backend", "trtllm_mha")))
+# trtllm_mha with topk > 1: rules/DD220 (its examples run in tests/test_config_rules.py)
 
 
 @network

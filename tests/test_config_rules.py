@@ -11,6 +11,7 @@ on the CPU through the Triton interpreter.
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from pathlib import Path
 
@@ -244,3 +245,53 @@ def test_nothing_turns_a_could_not_judge_into_a_0(capsys, tmp_path):
                  (("fail_on", Severity.error),)):
         assert newer(capsys, tmp_path, *opts, backend="triton", smoke=smoke)[0] == EXIT_NOT_JUDGED, opts
     assert newer(capsys, tmp_path, smoke=smoke)[0] == 1  # findings win (fa3: DD200)
+
+
+def _check_ids() -> set[str]:
+    """The ids config's checks give their findings, read from their source: a string (or f-string, its
+    fields as ``*``) handed on just before a ``Consequence.X`` argument (``_f(id, Consequence.X, ...)``,
+    ``rule(cond, id, Consequence.X, ...)``), or the ``id=`` of a ``ConfigFinding`` (a name: the strings
+    assigned to it)."""
+    import ast
+
+    files = [*(REPO / "ddcheck" / "launch").glob("*.py"), REPO / "ddcheck" / "config_smoke.py"]
+    out: set[str] = set()
+
+    def text(node) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            return "".join(v.value if isinstance(v, ast.Constant) else "*" for v in node.values)
+        return None
+
+    def consequence(node) -> bool:
+        return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Consequence"
+
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        assigned: dict[str, set[str]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                assigned.setdefault(node.targets[0].id, set()).update(
+                    c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            for a, b in zip(node.args, node.args[1:]):
+                if consequence(b) and text(a) is not None:
+                    out.add(text(a))
+            for k in node.keywords:
+                if k.arg == "id" and text(k.value) is not None:
+                    out.add(text(k.value))
+                elif k.arg == "id" and isinstance(k.value, ast.Name):
+                    out.update(v for v in assigned.get(k.value.id, ()) if re.fullmatch(r"[a-z]+(-[a-z0-9]+)+", v))
+    return out
+
+
+def test_every_id_a_check_gives_names_a_config_rule():
+    """A new check needs only its rule's folder: the registry maps the name the check gives to the id."""
+    names = {r.name for r in all_rules().values() if r.face == "config"}
+    ids = _check_ids()
+    assert {"verify-width", "sglang-rejects", "parse-unknown-flag", "launch-smoke", "sglang-dflash-*"} <= ids
+    for i in ids:
+        assert any(re.fullmatch(re.escape(i).replace(r"\*", "[a-z0-9-]+"), n) for n in names), f"{i}: no rule in rules/"
