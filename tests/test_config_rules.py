@@ -295,3 +295,17 @@ def test_every_id_a_check_gives_names_a_config_rule():
     assert {"verify-width", "sglang-rejects", "parse-unknown-flag", "launch-smoke", "sglang-dflash-*"} <= ids
     for i in ids:
         assert any(re.fullmatch(re.escape(i).replace(r"\*", "[a-z0-9-]+"), n) for n in names), f"{i}: no rule in rules/"
+
+
+def test_rules_lists_and_explain_prints_the_config_rules():
+    from typer.testing import CliRunner
+
+    from ddcheck.cli import app
+
+    listed = CliRunner().invoke(app, ["rules"], env={"COLUMNS": "200"})
+    assert listed.exit_code == 0 and all(rid in listed.output for rid in ["DD001", *RULES])
+    page = CliRunner().invoke(app, ["explain", "verify-width"])  # by the check's name, as by id
+    assert page.exit_code == 0 and page.output.startswith("# DD200 verify-width (error)")
+    bad = (rules_dir() / "DD200" / "bad.launch").read_text(encoding="utf-8")
+    assert "$ ddcheck config --sglang python/sglang -- python -m sglang.launch_server" in page.output
+    assert all(word in page.output for word in launch_example(bad)[2])
