@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from ddcheck.findings import Finding, Severity
 from ddcheck.launch.checks import ConfigFinding, Consequence
 from ddcheck.launch.speculative import SpecSettings
-from ddcheck.rules import all_rules, get_rule, rule_of
+from ddcheck.rules import get_rule, rule_of
 from ddcheck.target.sources import SourceTree
 
 
