@@ -102,7 +102,10 @@ def build_ddtree_tree(dest: Path, capture_at_w: bool = False) -> Path:
 
 @pytest.fixture(scope="module")
 def ddtree_tree(tmp_path_factory):
-    return open_target(str(build_ddtree_tree(tmp_path_factory.mktemp("ddtree"))))
+    """Built once per session (tests/test_config_rules.py's examples name it ``python/sglang``)."""
+    if "python/sglang" not in _TREES:
+        _TREES["python/sglang"] = open_target(str(build_ddtree_tree(tmp_path_factory.mktemp("ddtree"))))
+    return _TREES["python/sglang"]
 
 
 @pytest.fixture(scope="module")
