@@ -283,8 +283,9 @@ def as_findings(report: Report, tree: SourceTree | None, file: str | None) -> li
             src = tree.find(rel) if tree is not None and rel else None
             path, line = (src.display if src is not None else rel), int(n) if n.isdigit() else 0
         rule = f.rule or ""
+        at_tree = in_file is None and bool(f.decided_at)  # located where the tree decided it
         text = f.message + (f" Set by the launch: {', '.join(f.set_at)}." if f.set_at else "") + (
-            f" Decided by the tree at {f.decided_at}." if f.decided_at and path != f.decided_at.rpartition(":")[0] else "")
+            f" Decided by the tree at {f.decided_at}." if f.decided_at and not at_tree else "")
         out.append(Finding(rule=rule, severity=Severity(f.level), path=path, line=max(line, 1) if path else 0,
                            column=0, end_line=max(line, 1) if path else 0, end_column=0, symbol=f.id,
                            message=text, hint=f.fix or None))
