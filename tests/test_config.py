@@ -261,13 +261,13 @@ def test_tree_verify_on_backend_ignoring_custom_mask(ddtree_tree):
     r = run(ddtree_tree, argv)
     assert "tree-mask" in ids(r) and "trtllm_mha_backend.py" in r.findings[0].evidence[0].path
     eagle = base("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "4")
-    assert "tree-mask" in ids(run("0.5.10", eagle + ["--speculative-eagle-topk", "2", "--attention-backend", "torch_native"]))
     assert "tree-mask" not in ids(run("0.5.10", eagle + ["--speculative-eagle-topk", "1", "--attention-backend", "torch_native"]))
-    assert "tree-mask" not in ids(run("0.5.10", eagle + ["--speculative-eagle-topk", "2", "--attention-backend", "triton"]))
 
 
 # ---------------------------------------------------------------------------------------------
-# EAGLE shapes
+# EAGLE shapes (and below: what SGLang rejects or rewrites). Each rule's bad and good launch are its
+# examples (rules/DD2xx/*.launch, run by tests/test_config_rules.py); these tests pin what the
+# examples do not: levels, evidence, the settings, other releases.
 # ---------------------------------------------------------------------------------------------
 
 def eagle(steps, topk, draft, *extra, algo="EAGLE"):
@@ -283,7 +283,6 @@ def test_topk_on_mla_backend_that_only_supports_topk_1():
     r = run("0.5.23", eagle(3, 2, 4, "--attention-backend", "flashmla"))
     f = next(f for f in r.findings if f.id == "mla-topk")
     assert f.level == "error" and f.consequence == "CRASH" and "flashmla_backend.py" in f.evidence[0].path
-    assert "mla-topk" not in ids(run("0.5.23", eagle(3, 1, 4, "--attention-backend", "flashmla")), None)
 
 
 @network
@@ -291,13 +290,10 @@ def test_multi_layer_eagle_draft_tokens():
     r = run("0.5.16", eagle(3, 2, 6, "--enable-multi-layer-eagle"))
     f = next(f for f in r.findings if f.id == "multi-layer-eagle")
     assert f.consequence == "CRASH" and "multi_layer_eagle" in f.evidence[0].path
-    assert "multi-layer-eagle" not in ids(run("0.5.16", eagle(3, 2, 4, "--enable-multi-layer-eagle")))
 
 
 @network
 def test_eagle_shape_flags_all_or_none():
-    r = run("0.5.10", base("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3"))
-    assert "eagle-params" in ids(r)
     r = run("0.5.10", base("--speculative-algorithm", "EAGLE"))
     assert r.exit_code == 0 and r.settings.auto_params
 
@@ -316,15 +312,11 @@ def test_topk_page_size_allow_list_differs_by_release():
     f = next(f for f in r.findings if f.id == "sglang-topk-page-size")
     assert "flashinfer, fa3" in f.message and f.evidence[0].path.endswith("server_args.py")
     assert "sglang-topk-page-size" not in ids(run("0.5.16", argv))  # triton added to the allow-list
-    assert "sglang-topk-page-size" not in ids(run("0.5.10", eagle(3, 4, 8, "--attention-backend", "flashinfer",
-                                                                  "--page-size", "16")))
 
 
 @network
 def test_spec_v2_env_with_topk():
     argv = ["SGLANG_ENABLE_SPEC_V2=True"] + eagle(3, 4, 8)
-    assert "sglang-spec-v2-topk" in ids(run("0.5.10", argv))
-    assert "sglang-spec-v2-topk" not in ids(run("0.5.10", ["SGLANG_ENABLE_SPEC_V2=True"] + eagle(3, 1, 4)))
     assert "sglang-spec-v2-topk" not in ids(run("0.5.16", argv))  # 0.5.16 removed the env var and the rule
 
 
@@ -332,27 +324,21 @@ def test_spec_v2_env_with_topk():
 def test_topk_1_rewrites_draft_tokens():
     r = run("0.5.23", eagle(3, 1, 8))
     assert "sglang-eagle-topk1-draft" in ids(r, "warning") and r.exit_code == 0 and r.settings.num_draft_tokens == 4
-    assert "sglang-eagle-topk1-draft" not in ids(run("0.5.23", eagle(3, 1, 4)), None)
 
 
 @network
 def test_dflash_block_size_vs_draft_tokens():
     dflash = base("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d",
                   "--speculative-dflash-block-size", "8")
-    assert "sglang-dflash-block-size" in ids(run("0.5.16", dflash + ["--speculative-num-draft-tokens", "16"]))
     assert run("0.5.16", dflash + ["--speculative-num-draft-tokens", "8"]).exit_code == 0
-    assert "sglang-dflash-steps" in ids(run("0.5.16", dflash + ["--speculative-num-steps", "3"]), "warning")
 
 
 @network
 def test_dp_attention_rejections():
     dp = ["--enable-dp-attention", "--tp-size", "2", "--dp-size", "2"]
-    assert "sglang-standalone-dp-attention" in ids(run("0.5.10", eagle(3, 1, 4, *dp, algo="STANDALONE")))
-    assert "sglang-ngram-dp-attention" in ids(run("0.5.10", base("--speculative-algorithm", "NGRAM", *dp)))
     assert run("0.5.10", eagle(3, 1, 4, *dp)).exit_code == 0
     dflash = base("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d",
                   "--speculative-dflash-block-size", "8", *dp)
-    assert "sglang-dflash-dp-attention" in ids(run("0.5.16", dflash))
     assert "sglang-dflash-dp-attention" not in ids(run("0.5.23", dflash))  # 0.5.23 supports it (conditionally)
 
 
