@@ -93,8 +93,8 @@ class Rule:
             f"# {self.id} {self.name} ({self.severity.value})\n\n{self.summary}\n\n"
             f"A `ddcheck config` rule. Consequence: {self.consequence}. Flags it concerns: {flags}.\n\n"
             f"## What it does\n{self.what_it_does.strip()}\n\n## Why is this bad?\n{self.why_bad.strip()}\n\n"
-            f"## Example\n```console\n{launch_command(self.bad_example)}\n```\n\n"
-            f"Use instead:\n```console\n{launch_command(self.good_example)}\n```\n\n"
+            f"## Example\n```sh\n{launch_command(self.bad_example)}\n```\n\n"
+            f"Use instead:\n```sh\n{launch_command(self.good_example)}\n```\n\n"
             f"## Fix\n{self.fix_text.strip()}\n"
         )
 
@@ -121,7 +121,7 @@ def launch_command(text: str) -> str:
     import shlex
 
     target, options, argv = launch_example(text)
-    return " ".join(["$ ddcheck config", *options, "--sglang", target, "--", *map(shlex.quote, argv)])
+    return " ".join(["ddcheck config", *options, "--sglang", target, "--", *map(shlex.quote, argv)])
 
 
 def rules_dir() -> Path:

@@ -314,5 +314,5 @@ def test_rules_lists_and_explain_prints_the_config_rules():
     page = CliRunner().invoke(app, ["explain", "verify-width"])  # by the check's name, as by id
     assert page.exit_code == 0 and page.output.startswith("# DD200 verify-width (error)")
     bad = (rules_dir() / "DD200" / "bad.launch").read_text(encoding="utf-8")
-    assert "$ ddcheck config --sglang python/sglang -- python -m sglang.launch_server" in page.output
+    assert "\nddcheck config --sglang python/sglang -- python -m sglang.launch_server" in page.output
     assert all(word in page.output for word in launch_example(bad)[2])
