@@ -14,6 +14,7 @@ each to OUT/<case>.out (stdout, then the exit code). The forks are unpacked to o
 Usage:
   python bench/same_output.py record OUT [--checkout DIR] [--smoke] [--only scan|config|smoke]
   python bench/same_output.py compare OUT_BEFORE OUT_AFTER    (exit 1 and the differing cases if any)
+         [--drop-keys rule,set_at]   (JSON keys a change added, left out of both sides before comparing)
 """
 
 from __future__ import annotations
@@ -106,13 +107,31 @@ def _scrub(text: str) -> str:
     return re.sub(r'"seconds": [0-9.]+', '"seconds": _', text)
 
 
+def _drop(text: str, keys: set[str]) -> str:
+    """A record whose output is JSON, without ``keys`` at any depth (fields a change added)."""
+    import json
+
+    body, sep, tail = text.rpartition("\nexit ")
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return text
+
+    def strip(v):
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items() if k not in keys}
+        return [strip(x) for x in v] if isinstance(v, list) else v
+    return json.dumps(strip(doc), indent=2) + sep + tail
+
+
 def compare(args) -> int:
     a, b = Path(args.before), Path(args.after)
+    keys = {k for k in (args.drop_keys or "").split(",") if k}
     names = sorted({p.name for p in a.glob("*.out")} | {p.name for p in b.glob("*.out")})
     differ = 0
     for name in names:
-        x = _scrub((a / name).read_text()) if (a / name).exists() else "(missing)\n"
-        y = _scrub((b / name).read_text()) if (b / name).exists() else "(missing)\n"
+        x = _drop(_scrub((a / name).read_text()), keys) if (a / name).exists() else "(missing)\n"
+        y = _drop(_scrub((b / name).read_text()), keys) if (b / name).exists() else "(missing)\n"
         if x != y:
             differ += 1
             print(f"{name}: differs")
@@ -135,6 +154,7 @@ def main() -> int:
     c = sub.add_parser("compare")
     c.add_argument("before")
     c.add_argument("after")
+    c.add_argument("--drop-keys", help="comma-separated JSON keys to leave out of both sides (fields a change added)")
     args = ap.parse_args()
     return record(args) if args.cmd == "record" else compare(args)
 

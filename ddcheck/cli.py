@@ -250,7 +250,11 @@ def config(
     ctx: typer.Context,
     file: Optional[Path] = typer.Option(None, "--file", help="SGLang --config YAML file."),
     sglang: Optional[str] = typer.Option(None, "--sglang", help="PATH | WHEEL | sglang==VERSION (default: the installed one, not imported)."),
-    fmt: str = typer.Option("text", "--format", "-f", help="text | json"),
+    fmt: str = typer.Option("text", "--format", "-f", help="text | json | sarif | github"),
+    fail_on: Optional[Severity] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1 (default: error)."),
+    select: List[str] = typer.Option(None, "--select", help="Only these rules, by id or name (repeatable)."),
+    ignore: List[str] = typer.Option(None, "--ignore", help="Never these rules, by id or name (repeatable)."),
+    suppress: List[str] = typer.Option(None, "--suppress", help="ID:reason - suppress a rule for this launch, saying why (repeatable; a launch file can say `# ddcheck: ignore[ID] reason`)."),
     draft_config: Optional[Path] = typer.Option(
         None, "--draft-config", help="The draft model's config.json (file or directory), for values the tree's start-up code reads from it."),
     model_config: Optional[Path] = typer.Option(
@@ -270,10 +274,8 @@ def config(
     """
     from functools import partial
 
-    from .launch import config_main
+    from .config_command import config_command
 
-    if fmt not in ("text", "json"):
-        raise UsageError("--format must be text or json")
     run = None
     if smoke:  # the launch, run: composed here, above both `config` and `smoke`
         from .config_smoke import launch_smoke
@@ -282,10 +284,10 @@ def config(
         _smoke_installed(device)
 
         run = partial(launch_smoke, device=device)
-    raise typer.Exit(config_main(list(ctx.args), file=str(file) if file else None, sglang=sglang, fmt=fmt,
-                                 draft_config=str(draft_config) if draft_config else None,
-                                 model_config=str(model_config) if model_config else None, gpu=gpu,
-                                 smoke=run))
+    raise typer.Exit(config_command(list(ctx.args), file=str(file) if file else None, sglang=sglang, fmt=fmt,
+                                    draft_config=str(draft_config) if draft_config else None,
+                                    model_config=str(model_config) if model_config else None, gpu=gpu,
+                                    smoke=run, select=select, ignore=ignore, fail_on=fail_on, suppress=suppress))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

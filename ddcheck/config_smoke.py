@@ -14,9 +14,7 @@ from ddcheck.target.sources import SourceTree
 
 def _unjudged(message: str, to_judge: str) -> ConfigFinding:
     """The asked-for smoke did not run: could not judge (exit 3 unless there are errors)."""
-    f = _f("launch-smoke", Consequence.PERF, message, to_judge, level="warning")
-    f.not_judged = True
-    return f
+    return _f("launch-smoke", Consequence.PERF, message, to_judge, level="warning", judged=False)
 
 
 def launch_smoke(s: SpecSettings, tree: SourceTree, device: str = "cpu") -> ConfigFinding:

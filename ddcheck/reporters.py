@@ -120,6 +120,9 @@ def to_github(result: ScanResult) -> str:
     out = []
     for f in result.findings:
         msg = _gh_escape(f"{f.message}" + (f" {f.hint}" if f.hint else ""))
+        if not f.path:  # a launch's finding with no file to point at (a config rule, a --suppress)
+            out.append(f"::{level[f.severity]} title={f.rule}::{msg}\n")
+            continue
         out.append(f"::{level[f.severity]} file={_gh_prop(f.path)},line={f.line},col={f.column + 1},"
                    f"endLine={f.end_line},endColumn={f.end_column + 1},title={f.rule}::{msg}\n")
     for e in result.errors:
@@ -161,6 +164,10 @@ def to_sarif(result: ScanResult, exit_code: int | None = None) -> dict:
             "locations": [{"physicalLocation": {"artifactLocation": _artifact(f.path), "region": region}}],
             "partialFingerprints": {"ddcheckFingerprint/v1": f"{fp}:{n}"},
         }
+        if not f.path:  # a launch's finding with no file to point at (a config rule, a --suppress)
+            res["locations"] = []
+        elif not f.end_column:  # a whole line (a launch file's key, the tree's decision)
+            res["locations"][0]["physicalLocation"]["region"] = {"startLine": f.line}
         if f.rule in index:
             res["ruleIndex"] = index[f.rule]
         if f.function:

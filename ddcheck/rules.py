@@ -42,6 +42,15 @@ class Rule:
     hints: dict[str, str] = field(default_factory=dict)
     # case -> template: what a read of C does, as this rule's messages quote it (``{what}``)
     what: dict[str, str] = field(default_factory=dict)
+    # "scan" (its examples are Python files) or "config" (a launch check: its examples are launches,
+    # bad.launch / good.launch, and its findings come from `ddcheck config`)
+    face: str = "scan"
+    # config rules: what the launch does when it runs (REJECT, CRASH, CORRUPT, PERF, PARSE; "CRASH or PERF"
+    # where the check tells them apart), and the server_args fields whose flags the launch set it with
+    consequence: str = ""
+    flags: list[str] = field(default_factory=list)
+    # a table rule's name for what reports it where the tree's own start-up code runs (its warning)
+    superseded_by: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "severity", Severity(self.severity))
@@ -58,8 +67,14 @@ class Rule:
         """What a read of C does in ``case`` (this rule's kind of hazard), filled with its facts."""
         return self.what[case].format(**facts)
 
+    @property
+    def consequences(self) -> list[str]:
+        return [c.strip() for c in self.consequence.split(" or ") if c.strip()]
+
     def doc(self) -> str:
         """Markdown: what it does, why it is bad, example, fix (the Ruff rule-doc shape)."""
+        if self.face == "config":
+            return self._config_doc()
         return (
             f"# {self.id} {self.name} ({self.severity.value})\n\n{self.summary}\n\n"
             f"## What it does\n{self.what_it_does.strip()}\n\n## Why is this bad?\n{self.why_bad.strip()}\n\n"
@@ -69,6 +84,44 @@ class Rule:
             + "\n```python\n"
             f"{self.good_example.rstrip()}\n```\n\n## Fix ({self.fix})\n{self.fix_text.strip()}\n"
         )
+
+
+    def _config_doc(self) -> str:
+        """A launch check's page: its examples are `ddcheck config` runs (see rules/README.md)."""
+        flags = ", ".join(f"`--{f.replace('_', '-')}`" for f in self.flags) or "none (the launch as a whole)"
+        return (
+            f"# {self.id} {self.name} ({self.severity.value})\n\n{self.summary}\n\n"
+            f"A `ddcheck config` rule. Consequence: {self.consequence}. Flags it concerns: {flags}.\n\n"
+            f"## What it does\n{self.what_it_does.strip()}\n\n## Why is this bad?\n{self.why_bad.strip()}\n\n"
+            f"## Example\n```sh\n{launch_command(self.bad_example)}\n```\n\n"
+            f"Use instead:\n```sh\n{launch_command(self.good_example)}\n```\n\n"
+            f"## Fix\n{self.fix_text.strip()}\n"
+        )
+
+
+def launch_example(text: str) -> tuple[str, list[str], list[str]]:
+    """A config rule's example (``bad.launch``/``good.launch``): the target named on its
+    ``# sglang: TARGET`` line, the `ddcheck config` options of its ``# options: ...`` line, and the
+    launch command (shell words; other ``#`` lines and ``\\`` line ends are dropped)."""
+    import shlex
+
+    target, options, lines = "", [], []
+    for line in text.splitlines():
+        if line.startswith("# sglang:"):
+            target = line.split(":", 1)[1].split()[0]
+        elif line.startswith("# options:"):
+            options = shlex.split(line.split(":", 1)[1])
+        elif line.strip() and not line.lstrip().startswith("#"):
+            lines.append(line.rstrip().removesuffix("\\"))
+    return target, options, shlex.split(" ".join(lines))
+
+
+def launch_command(text: str) -> str:
+    """The example as the `ddcheck config` command that checks it."""
+    import shlex
+
+    target, options, argv = launch_example(text)
+    return " ".join(["ddcheck config", *options, "--sglang", target, "--", *map(shlex.quote, argv)])
 
 
 def rules_dir() -> Path:
@@ -101,7 +154,8 @@ def _definitions() -> list[dict]:
     out = []
     for folder in sorted(p for p in rules_dir().iterdir() if (p / "rule.toml").is_file()):
         data = tomllib.loads((folder / "rule.toml").read_text(encoding="utf-8"))
-        for name, key in (("bad.py", "bad_example"), ("good.py", "good_example")):
+        for name, key in (("bad.py", "bad_example"), ("good.py", "good_example"),
+                          ("bad.launch", "bad_example"), ("good.launch", "good_example")):
             if (folder / name).is_file():
                 data[key] = (folder / name).read_text(encoding="utf-8")
         out.append(data)
@@ -119,7 +173,8 @@ def _read(value) -> dict[str, Rule]:
 
 def _plain(v) -> bool:
     return isinstance(v, (str, bool)) or isinstance(v, dict) and all(
-        isinstance(k, str) and isinstance(t, str) for k, t in v.items())
+        isinstance(k, str) and isinstance(t, str) for k, t in v.items()) or isinstance(v, list) and all(
+        isinstance(t, str) for t in v)
 
 
 def _by_id(definitions: list[dict]) -> dict[str, Rule]:
@@ -133,6 +188,17 @@ def get_rule(rule_id: str) -> Rule | None:
     if key in rules:
         return rules[key]
     return next((r for r in rules.values() if r.name == rule_id.strip()), None)
+
+
+def rule_named(name: str) -> Rule | None:
+    """A config check's rule by its name (the check's id, ``verify-width``): the check names its rule,
+    the registry gives its id, severity and words."""
+    return _names().get(name)
+
+
+@lru_cache(maxsize=1)
+def _names() -> dict[str, Rule]:
+    return {r.name: r for r in all_rules().values()}
 
 
 def rule_of(rule_id: str) -> Rule:

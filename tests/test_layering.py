@@ -33,7 +33,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
      ("ddcheck.fixing", "ddcheck.fixer", "ddcheck.guard")),
     ("compositions of two commands", ("ddcheck.config_smoke",)),
     ("front: reporters, command bodies, the CLI, the entry points, the package's Python API",
-     ("ddcheck.reporters", "ddcheck.scan_command", "ddcheck.cli", "ddcheck.entry", "ddcheck.__main__",
+     ("ddcheck.reporters", "ddcheck.scan_command", "ddcheck.config_command", "ddcheck.cli", "ddcheck.entry", "ddcheck.__main__",
       "ddcheck")),
 ]
 

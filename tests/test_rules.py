@@ -16,7 +16,7 @@ from ddcheck.rules import all_rules, rules_dir
 from ddcheck.settings import Settings
 
 EXPECT = re.compile(r"#\s*expect:\s*(?P<ids>(?:DD\d{3}\s*)+)")
-RULES = sorted(all_rules())
+RULES = sorted(r.id for r in all_rules().values() if r.face == "scan")  # config rules: tests/test_config_rules.py
 
 
 def expected(path):
@@ -143,7 +143,8 @@ def test_every_case_the_analysis_names_has_the_rules_words():
     assert set(rules["DD001"].hints) == general - {"fallback"}
     assert set(rules["DD002"].hints) == (general - {"fallback"} - refills) | startup
     assert set(rules["DD003"].hints) == {"fallback", "per_step"}
-    assert {r: set(rules[r].messages) for r in rules} == {
+    # config rules have no templates: their checks' messages are the facts (rules/README.md)
+    assert {r: set(rules[r].messages) for r in rules if rules[r].face == "scan"} == {
         "DD001": {"read", "buffer"}, "DD002": {"read", "sized"}, "DD003": {"read"},
         "DD100": {"no_rule_id", "no_reason", "unknown_rule"}, "DD101": {"unused"}}
 

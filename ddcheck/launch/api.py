@@ -242,7 +242,7 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
     if smoke is not None:
         ran = smoke(s, tree)
         report.findings.append(ran)
-        if ran.not_judged:  # the asked-for smoke could not run: the launch is not judged by it
+        if not ran.judged:  # the asked-for smoke could not run: the launch is not judged by it
             report.not_judged.append(f"{ran.id}: {ran.message}; {ran.fix}")
     rank = {"error": 0, "warning": 1, "info": 2}
     report.findings.sort(key=lambda f: rank.get(f.level, 3))  # what stops the launch first; stable otherwise

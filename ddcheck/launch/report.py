@@ -1,12 +1,21 @@
-"""The result of ``ddcheck config`` and its two renderings (rich text, JSON)."""
+"""The result of ``ddcheck config``, its two own renderings (rich text, JSON), and its findings as rules:
+where the launch set each one, which the user selected, ignored or suppressed, and the findings model the
+scan's reporters print (SARIF, GitHub annotations; :mod:`ddcheck.config_command`)."""
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from pydantic import BaseModel, Field, computed_field
 
 from ddcheck.errors import verdict
-from ddcheck.launch.checks import ConfigFinding
+from ddcheck.findings import Finding, Severity
+from ddcheck.launch.checks import ConfigFinding, Consequence
 from ddcheck.launch.speculative import SpecSettings
+from ddcheck.rules import get_rule, rule_of
+from ddcheck.target.sources import SourceTree
 
 
 class GpuReport(BaseModel):
@@ -53,6 +62,7 @@ class Report(BaseModel):
     # What the tree's own code printed while ddcheck ran it (imports, start-up): the tree's, not the report's.
     tree_stdout: str = ""
     tree_stderr: str = ""
+    command_exit_code: int | None = Field(default=None, exclude=True)  # set by the command (--fail-on, selection)
 
     @property
     def errors(self) -> list[ConfigFinding]:
@@ -60,13 +70,16 @@ class Report(BaseModel):
 
     @property
     def judged(self) -> bool:
-        return not self.not_judged
+        return not self.not_judged and all(f.judged for f in self.findings)
 
     @computed_field  # in the JSON: the command's exit code by the one contract
     @property
     def exit_code(self) -> int:
-        """0 only when the tree's own code judged the launch and found nothing wrong; errors win over 3."""
-        return verdict(bool(self.errors), bool(self.not_judged))
+        """0 only when the tree's own code judged the launch and found nothing wrong; errors win over 3
+        (the command's own code, with --fail-on and the selection applied, where it set one)."""
+        if self.command_exit_code is not None:
+            return self.command_exit_code
+        return verdict(bool(self.errors), not self.judged)
 
     def ids(self, level: str | None = None) -> set[str]:
         return {f.id for f in self.findings if level is None or f.level == level}
@@ -132,8 +145,11 @@ def render_text(report: Report, console=None) -> None:
         console.print("[yellow]not judged (exit 3)[/]" if report.not_judged else "[green]no findings[/]")
         return
     for f in report.findings:
-        console.print(f"[{_STYLE[f.level]}]{f.level:<7}[/] [bold]{f.id}[/] [{f.consequence.value}]", highlight=False)
+        console.print(f"[{_STYLE[f.level]}]{f.level:<7}[/] [bold]{f.id}[/] [{f.consequence.value}]"
+                      + (f" {f.rule}" if f.rule else ""), highlight=False)
         console.print(f"        {f.message}", highlight=False, markup=False)
+        if f.set_at:
+            console.print(f"        set by the launch: {', '.join(f.set_at)}", highlight=False, markup=False)
         if f.fix:
             console.print(f"        fix: {f.fix}", highlight=False, markup=False)
         for e in f.evidence:
@@ -150,3 +166,148 @@ def _gpu_text(g: GpuReport) -> str:
 
 def render_json(report: Report) -> str:
     return report.model_dump_json(indent=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# the findings as rules: where the launch set them, selection, suppressions, the findings model
+# ---------------------------------------------------------------------------------------------
+
+_SUPPRESSION = re.compile(r"(?:^|\s)#\s*ddcheck:\s*ignore(?:\[(?P<rules>[^\]]*)\])?(?P<reason>[^#]*)")
+_KEY = re.compile(r"^(?P<key>[A-Za-z0-9_-]+)\s*:")
+
+
+@dataclass
+class LaunchSuppression:
+    """A ``# ddcheck: ignore[ID] reason`` of a launch file (it covers the whole launch), or a
+    ``--suppress ID:reason`` (``line`` 0: the command line)."""
+
+    rules: list[str]
+    reason: str
+    path: str = ""
+    line: int = 0
+    text: str = ""
+    used: set[str] = field(default_factory=set)
+
+
+def launch_suppressions(file: str | None) -> list[LaunchSuppression]:
+    """The suppression comments of an SGLang ``--config`` YAML file, by line."""
+    if file is None:
+        return []
+    out = []
+    for n, line in enumerate(Path(file).read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        m = _SUPPRESSION.search(line)
+        if m:
+            rules = [r.strip() for r in (m.group("rules") or "").split(",") if r.strip()]
+            out.append(LaunchSuppression(rules, m.group("reason").strip(), file, n, m.group(0).strip()))
+    return out
+
+
+def command_line_suppressions(values: list[str]) -> list[LaunchSuppression]:
+    """``--suppress ID:reason`` values (``ID`` a rule id or name)."""
+    out = []
+    for v in values:
+        rule, _, reason = v.partition(":")
+        out.append(LaunchSuppression([rule.strip()] if rule.strip() else [], reason.strip(), text=f"--suppress {v}"))
+    return out
+
+
+def locate(report: Report, argv: list[str], file: str | None) -> None:
+    """Fill each finding's ``set_at``: where the launch set the flags its rule concerns (``--flag value``
+    on the command line, ``FILE:LINE`` in the ``--config`` YAML); the command line wins, as in SGLang."""
+    keys: dict[str, int] = {}
+    if file is not None:
+        for n, line in enumerate(Path(file).read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            m = _KEY.match(line)
+            if m:
+                keys.setdefault(m.group("key").replace("_", "-"), n)
+    for f in report.findings:
+        rule = get_rule(f.rule) if f.rule else None
+        where = []
+        for flag in (rule.flags if rule else []):
+            option = "--" + flag.replace("_", "-")
+            given = _given(argv, option)
+            if given is not None:
+                where.append(given)
+            elif option[2:] in keys:
+                where.append(f"{file}:{keys[option[2:]]}")
+        f.set_at = where
+
+
+def _given(argv: list[str], option: str) -> str | None:
+    for i, tok in enumerate(argv):
+        if tok == option:
+            value = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else ""
+            return f"{option} {value}".strip()
+        if tok.startswith(option + "="):
+            return tok
+    return None
+
+
+def select(report: Report, selected: list[str], ignored: list[str], suppressions: list[LaunchSuppression]) -> None:
+    """Keep only the findings of ``selected`` rules (all when empty) that are not ``ignored`` nor
+    suppressed with a reason; add a DD100 finding for each suppression without a rule or a reason (or
+    naming an unknown rule), a DD101 for each rule it names that suppressed nothing."""
+    chosen = {_rule_id(r) for r in selected}
+    dropped = {_rule_id(r) for r in ignored}
+    kept = []
+    for f in report.findings:
+        if (chosen and f.rule not in chosen) or f.rule in dropped:
+            continue
+        hit = next((s for s in suppressions if s.reason and f.rule in {_rule_id(r) for r in s.rules}), None)
+        if hit is not None:
+            hit.used.add(f.rule)
+            continue
+        kept.append(f)
+    for s in suppressions:
+        if not s.rules or not s.reason:
+            kept.append(_meta("DD100", s, "no_rule_id" if not s.rules else "no_reason"))
+            continue
+        unknown = [r for r in s.rules if _rule_id(r) is None]
+        if unknown:
+            kept.append(_meta("DD100", s, "unknown_rule", rules=", ".join(unknown)))
+        unused = [r for r in s.rules if _rule_id(r) is not None and _rule_id(r) not in s.used]
+        if unused:
+            kept.append(_meta("DD101", s, "unused", rules=", ".join(unused)))
+    report.findings = [f for f in kept if f.rule not in dropped and (not chosen or f.rule in chosen)]
+
+
+def _rule_id(name: str) -> str | None:
+    rule = get_rule(name)
+    return rule.id if rule is not None else None
+
+
+def _meta(rule_id: str, s: LaunchSuppression, case: str, **facts: str) -> ConfigFinding:
+    rule = rule_of(rule_id)
+    return ConfigFinding(id=rule.name, level=rule.severity.value, consequence=Consequence.NONE,
+                         message=rule.message(case, **facts), set_at=[f"{s.path}:{s.line}" if s.path else s.text])
+
+
+def exit_code(report: Report, fail_on: Severity, before: list[ConfigFinding]) -> int:
+    """1: a finding at or above ``fail_on`` is left; else 3 when a check could not run (``before`` the
+    selection: ignoring or suppressing it never makes a could-not-judge a 0); else 0."""
+    if any(Severity(f.level).rank >= fail_on.rank for f in report.findings):
+        return 1
+    return 3 if report.not_judged or any(not f.judged for f in before) else 0
+
+
+def as_findings(report: Report, tree: SourceTree | None, file: str | None) -> list[Finding]:
+    """The findings in the scan's model, for its reporters: located at the launch file's line where the
+    launch set it there, else where the tree decided it (the tree file's display path), else nowhere."""
+    out = []
+    for f in report.findings:
+        path, line = "", 0
+        in_file = next((w for w in f.set_at if file and w.startswith(f"{file}:")), None)
+        if in_file is not None:
+            path, line = file, int(in_file.rpartition(":")[2])
+        elif f.decided_at:
+            rel, _, n = f.decided_at.rpartition(":")
+            src = tree.find(rel) if tree is not None and rel else None
+            path, line = (src.display if src is not None else rel), int(n) if n.isdigit() else 0
+        rule = f.rule or ""
+        at_tree = in_file is None and bool(f.decided_at)  # located where the tree decided it
+        text = f.message + (f" Set by the launch: {', '.join(f.set_at)}." if f.set_at else "") + (
+            f" Decided by the tree at {f.decided_at}." if f.decided_at and not at_tree else "")
+        out.append(Finding(rule=rule, severity=Severity(f.level), path=path, line=max(line, 1) if path else 0,
+                           column=0, end_line=max(line, 1) if path else 0, end_column=0, symbol=f.id,
+                           message=text, hint=f.fix or None))
+    return out

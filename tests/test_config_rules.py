@@ -1,0 +1,318 @@
+"""Every config check is a rule (rules/DD2xx): its examples are launches, and they are tests here: the
+bad launch fires the rule, the good one does not (rules/README.md says how an example is written).
+
+The examples run in this process on the trees tests/test_config.py opens (its ``release`` cache, so a
+release's flag table and modules are read once for both files): ``sglang==X`` is the release wheel and
+``python/sglang`` the DDTree pull-request tree that tests/test_config.py builds from 0.5.16
+(``build_ddtree_tree``: the DDTREE algorithm, ``--speculative-ddtree-budget`` and the page-size hook of
+sgl-project/sglang#29907). `config --smoke` examples (``# options: --smoke``) run the tree's verify path
+on the CPU through the Triton interpreter, with ``DDCHECK_SMOKE_ALL=1`` (tests/test_forks.py runs
+`config --smoke`'s two verdicts in the default suite).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from ddcheck.errors import UsageError
+from ddcheck.findings import Severity
+from ddcheck.launch import check_launch
+from ddcheck.rules import all_rules, launch_example, rules_dir
+from test_config import _TREES, ddtree_tree, release  # noqa: F401 - ddtree_tree: the fixture
+from test_workflow import sarif_validator  # noqa: F401 - the fixture: the OASIS schema, as scan's SARIF is checked
+
+REPO = Path(__file__).resolve().parents[1]
+RULES = sorted(r.id for r in all_rules().values() if r.face == "config")
+network = pytest.mark.network
+DDTREE_PR = "python/sglang"  # the examples' name for a DDTree fork's package
+
+
+@pytest.fixture(scope="module")
+def trees(request):
+    def tree(target: str):
+        if target == DDTREE_PR:
+            return request.getfixturevalue("ddtree_tree")  # tests/test_config.py's, built once a session
+        assert target.startswith("sglang=="), target
+        return release(target.removeprefix("sglang=="))
+    return tree
+
+
+SMOKE_ALL = os.environ.get("DDCHECK_SMOKE_ALL") == "1"
+
+
+def example(rule_id: str, name: str, trees, monkeypatch):
+    """The report of ``rules/<rule_id>/<name>`` (run from the repository root: paths in a launch are
+    relative to it)."""
+    target, options, argv = launch_example((rules_dir() / rule_id / name).read_text(encoding="utf-8"))
+    smoke = None
+    if "--smoke" in options:
+        if not SMOKE_ALL:  # ~45 s each on 2 cores; tests/test_forks.py runs config --smoke's bad and good
+            pytest.skip("a --smoke example: DDCHECK_SMOKE_ALL=1 runs it (test_forks.py::"
+                        "test_config_smoke_runs_the_launch_at_its_c_and_w covers both verdicts)")
+        from ddcheck.config_smoke import launch_smoke
+
+        smoke = partial(launch_smoke, device="cpu")
+    monkeypatch.chdir(REPO)
+    return check_launch(argv, tree=trees(target), smoke=smoke), argv
+
+
+@network
+@pytest.mark.parametrize("rule_id", RULES)
+def test_bad_launch_fires_its_rule(rule_id, trees, monkeypatch):
+    from ddcheck.launch.report import locate
+
+    rule = all_rules()[rule_id]
+    report, argv = example(rule_id, "bad.launch", trees, monkeypatch)
+    fired = [f for f in report.findings if f.rule == rule_id]
+    if not fired and rule.superseded_by and report.settings.resolved_by == "tree":
+        # a rule of ddcheck's tables: the tree's own start-up code ran and its rule reports it
+        fired = [f for f in report.findings if f.id == rule.superseded_by]
+        assert fired, [(f.id, f.message) for f in report.findings]
+        return
+    assert fired, [(f.id, f.message) for f in report.findings]
+    f = fired[0]
+    assert f.id == rule.name and f.consequence.value in rule.consequences
+    if rule.consequences == ["CORRUPT"] or rule.severity.value == "info":  # one level, the rule's
+        assert f.level == rule.severity.value
+    # where the tree decided it, and (for a rule about flags the launch passed) where the launch set it
+    assert f.decided_at == (str(f.evidence[0]) if f.evidence else None)
+    locate(report, argv, None)
+    given = [flag for flag in rule.flags if "--" + flag.replace("_", "-") in argv]
+    assert bool(f.set_at) == bool(given) and all(w.split()[0].split("=")[0] in argv for w in f.set_at)
+
+
+@network
+@pytest.mark.parametrize("rule_id", RULES)
+def test_good_launch_does_not_fire_it(rule_id, trees, monkeypatch):
+    report, _ = example(rule_id, "good.launch", trees, monkeypatch)
+    rule = all_rules()[rule_id]
+    # none of its findings; a rule above info may say "right" at info (DD250: the verify path run is right)
+    fired = [f for f in report.findings if f.rule == rule_id and (f.level != "info" or rule.severity.value == "info")]
+    assert not fired, [(f.id, f.level, f.message) for f in report.findings]
+    assert all(f.rule is not None for f in report.findings), "every finding of config has a rule"
+
+
+# ---------------------------------------------------------------------------------------------
+# one set of outputs, selection and suppressions
+# ---------------------------------------------------------------------------------------------
+
+# EAGLE topk 2 on torch_native, whose modules never read the custom mask (DD202, 0.5.10's
+# torch_native_backend.py), and 0.5.10's start-up code resets max running requests (DD232, info)
+LAUNCH_YAML = """\
+model-path: m
+speculative-algorithm: EAGLE
+speculative-num-steps: 3
+speculative-eagle-topk: 2
+speculative-num-draft-tokens: 4
+attention-backend: torch_native
+"""
+NEWER = REPO / "fixtures" / "trees" / "newer_ddtree" / "sglang"
+# on the minimal DDTree tree: fa3 lays out verify at C (the fixture's flashattention_backend.py), W = 4,
+# C = 16 (DD200); its handler warns that max_running_requests is reset (DD213, info)
+NEWER_LAUNCH = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "DDTREE",
+                "--speculative-ddtree-budget", "3", "--speculative-num-draft-tokens", "16", "--disable-cuda-graph"]
+
+
+def config(capsys, tmp_path, *options, yaml=None, argv=(), tree=None, fmt="text", smoke=None):
+    """``ddcheck config`` (the command's body, in this process) on the launch file ``yaml`` against
+    0.5.10, or on ``argv`` against ``tree``: (exit code, stdout)."""
+    from ddcheck.config_command import config_command
+
+    file = None
+    if yaml is not None:
+        file = tmp_path / "launch.yaml"
+        file.write_text(yaml)
+        tree = release("0.5.10")
+    opts = {"select": [], "ignore": [], "suppress": [], "fail_on": None}
+    for name, value in options:
+        if name == "fail_on":
+            opts[name] = value
+        else:
+            opts[name].append(value)
+    code = config_command(list(argv), file=str(file) if file else None, fmt=fmt, smoke=smoke, tree=tree, **opts)
+    return code, capsys.readouterr().out
+
+
+def newer(capsys, tmp_path, *options, backend="fa3", fmt="text", smoke=None):
+    from ddcheck.target.sources import open_target
+
+    if "newer" not in _TREES:
+        _TREES["newer"] = open_target(str(NEWER))
+    return config(capsys, tmp_path, *options, argv=NEWER_LAUNCH + ["--attention-backend", backend],
+                  tree=_TREES["newer"], fmt=fmt, smoke=smoke)
+
+
+def smoke_once():
+    """`config --smoke`'s run, made once per launch (C, W, backend) and handed back after: the exit code
+    is decided from the same real finding each time."""
+    from ddcheck.config_smoke import launch_smoke
+
+    made: dict = {}
+
+    def smoke(s, tree):
+        key = (tree.label, s.verify_width, s.num_draft_tokens, s.verify_backend)
+        if key not in made:
+            made[key] = launch_smoke(s, tree, device="cpu")
+        return made[key].model_copy(deep=True)
+    return smoke
+
+
+def _line(text: str, key: str) -> int:
+    return next(n for n, line in enumerate(text.splitlines(), 1) if line.startswith(key + ":"))
+
+
+@network
+def test_config_sarif_is_valid_and_points_at_the_launch_file(capsys, tmp_path, sarif_validator):
+    import json
+
+    from test_workflow import _errors
+
+    code, out = config(capsys, tmp_path, yaml=LAUNCH_YAML, fmt="sarif")
+    doc = json.loads(out)
+    assert code == 1 and _errors(sarif_validator, doc) == []
+    results = {r["ruleId"]: r for r in doc["runs"][0]["results"]}
+    assert {"DD202", "DD232"} <= set(results)
+    mask = results["DD202"]["locations"][0]["physicalLocation"]
+    assert mask["artifactLocation"]["uri"].endswith("launch.yaml")  # where the launch set the backend
+    assert mask["region"] == {"startLine": _line(LAUNCH_YAML, "attention-backend")}
+    assert "torch_native_backend.py" in results["DD202"]["message"]["text"]  # where the tree decided it
+    # a rule the launch set no flag of: where the tree decided it (0.5.10's server_args.py, in the wheel)
+    reset = results["DD232"]["locations"][0]["physicalLocation"]
+    assert reset["artifactLocation"]["uri"].endswith("sglang/srt/server_args.py") and reset["region"]["startLine"] > 1
+    assert {"DD202", "DD232", "DD001"} <= {r["id"] for r in doc["runs"][0]["tool"]["driver"]["rules"]}
+
+
+@network
+def test_config_github_annotations(capsys, tmp_path):
+    code, out = config(capsys, tmp_path, yaml=LAUNCH_YAML, fmt="github")
+    line = _line(LAUNCH_YAML, "attention-backend")
+    assert code == 1
+    assert any(a.startswith("::error file=") and f"launch.yaml,line={line}," in a and "title=DD202::" in a
+               for a in out.splitlines()), out
+    assert any(a.startswith("::notice file=") and "title=DD232::" in a for a in out.splitlines()), out
+
+
+@network
+def test_a_launch_file_suppression_with_a_reason(capsys, tmp_path):
+    import json
+
+    ok = LAUNCH_YAML.replace("attention-backend: torch_native",
+                             "attention-backend: torch_native  # ddcheck: ignore[DD202] our draft is a chain")
+    code, out = config(capsys, tmp_path, yaml=ok, fmt="json")
+    assert code == 0 and "DD202" not in {f["rule"] for f in json.loads(out)["findings"]}
+    # without a reason it suppresses nothing and is DD100; a rule that did not fire is DD101
+    bare = LAUNCH_YAML + "# ddcheck: ignore[DD202]\n# ddcheck: ignore[DD231] page size is 1 here\n"
+    code, out = config(capsys, tmp_path, yaml=bare, fmt="json")
+    found = {f["rule"]: f for f in json.loads(out)["findings"]}
+    assert code == 1 and {"DD202", "DD100", "DD101"} <= set(found)
+    assert found["DD100"]["level"] == "warning" and found["DD100"]["set_at"][0].endswith("launch.yaml:7")
+    assert found["DD101"]["set_at"][0].endswith("launch.yaml:8")
+    assert config(capsys, tmp_path, ("ignore", "DD202"), yaml=bare)[0] == 0
+    assert config(capsys, tmp_path, ("ignore", "DD202"), ("fail_on", Severity.warning), yaml=bare)[0] == 1
+
+
+def test_select_ignore_fail_on_and_suppress_change_the_exit_code_as_for_scan(capsys, tmp_path):
+    import json
+
+    assert newer(capsys, tmp_path)[0] == 1
+    assert newer(capsys, tmp_path, ("ignore", "DD200"))[0] == 0
+    assert newer(capsys, tmp_path, ("ignore", "verify-width"))[0] == 0  # by name too
+    assert newer(capsys, tmp_path, ("ignore", "DD200"), ("fail_on", Severity.info))[0] == 1  # DD213 is info
+    assert newer(capsys, tmp_path, ("select", "sglang-warning"))[0] == 0
+    code, out = newer(capsys, tmp_path, ("select", "DD200"), fmt="json")
+    assert code == 1 and [f["rule"] for f in json.loads(out)["findings"]] == ["DD200"]
+    # the command line's suppression, by id or name; without a reason it is DD100
+    assert newer(capsys, tmp_path, ("suppress", "verify-width:fixed in our build"))[0] == 0
+    code, out = newer(capsys, tmp_path, ("suppress", "DD200"), fmt="github")
+    assert code == 1 and "title=DD100::" in out and "title=DD200::" in out
+    code, out = newer(capsys, tmp_path, ("suppress", "DD201:graphs are off"), ("fail_on", Severity.warning), fmt="json")
+    assert code == 1 and "DD101" in {f["rule"] for f in json.loads(out)["findings"]}
+    with pytest.raises(UsageError, match="unknown rule"):
+        newer(capsys, tmp_path, ("ignore", "DD999"))
+
+
+def test_nothing_turns_a_could_not_judge_into_a_0(capsys, tmp_path):
+    """`config --smoke` whose smoke cannot run (the fixture tree has no ForwardMode for the harness) is
+    a could-not-judge: exit 3, and ignoring, suppressing or selecting it away does not make it a 0."""
+    import json
+
+    from ddcheck.errors import EXIT_NOT_JUDGED
+
+    smoke = smoke_once()
+    code, out = newer(capsys, tmp_path, backend="triton", fmt="json", smoke=smoke)
+    runs = [f for f in json.loads(out)["findings"] if f["rule"] == "DD250"]
+    assert runs and runs[0]["judged"] is False and "could not run" in runs[0]["message"], runs
+    assert code == EXIT_NOT_JUDGED
+    for opts in ((("ignore", "DD250"),), (("suppress", "DD250:known"),), (("select", "DD200"),),
+                 (("fail_on", Severity.error),)):
+        assert newer(capsys, tmp_path, *opts, backend="triton", smoke=smoke)[0] == EXIT_NOT_JUDGED, opts
+    assert newer(capsys, tmp_path, smoke=smoke)[0] == 1  # findings win (fa3: DD200)
+
+
+def _check_ids() -> set[str]:
+    """The ids config's checks give their findings, read from their source: a string (or f-string, its
+    fields as ``*``) handed on just before a ``Consequence.X`` argument (``_f(id, Consequence.X, ...)``,
+    ``rule(cond, id, Consequence.X, ...)``), or the ``id=`` of a ``ConfigFinding`` (a name: the strings
+    assigned to it)."""
+    import ast
+
+    files = [*(REPO / "ddcheck" / "launch").glob("*.py"), REPO / "ddcheck" / "config_smoke.py"]
+    out: set[str] = set()
+
+    def text(node) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            return "".join(v.value if isinstance(v, ast.Constant) else "*" for v in node.values)
+        return None
+
+    def consequence(node) -> bool:
+        return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Consequence"
+
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        assigned: dict[str, set[str]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                assigned.setdefault(node.targets[0].id, set()).update(
+                    c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            for a, b in zip(node.args, node.args[1:]):
+                if consequence(b) and text(a) is not None:
+                    out.add(text(a))
+            for k in node.keywords:
+                if k.arg == "id" and text(k.value) is not None:
+                    out.add(text(k.value))
+                elif k.arg == "id" and isinstance(k.value, ast.Name):
+                    out.update(v for v in assigned.get(k.value.id, ()) if re.fullmatch(r"[a-z]+(-[a-z0-9]+)+", v))
+    return out
+
+
+def test_every_id_a_check_gives_names_a_config_rule():
+    """A new check needs only its rule's folder: the registry maps the name the check gives to the id."""
+    names = {r.name for r in all_rules().values() if r.face == "config"}
+    ids = _check_ids()
+    assert {"verify-width", "sglang-rejects", "parse-unknown-flag", "launch-smoke", "sglang-dflash-*"} <= ids
+    for i in ids:
+        assert any(re.fullmatch(re.escape(i).replace(r"\*", "[a-z0-9-]+"), n) for n in names), f"{i}: no rule in rules/"
+
+
+def test_rules_lists_and_explain_prints_the_config_rules():
+    from typer.testing import CliRunner
+
+    from ddcheck.cli import app
+
+    listed = CliRunner().invoke(app, ["rules"], env={"COLUMNS": "200"})
+    assert listed.exit_code == 0 and all(rid in listed.output for rid in ["DD001", *RULES])
+    page = CliRunner().invoke(app, ["explain", "verify-width"])  # by the check's name, as by id
+    assert page.exit_code == 0 and page.output.startswith("# DD200 verify-width (error)")
+    bad = (rules_dir() / "DD200" / "bad.launch").read_text(encoding="utf-8")
+    assert "\nddcheck config --sglang python/sglang -- python -m sglang.launch_server" in page.output
+    assert all(word in page.output for word in launch_example(bad)[2])
