@@ -57,3 +57,15 @@ def release_scan(wheel):
         return results[version]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def smoke(tmp_path_factory):
+    """``smoke(target, **kwargs) -> SmokeReport``: ``run_smoke`` (same arguments, same report), with the
+    calls on one tree run one after another in one worker process (tests/smoke_server.py) instead of a
+    fresh interpreter each; the tree's code still runs afresh in every call."""
+    from smoke_server import SmokeServers
+
+    servers = SmokeServers(tmp_path_factory.mktemp("smoke-servers"))
+    yield servers.run
+    servers.stop()

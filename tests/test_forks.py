@@ -216,10 +216,8 @@ def test_checkout_package_without_init_is_a_tree(fork_dir, tmp_path):
 # ----------------------------------------------------------------------------------------- smoke
 
 
-def test_smoke_uses_the_forks_own_ddtree_verify_input(fork_dir):
-    from ddcheck.smoke import run_smoke
-
-    r = run_smoke(str(fork_dir("hz")), budget=16, num_draft_tokens=8)
+def test_smoke_uses_the_forks_own_ddtree_verify_input(fork_dir, smoke):
+    r = smoke(str(fork_dir("hz")), budget=16, num_draft_tokens=8)
     assert r.verify_inputs["W=17 C=8"].startswith("DDTreeVerifyInput (sglang/srt/speculative/ddtree_worker.py:205)")
     reads = set().union(*(set(v) for k, v in r.harness.reads.items() if "DDTreeVerifyInput" in k))
     assert "tree_budget" in reads  # the fork's resolver dispatches on it (triton_backend.py:362)
@@ -236,13 +234,11 @@ def test_smoke_uses_the_forks_own_ddtree_verify_input(fork_dir):
     assert ref == {"eager": "ok", "graph": "ok"}
 
 
-def test_flashinfer_smoke_runs_the_forks_own_verify_input_layout(fork_dir):
+def test_flashinfer_smoke_runs_the_forks_own_verify_input_layout(fork_dir, smoke):
     """FlashInfer takes the verify layout from the input itself: HaiyuZhou's DDTreeVerifyInput lays out
     qo_indptr stepping by its draft_token_num and KV as seq_lens + draft_token_num
     (ddtree_info.py:87-124): right at W = 17 with C = 8 (CPU: eager; its graph state is CUDA-only)."""
-    from ddcheck.smoke import run_smoke
-
-    r = run_smoke(str(fork_dir("hz")), backend="flashinfer", budget=16, num_draft_tokens=8, seed_case=False)
+    r = smoke(str(fork_dir("hz")), backend="flashinfer", budget=16, num_draft_tokens=8, seed_case=False)
     assert r.exit_code == 0, r.verdict
     assert "DDTreeVerifyInput" in r.verify_input_instances  # (the W == C control is the fork's chain-mode input)
     reads = set().union(*(set(v) for k, v in r.harness.reads.items() if "DDTreeVerifyInput" in k))
@@ -250,10 +246,8 @@ def test_flashinfer_smoke_runs_the_forks_own_verify_input_layout(fork_dir):
     assert all(p.status == "ok" and len(p.contract_fields) == 3 for p in r.paths)
 
 
-def test_smoke_chain_mode_agrees_with_config(fork_dir):
-    from ddcheck.smoke import run_smoke
-
-    r = run_smoke(str(fork_dir("hz")), budget=3, num_draft_tokens=16, allow_out_of_bounds=True)
+def test_smoke_chain_mode_agrees_with_config(fork_dir, smoke):
+    r = smoke(str(fork_dir("hz")), budget=3, num_draft_tokens=16, allow_out_of_bounds=True)
     assert r.verify_inputs["W=4 C=16"].startswith("DFlashVerifyInput (sglang/srt/speculative/ddtree_worker.py:142)")
     assert r.exit_code == 1, r.verdict  # the resolver returns C for DFlashVerifyInput
     assert {p.status for p in r.paths if p.case == "ddtree"} == {"wrong"}
@@ -262,11 +256,10 @@ def test_smoke_chain_mode_agrees_with_config(fork_dir):
 # ------------------------------------------------------------------------------------------- fix
 
 
-def test_fix_repairs_the_launch_that_was_corrupt(fork_dir, tmp_path):
+def test_fix_repairs_the_launch_that_was_corrupt(fork_dir, tmp_path, smoke):
     """hz budget 3 on triton was CORRUPT (the resolver returned C for the chain-mode input): after
     `ddcheck fix --unsafe-fixes` config and smoke both find the width per step."""
     from ddcheck.fixer import fix_targets
-    from ddcheck.smoke import run_smoke
 
     out = tmp_path / "fixed" / "sglang"
     shutil.copytree(fork_dir("hz"), out)
@@ -275,7 +268,7 @@ def test_fix_repairs_the_launch_that_was_corrupt(fork_dir, tmp_path):
     assert [Path(fx.display).name for fx in changed] == ["triton_backend.py"]
     r = check_launch(ddtree(3, "triton", False), sglang=str(out))
     assert errors(r) == set() and r.settings.verify_input == "DFlashVerifyInput"
-    s = run_smoke(str(out), budget=3, num_draft_tokens=16, allow_out_of_bounds=True)
+    s = smoke(str(out), budget=3, num_draft_tokens=16, allow_out_of_bounds=True)
     assert s.exit_code == 0, s.verdict
 
 

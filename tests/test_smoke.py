@@ -1,7 +1,10 @@
 """`ddcheck smoke`: the real Triton verify path of real SGLang releases, on CPU (Triton interpreter).
 
-Every run_smoke call runs in its own worker process (TRITON_INTERPRET=1 must precede triton's
-import), so this test process needs torch and triton only to know they are there.
+The runs go through the ``smoke`` fixture (tests/conftest.py): ``run_smoke``'s own report, from one
+worker process per tree for all of that tree's calls (tests/smoke_server.py); the tests of
+``run_smoke`` itself, its fresh worker process per call, call it directly. Either way TRITON_INTERPRET=1
+precedes triton's import in the worker, so this test process needs torch and triton only to know they
+are there.
 """
 
 from __future__ import annotations
@@ -54,8 +57,8 @@ def statuses(report) -> dict[str, str]:
 
 @pytest.mark.network
 @pytest.mark.parametrize("version", BUGGY)
-def test_unfixed_buggy_release_is_caught(version):
-    r = run_smoke(f"sglang=={version}")
+def test_unfixed_buggy_release_is_caught(version, smoke):
+    r = smoke(f"sglang=={version}")
     assert r.exit_code == 1, r.verdict
     assert statuses(r) == {"ddtree/eager": "wrong", "ddtree/graph": "wrong",
                            "control/eager": "ok", "control/graph": "ok"}
@@ -69,8 +72,8 @@ def test_unfixed_buggy_release_is_caught(version):
 
 @pytest.mark.network
 @pytest.mark.parametrize("version", GOOD)
-def test_later_releases_pass_unfixed(version):
-    r = run_smoke(f"sglang=={version}")
+def test_later_releases_pass_unfixed(version, smoke):
+    r = smoke(f"sglang=={version}")
     assert r.exit_code == 0, r.verdict
     eager = next(p for p in r.paths if p.case == "ddtree" and p.path == "eager")
     assert eager.metadata["qo_indptr"] == [0, 17, 34, 51] and eager.metadata["max_extend_len"] == 17
@@ -79,19 +82,19 @@ def test_later_releases_pass_unfixed(version):
 
 @pytest.mark.network
 @pytest.mark.parametrize("version", BUGGY)
-def test_ddcheck_fix_output_passes(version):
+def test_ddcheck_fix_output_passes(version, smoke):
     fixer = pytest.importorskip("ddcheck.fixer")
     fixed = fixer.fixed_file_text(f"sglang=={version}", BACKEND_RELPATH)
-    r = run_smoke(f"sglang=={version}", backend_source=fixed)
+    r = smoke(f"sglang=={version}", backend_source=fixed)
     assert r.exit_code == 0, r.verdict
 
 
 @pytest.mark.network
 @pytest.mark.parametrize("version", ["0.5.10", "0.5.16"])  # old and new CUDA-graph entry points
-def test_hand_fixed_copy_passes_through_backend_file(version, tmp_path):
+def test_hand_fixed_copy_passes_through_backend_file(version, tmp_path, smoke):
     path = tmp_path / "triton_backend.py"
     path.write_text(hand_fix(backend_text(version)))
-    r = run_smoke(f"sglang=={version}", backend_file=str(path))
+    r = smoke(f"sglang=={version}", backend_file=str(path))
     assert r.exit_code == 0, r.verdict
     assert r.backend == str(path)
 
@@ -102,18 +105,18 @@ def test_hand_fixed_copy_passes_through_backend_file(version, tmp_path):
     ("0.5.10", "replay", "ddtree/eager"),
     ("0.5.16", "capture", "ddtree/eager"),
 ])
-def test_fix_of_a_single_verify_site_is_still_caught(version, site, still_wrong):
-    r = run_smoke(f"sglang=={version}", backend_source=hand_fix(backend_text(version), (site,)))
+def test_fix_of_a_single_verify_site_is_still_caught(version, site, still_wrong, smoke):
+    r = smoke(f"sglang=={version}", backend_source=hand_fix(backend_text(version), (site,)))
     assert r.exit_code == 1, r.verdict
     assert statuses(r)[still_wrong] == "wrong"
 
 
 @pytest.mark.network
-def test_w_below_c_unfixed_writes_past_the_batch_and_fixed_passes():
+def test_w_below_c_unfixed_writes_past_the_batch_and_fixed_passes(smoke):
     """Budget 4 (W = 5 < C = 8), the width of every spine-mode step, by default: 0.5.10's triton verify
     lays out C rows per request (qo_indptr [0, 8, 16, 24]), so the kernel writes 3 x 8 - 3 x 5 = 9 rows
     past the batch's output; after `ddcheck fix` every path is right and nothing is written past it."""
-    r = run_smoke("sglang==0.5.10", budget=4)
+    r = smoke("sglang==0.5.10", budget=4)
     assert r.exit_code == 1, r.verdict
     assert statuses(r) == {"ddtree/eager": "wrong", "ddtree/graph": "wrong",
                            "control/eager": "ok", "control/graph": "ok"}
@@ -124,30 +127,30 @@ def test_w_below_c_unfixed_writes_past_the_batch_and_fixed_passes():
     assert "past the 15 of" in r.verdict and "3 x 5 = 15 tokens" in r.verdict
     assert all(not p.out_of_bounds for p in r.paths if p.case == "control")
     fixer = pytest.importorskip("ddcheck.fixer")
-    fixed = run_smoke("sglang==0.5.10", budget=4, backend_source=fixer.fixed_file_text("sglang==0.5.10",
-                                                                                       BACKEND_RELPATH))
+    fixed = smoke("sglang==0.5.10", budget=4, backend_source=fixer.fixed_file_text("sglang==0.5.10",
+                                                                                   BACKEND_RELPATH))
     assert fixed.exit_code == 0, fixed.verdict
     assert all(p.status == "ok" and not p.out_of_bounds for p in fixed.paths)
 
 
 @pytest.mark.network
-def test_seed_budget_7_is_the_control_and_passes_unfixed():
-    r = run_smoke("sglang==0.5.10", budget=7)  # W = 7 + 1 = C = 8
+def test_seed_budget_7_is_the_control_and_passes_unfixed(smoke):
+    r = smoke("sglang==0.5.10", budget=7)  # W = 7 + 1 = C = 8
     assert r.exit_code == 0, r.verdict
     assert {p.case for p in r.paths} == {"control"}
 
 
 @pytest.mark.network
-def test_seed_case_runs_when_c_is_not_8():
-    r = run_smoke("sglang==0.5.18", budget=16, num_draft_tokens=4)
+def test_seed_case_runs_when_c_is_not_8(smoke):
+    r = smoke("sglang==0.5.18", budget=16, num_draft_tokens=4)
     assert r.exit_code == 0, r.verdict
     assert statuses(r)["seed/eager"] == statuses(r)["seed/graph"] == "ok"
 
 
 @pytest.mark.network
-def test_graph_capture_at_c_cannot_cover_w_past_the_row_block():
+def test_graph_capture_at_c_cannot_cover_w_past_the_row_block(smoke):
     # CPU row block is 64: W = 72 needs two row blocks, a graph captured at C = 8 launches one.
-    r = run_smoke("sglang==0.5.18", budget=71)
+    r = smoke("sglang==0.5.18", budget=71)
     assert r.exit_code == 1
     s = statuses(r)
     assert s["ddtree/eager"] == "ok" and s["ddtree/graph"] == "wrong" and s["ddtree-capture-at-W/graph"] == "ok"
@@ -157,11 +160,11 @@ def test_graph_capture_at_c_cannot_cover_w_past_the_row_block():
     assert "capture the target-verify graphs at the verify width W = budget + 1 = 72" in r.verdict
     assert any("capture at W" in note for note in r.limitations)
     assert r.config_facts["cuda_graph_capture_at_C_covers_W"] is False
-    assert run_smoke("sglang==0.5.18", budget=71, graph_capture_width="W").exit_code == 0
+    assert smoke("sglang==0.5.18", budget=71, graph_capture_width="W").exit_code == 0
 
 
 @pytest.mark.network
-def test_fixed_backend_judged_by_the_contract_captured_at_c_is_the_capture_width_at_w_below_c():
+def test_fixed_backend_judged_by_the_contract_captured_at_c_is_the_capture_width_at_w_below_c(smoke):
     """FA3 (0.5.10) after the default `ddcheck fix`, at budget 4 (W = 5 < C = 8): eager is right; a graph
     captured at C keeps cu_seqlens_q stepping by C (the capture's layout, never refilled at replay), and the
     same graph captured at W is right. The verdict names the capture width, not the backend."""
@@ -169,14 +172,14 @@ def test_fixed_backend_judged_by_the_contract_captured_at_c_is_the_capture_width
 
     fixer = pytest.importorskip("ddcheck.fixer")
     fixed = fixer.fixed_file_text("sglang==0.5.10", backends.get("fa3").relpath)
-    r = run_smoke("sglang==0.5.10", backend="fa3", backend_source=fixed, budget=4, seed_case=False)
+    r = smoke("sglang==0.5.10", backend="fa3", backend_source=fixed, budget=4, seed_case=False)
     assert r.exit_code == 1, r.verdict
     s = statuses(r)
     assert s["ddtree/eager"] == "ok" and s["ddtree/graph"] == "wrong" and s["ddtree-capture-at-W/graph"] == "ok"
     assert r.verdict.startswith("capture width") and "not a bug of the backend" in r.verdict
     assert "cu_seqlens_q" in r.verdict and "W = budget + 1 = 5" in r.verdict and "bug:" not in r.verdict
     assert r.config_facts["capture_width_is_the_cause"] is True
-    w = run_smoke("sglang==0.5.10", backend="fa3", backend_source=fixed, budget=4, seed_case=False,
+    w = smoke("sglang==0.5.10", backend="fa3", backend_source=fixed, budget=4, seed_case=False,
                   graph_capture_width="W")
     assert w.exit_code == 0, w.verdict
 
@@ -310,25 +313,25 @@ def test_padded_allocations_report_the_rows_written_past_them():
 
 
 @pytest.mark.network
-def test_crash_in_the_backend_is_2_never_1():
+def test_crash_in_the_backend_is_2_never_1(smoke):
     text = backend_text("0.5.10").replace(
         '        """Init auxiliary variables for triton attention backend."""\n',
         '        """Init auxiliary variables for triton attention backend."""\n        raise RuntimeError("boom")\n', 1)
-    r = run_smoke("sglang==0.5.10", backend_source=text)
+    r = smoke("sglang==0.5.10", backend_source=text)
     assert r.exit_code == 2
     assert "boom" in r.verdict and "triton_backend.py" in r.verdict
-    assert run_smoke("sglang==0.5.10", backend_source="def broken(:\n").exit_code == 2
+    assert smoke("sglang==0.5.10", backend_source="def broken(:\n").exit_code == 2
 
 
 @pytest.mark.network
-def test_what_the_tree_lacks_is_a_limitation_of_the_verdict_not_a_harness_failure():
+def test_what_the_tree_lacks_is_a_limitation_of_the_verdict_not_a_harness_failure(smoke):
     # A backend that calls a module the tree does not have: the call is recorded with its line, the run
     # goes on, and the verdict (0.5.10's triton bug) says the call is not covered.
     text = backend_text("0.5.10").replace(
         "        super().__init__()\n",
         "        super().__init__()\n        from sglang.srt.brand_new import needed_now\n        needed_now(self)\n", 1)
     line = next(i for i, s in enumerate(text.splitlines(), 1) if "needed_now(self)" in s)
-    r = run_smoke("sglang==0.5.10", backend_source=text, seed_case=False)
+    r = smoke("sglang==0.5.10", backend_source=text, seed_case=False)
     assert r.exit_code == 1 and r.loader == "tree", r.verdict
     call = f"sglang.srt.brand_new.needed_now at sglang/srt/layers/attention/triton_backend.py:{line}"
     assert r.harness.stand_ins_called == [call]
@@ -336,10 +339,10 @@ def test_what_the_tree_lacks_is_a_limitation_of_the_verdict_not_a_harness_failur
 
 
 @pytest.mark.network
-def test_wrong_control_is_2_not_1():
+def test_wrong_control_is_2_not_1(smoke):
     # Break attention for every width: the control fails, so no verdict on W != C is possible.
     text = backend_text("0.5.10").replace("            layer.scaling,\n", "            layer.scaling * 0.5,\n")
-    r = run_smoke("sglang==0.5.10", backend_source=text)
+    r = smoke("sglang==0.5.10", backend_source=text)
     assert r.exit_code == 2 and r.verdict.startswith("control wrong")
 
 

@@ -19,7 +19,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from smoke_releases import scan_counts  # noqa: E402
 
 from ddcheck import backends  # noqa: E402
-from ddcheck.smoke.api import run_smoke  # noqa: E402
 
 # Each of these ended in a harness failure while smoke re-implemented sglang's runtime (issue 31's table).
 SAMPLE = [("0.4.10.post2", "flashinfer"), ("0.5.6.post2", "fa3"), ("0.5.23", "fa3")]
@@ -28,8 +27,8 @@ SAMPLE = [("0.4.10.post2", "flashinfer"), ("0.5.6.post2", "fa3"), ("0.5.23", "fa
 @pytest.mark.network
 @pytest.mark.slow
 @pytest.mark.parametrize("release,backend", SAMPLE)
-def test_the_trees_own_code_runs_and_agrees_with_scan(release, backend):
-    r = run_smoke(f"sglang=={release}", backend=backend, seed_case=False)
+def test_the_trees_own_code_runs_and_agrees_with_scan(release, backend, smoke):
+    r = smoke(f"sglang=={release}", backend=backend, seed_case=False)
     assert r.exit_code in (0, 1), r.verdict
     assert r.loader == "tree"
     dd001 = scan_counts(release).get(backends.get(backend).relpath, 0)
