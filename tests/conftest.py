@@ -28,16 +28,37 @@ def _test_cache() -> Path:
 os.environ["DDCHECK_CACHE"] = str(_test_cache())
 
 
+def _one_download_at_a_time() -> None:
+    """The suite runs in two worker processes (pyproject's addopts, pytest-xdist): a wheel that is not yet
+    cached is downloaded by one of them while the other waits for it, never into the same file at once
+    (``pip download`` writes the wheel in place). Every in-process download goes through this lock."""
+    from filelock import FileLock
+
+    from ddcheck.target import sources
+
+    download = sources.download_wheel
+    lock = FileLock(str(Path(os.environ["DDCHECK_CACHE"]) / "wheels" / ".download.lock"))
+
+    def locked(version: str, dest: Path | None = None) -> Path:
+        with lock:
+            return download(version, dest)
+
+    sources.download_wheel = locked
+
+
+_one_download_at_a_time()
+
+
 @pytest.fixture(scope="session")
 def wheel():
     """``wheel("0.5.10") -> Path`` of the real sglang wheel, cached under DDCHECK_CACHE."""
-    from ddcheck.target.sources import download_wheel
+    from ddcheck.target import sources
 
     cache: dict[str, Path] = {}
 
     def get(version: str) -> Path:
         if version not in cache:
-            cache[version] = download_wheel(version)
+            cache[version] = sources.download_wheel(version)
         return cache[version]
 
     return get

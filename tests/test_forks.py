@@ -23,6 +23,8 @@ CORPUS = Path(os.environ.get("DDCHECK_FORKS", REPO.parent / "shared" / "corpus" 
 ARCHIVES = {"hz": "HaiyuZhou-sglang-ad7ab160.tar.gz", "dbg": "DB-Guo-sglang-ddtree-dev-514ea1f3.tar.gz"}
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no DDTree fork corpus at {CORPUS}")
+# The smoke tests of the forks run on one worker of the suite, sharing each fork's smoke server.
+SHARED_SMOKE = pytest.mark.xdist_group("smoke-forks")
 
 
 def _unpack(name: str, dest: Path) -> Path:
@@ -216,6 +218,7 @@ def test_checkout_package_without_init_is_a_tree(fork_dir, tmp_path):
 # ----------------------------------------------------------------------------------------- smoke
 
 
+@SHARED_SMOKE
 def test_smoke_uses_the_forks_own_ddtree_verify_input(fork_dir, smoke):
     r = smoke(str(fork_dir("hz")), budget=16, num_draft_tokens=8)
     assert r.verify_inputs["W=17 C=8"].startswith("DDTreeVerifyInput (sglang/srt/speculative/ddtree_worker.py:205)")
@@ -234,6 +237,7 @@ def test_smoke_uses_the_forks_own_ddtree_verify_input(fork_dir, smoke):
     assert ref == {"eager": "ok", "graph": "ok"}
 
 
+@SHARED_SMOKE
 def test_flashinfer_smoke_runs_the_forks_own_verify_input_layout(fork_dir, smoke):
     """FlashInfer takes the verify layout from the input itself: HaiyuZhou's DDTreeVerifyInput lays out
     qo_indptr stepping by its draft_token_num and KV as seq_lens + draft_token_num
@@ -246,6 +250,7 @@ def test_flashinfer_smoke_runs_the_forks_own_verify_input_layout(fork_dir, smoke
     assert all(p.status == "ok" and len(p.contract_fields) == 3 for p in r.paths)
 
 
+@SHARED_SMOKE
 def test_smoke_chain_mode_agrees_with_config(fork_dir, smoke):
     r = smoke(str(fork_dir("hz")), budget=3, num_draft_tokens=16, allow_out_of_bounds=True)
     assert r.verify_inputs["W=4 C=16"].startswith("DFlashVerifyInput (sglang/srt/speculative/ddtree_worker.py:142)")
@@ -272,8 +277,11 @@ def test_fix_repairs_the_launch_that_was_corrupt(fork_dir, tmp_path, smoke):
     assert s.exit_code == 0, s.verdict
 
 
-def test_config_smoke_runs_the_launch_at_its_c_and_w(fork):
-    """`ddcheck config --smoke`: the launch, run from the tree with its worker's verify-input class."""
+@SHARED_SMOKE
+def test_config_smoke_runs_the_launch_at_its_c_and_w(fork, smoke, monkeypatch):
+    """`ddcheck config --smoke`: the launch, run from the tree with its worker's verify-input class.
+    (launch_smoke's run_smoke answered by the suite's shared worker of each fork: the same report.)"""
+    monkeypatch.setattr("ddcheck.smoke.run_smoke", smoke)
     bad = check_launch(ddtree(3, "triton", False), tree=fork("hz"), smoke=launch_smoke)
     f = next(f for f in bad.findings if f.id == "launch-smoke")
     assert (f.level, f.consequence.value) == ("error", "CORRUPT")

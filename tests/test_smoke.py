@@ -40,6 +40,8 @@ _spec = importlib.util.spec_from_file_location("proof_matrix", Path(__file__).wi
 proof_matrix = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(proof_matrix)
 ALL_RELEASES = os.environ.get("DDCHECK_SMOKE_ALL") == "1"
+# One worker of the suite runs this file: its calls on a release share that release's smoke server.
+pytestmark = pytest.mark.xdist_group("smoke-triton")
 BUGGY = proof_matrix.BUGGY if ALL_RELEASES else [proof_matrix.BUGGY[0], proof_matrix.BUGGY[-1]]
 GOOD = proof_matrix.GOOD if ALL_RELEASES else [proof_matrix.GOOD[0], proof_matrix.GOOD[-1]]
 
@@ -380,3 +382,44 @@ def test_installed_target_with_only_the_verify_path_files(tmp_path, monkeypatch)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     r = run_smoke("installed")
     assert r.exit_code == 1, r.verdict
+
+
+# --------------------------------------------------------------------------- the suite's shared worker
+
+
+def _same_report(a, b) -> bool:
+    """Equal but for the seconds each run took (the tree's copy is removed with its run either way)."""
+    def strip(r):
+        d = r.model_dump(mode="json")
+        d.pop("seconds")
+        for p in d["paths"]:
+            p.pop("seconds", None)
+        return d
+
+    return strip(a) == strip(b)
+
+
+@pytest.mark.network
+def test_the_shared_worker_gives_run_smokes_own_report(smoke):
+    """The smoke fixture's server (tests/smoke_server.py) answers with the report run_smoke's fresh worker
+    gives, after the server has run other calls on the same tree (the 0.5.10 tests above)."""
+    smoke("sglang==0.5.10", budget=4, seed_case=False)
+    served = smoke("sglang==0.5.10", budget=7)
+    assert served.exit_code == 0 and served.paths, served.verdict
+    assert _same_report(served, run_smoke("sglang==0.5.10", budget=7))
+
+
+def test_a_call_the_server_cannot_answer_is_run_by_run_smoke(tmp_path):
+    """A server that died (a segfault in a kernel ends it) is never an answer: the call runs again in
+    run_smoke's own worker, and the next call starts a new server."""
+    from smoke_server import SmokeServer
+
+    server = SmokeServer(tmp_path)
+    first = server.run("does-not-matter", budget=3)
+    assert first.exit_code == 2 and "does-not-matter" in first.verdict and server.fallbacks == []
+    server.proc.kill()
+    again = server.run("does-not-matter", budget=3)
+    assert server.fallbacks == ["does-not-matter {'budget': 3}"] and server.proc is None
+    assert _same_report(again, first)
+    assert server.run("does-not-matter", budget=3).exit_code == 2 and server.proc.poll() is None
+    server.stop()
