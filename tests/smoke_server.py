@@ -6,7 +6,11 @@ itself runs afresh in every call either way: each call is its own ``SglangImport
 copy of the tree, whose modules and stand-ins are removed when the block ends (``target/runtime.py``),
 as ``run_smoke`` already does for its several C's in one process. So the server runs the calls one
 after another with ``run_smoke(isolate=False)`` under ``TRITON_INTERPRET=1``, set before triton loads,
-as the worker does.
+as the worker does. Calls on different trees never share a server (:class:`SmokeServers`): what a tree
+registers with ``torch.library`` outlives its modules, and in a server that had run 0.5.16, 0.5.10's
+``layers/quantization/awq.py`` stopped while imported (``direct_register_custom_op`` meeting 0.5.16's
+op), which a fresh worker never sees; on one tree the reports are the same
+(``test_the_shared_worker_gives_run_smokes_own_report``).
 
     python tests/smoke_server.py      # stdin: one JSON line per call {"out": PATH, "kwargs": {...}}
                                       # fd 1: "done" when PATH holds the report; the tree's prints go to stderr
