@@ -67,7 +67,7 @@ class SmokeServer:
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.log = open(self.tmp / "smoke-server.log", "ab")
         return subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=self.log, env=env, text=True, cwd=self.tmp)
+                                stderr=self.log, env=env, text=True)  # cwd: as run_smoke's worker, the caller's
 
     def run(self, target: str, **kwargs):
         from ddcheck.smoke.api import run_smoke
