@@ -90,3 +90,10 @@ def smoke(tmp_path_factory):
     servers = SmokeServers(tmp_path_factory.mktemp("smoke-servers"))
     yield servers.run
     servers.stop()
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests kept on one worker (marked ``xdist_group``: minutes of smoke runs each) are handed out
+    first, so the two workers share the single tests after them evenly instead of one waiting for a
+    group handed out last (the longest first). Each group keeps its own order."""
+    items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)
