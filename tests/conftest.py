@@ -85,11 +85,11 @@ def smoke(tmp_path_factory):
     """``smoke(target, **kwargs) -> SmokeReport``: ``run_smoke`` (same arguments, same report), with the
     calls on one tree run one after another in one worker process (tests/smoke_server.py) instead of a
     fresh interpreter each; the tree's code still runs afresh in every call."""
-    from smoke_server import SmokeServers
+    from smoke_server import SmokeServer
 
-    servers = SmokeServers(tmp_path_factory.mktemp("smoke-servers"))
-    yield servers.run
-    servers.stop()
+    server = SmokeServer(tmp_path_factory.mktemp("smoke-server"))
+    yield server.run
+    server.stop()
 
 
 def pytest_collection_modifyitems(config, items):

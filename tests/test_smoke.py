@@ -409,17 +409,16 @@ def test_the_shared_worker_gives_run_smokes_own_report(smoke):
     assert _same_report(served, run_smoke("sglang==0.5.10", budget=7))
 
 
-def test_a_call_the_server_cannot_answer_is_run_by_run_smoke(tmp_path):
-    """A server that died (a segfault in a kernel ends it) is never an answer: the call runs again in
-    run_smoke's own worker, and the next call starts a new server."""
+@pytest.mark.network
+def test_a_run_that_ends_its_process_is_judged_by_run_smoke(tmp_path):
+    """A segfault (here: reading address 0 once the backend module has loaded) ends the tree's process in the
+    server; the call runs again in run_smoke's own worker, which it ends too: exit 2, as without the
+    server. The next call on that tree gets a new process."""
     from smoke_server import SmokeServer
 
     server = SmokeServer(tmp_path)
-    first = server.run("does-not-matter", budget=3)
-    assert first.exit_code == 2 and "does-not-matter" in first.verdict and server.fallbacks == []
-    server.proc.kill()
-    again = server.run("does-not-matter", budget=3)
-    assert server.fallbacks == ["does-not-matter {'budget': 3}"] and server.proc is None
-    assert _same_report(again, first)
-    assert server.run("does-not-matter", budget=3).exit_code == 2 and server.proc.poll() is None
+    crash = backend_text("0.5.10") + "\nimport ctypes\nctypes.string_at(0)\n"
+    r = server.run("sglang==0.5.10", backend_source=crash, seed_case=False)
+    assert len(server.fallbacks) == 1 and r.exit_code == 2 and "smoke worker exited with" in r.verdict, r.verdict
+    assert server.run("sglang==0.5.10", budget=7).exit_code == 0 and len(server.fallbacks) == 1
     server.stop()
