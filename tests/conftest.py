@@ -83,8 +83,9 @@ def release_scan(wheel):
 @pytest.fixture(scope="session")
 def smoke(tmp_path_factory):
     """``smoke(target, **kwargs) -> SmokeReport``: ``run_smoke`` (same arguments, same report), with the
-    calls on one tree run one after another in one worker process (tests/smoke_server.py) instead of a
-    fresh interpreter each; the tree's code still runs afresh in every call."""
+    calls on one tree run one after another in one process, forked for that tree from a server that has
+    imported torch and triton once (tests/smoke_server.py), instead of a fresh interpreter each; the
+    tree's code still runs afresh in every call."""
     from smoke_server import SmokeServer
 
     server = SmokeServer(tmp_path_factory.mktemp("smoke-server"))
