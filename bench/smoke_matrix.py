@@ -91,6 +91,12 @@ def prepare(dest: Path, device: str, releases: list[str], names: list[str], budg
     return spec
 
 
+# a record made before 78632f9, when smoke fell back to ddcheck's fakes where the tree's runtime stopped
+FAKES = (" '(fakes)': a run of a ddcheck that still fell back to its fakes of the tree's runtime where that "
+         "stopped on this machine (the report's first limitation says where); that fallback is gone (78632f9): "
+         "run the matrix again for the tree's own verdict.")
+
+
 def _cell(run: dict | None) -> str:
     if run is None:
         return ""
@@ -115,9 +121,8 @@ def table(record: dict) -> str:
              f"{len(record['runs'])} runs in {record.get('seconds')} s with {record.get('jobs')} jobs"
              f"{' (' + str(record['reruns']) + ' run again)' if record.get('reruns') else ''}; C = {C}, "
              f"graphs captured at W unless the column says C. A cell is the exit code of `ddcheck smoke`; "
-             f"'=' a fixed cell where the default fix changes nothing (the unfixed run); '(fakes)' a run "
-             f"where the tree's own runtime stopped on this machine and smoke fell back to ddcheck's fakes of it "
-             f"(the report's first limitation says where).", "",
+             f"'=' a fixed cell where the default fix changes nothing (the unfixed run)."
+             + (FAKES if any((r.get("report") or {}).get("loader") == "fakes" for r in runs) else ""), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     seen = list(dict.fromkeys((r["cell"]["release"], r["cell"]["backend"]) for r in runs))
     for rel, name in seen:

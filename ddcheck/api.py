@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import cache, suppressions
+from .errors import UsageError
 from .findings import FileError, ScanResult
 from .settings import Settings, load_settings
 from .target.sources import SourceTree, TargetError, installed_sglang, open_target
@@ -39,13 +40,25 @@ def open_targets(targets: list[str], stamped: bool = False) -> tuple[list[Source
     return trees, errors
 
 
+def named_or_fail(trees: list[SourceTree], open_errors: list[FileError]) -> None:
+    """A target the user named that cannot be obtained is a usage error (exit 2): one that does not
+    open (a missing path, an unknown version) or holds no Python file to judge."""
+    if open_errors:
+        e = open_errors[0]
+        raise UsageError(e.message if e.path in e.message else f"{e.path}: {e.message}")
+    for t in trees:
+        if not t.files:
+            raise UsageError(f"{t.label}: no Python files to check")
+
+
 def scan(targets: list[str] | None = None, *, settings: Settings | None = None, use_cache: bool = True,
-         quoted: bool = True) -> ScanResult:
+         quoted: bool = True, strict: bool = False) -> ScanResult:
     """Scan files, directories, wheels or ``sglang==VER`` targets; None scans the default target.
 
     Suppression comments and ``select``/``ignore`` are applied; targets that cannot be opened are
-    reported in ``errors``. ``quoted=False``: a result answered from the cache may come without
-    ``sources`` (the source lines the text report quotes).
+    reported in ``errors`` or, with ``strict`` (the command line), raised as a UsageError, as is a
+    named directory or wheel with no Python file. ``quoted=False``: a result answered from the cache
+    may come without ``sources`` (the source lines the text report quotes).
     """
     notes = []
     if not targets:
@@ -54,6 +67,8 @@ def scan(targets: list[str] | None = None, *, settings: Settings | None = None, 
     if settings is None:
         settings = load_settings(Path(targets[0]) if Path(targets[0]).exists() else Path.cwd())
     trees, open_errors = open_targets(targets, stamped=use_cache)
+    if strict:
+        named_or_fail(trees, open_errors)
     k = cache.key(trees, settings.key()) if use_cache and not open_errors else None
     result = cache.load(k, sources=quoted) if k else None
     if result is None:

@@ -1,5 +1,6 @@
-"""The ``ddcheck`` command line. Exit codes: 0 clean, 1 findings (or files that could not be
-scanned), 2 usage or internal error."""
+"""The ``ddcheck`` command line. Exit codes, the one contract of :mod:`ddcheck.errors` (guard excepted):
+0 judged and right, 1 findings, 2 usage error (or internal error, or a target that cannot be
+obtained), 3 could not judge."""
 
 from __future__ import annotations
 
@@ -9,19 +10,57 @@ from pathlib import Path
 from typing import List, Optional
 
 # scan_command first: it sets the environment pydantic (loaded by typer) reads
-from .errors import EXIT_INTERRUPTED, EXIT_USAGE
+from .errors import CONTRACT, EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_USAGE
 from .findings import Severity
 from .scan_command import UsageError, console, internal_failure, resolve_settings, scan_command, usage_failure
 
 import typer  # noqa: E402, I001
+from typer.core import TyperCommand, TyperGroup  # noqa: E402
+
+
+def _flags_take_no_value(params):
+    """A flag's help row shows no type: typer would label ``--diff`` ``<bool>``, as if it took a value."""
+    for p in params:
+        if getattr(p, "is_flag", False) and p.metavar is None:
+            p.metavar = ""
+    return params
+
+
+class Command(TyperCommand):
+    def get_params(self, ctx):  # noqa: D102 - --help itself is one of them
+        return _flags_take_no_value(super().get_params(ctx))
+
+
+class Group(TyperGroup):
+    def get_params(self, ctx):  # noqa: D102
+        return _flags_take_no_value(super().get_params(ctx))
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        console().print(f"ddcheck {version('ddcheck')}", highlight=False)
+        raise typer.Exit(0)
+
 
 app = typer.Typer(
+    cls=Group,
     add_completion=True,
     no_args_is_help=False,
     rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="Find and fix SGLang attention backends that lay out the speculative-decoding verify batch "
-         "with the width fixed at start-up (C) instead of the verify input's per-step width (W).",
+         "with the width fixed at start-up (C) instead of the verify input's per-step width (W).\n\n"
+         + CONTRACT,
+    epilog="Example: [bold]ddcheck scan sglang==0.5.10[/bold] (then [bold]ddcheck COMMAND -h[/bold] for each command)",
 )
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=_version,
+                                       help="Print ddcheck's version and exit.")) -> None:
+    pass
 
 
 @app.command()
@@ -40,6 +79,10 @@ def scan(
                                                                     "valid Python as skipped (slower)."),
 ) -> None:
     """Find verify-path uses of the start-up width C.
+
+    Exit codes: 0 no finding at or above --fail-on; 1 such findings, or files that could not be scanned
+    (listed); 2 usage error, or a target that cannot be obtained (a missing path, no Python files, an
+    unknown version). A scan judges every file it reads, so it never exits 3 (could not judge).
 
     Example: [bold]ddcheck scan sglang==0.5.10 --format json[/bold]
     """
@@ -62,6 +105,14 @@ def fix(
 ) -> None:
     """Rewrite verify-path uses of C to the verify input's per-step width, format-preserving.
 
+    --diff and --check write nothing, so they take any target (a wheel, sglang==VERSION) and --out is
+    not written.
+
+    Exit codes: 0 fixed, or nothing to fix (with --verify: and the fixed tree passes the smoke test); 1
+    fixes pending (--check), a fix not made or not written, a finding left unfixed, or the fixed tree
+    fails the smoke test; 2 usage error, or a target that cannot be obtained; 3 --verify could not run
+    the smoke test (findings win over 3).
+
     Example: [bold]ddcheck fix sglang==0.5.10 --out /tmp/sglang-fixed[/bold]
     """
     from .fixer import fix_main
@@ -72,6 +123,9 @@ def fix(
         raise UsageError("--installed takes no targets")
     if not installed and not targets:
         raise UsageError("give files/directories to fix, a wheel/sglang==VERSION with --out, or --installed")
+    for t in targets or []:  # as `ddcheck scan` names a missing target: once
+        if "==" not in t and not Path(t).exists():
+            raise UsageError(f"{t}: no such file or directory")
     settings = resolve_settings((targets or [None])[0], config, None, None, None)
     code = fix_main(list(targets or []), settings=settings, diff=diff, check=check, unsafe=unsafe_fixes,
                     out_dir=out_dir, installed=installed, exit_non_zero_on_fix=exit_non_zero_on_fix,
@@ -82,13 +136,13 @@ def fix(
 @app.command()
 def smoke(
     target: Optional[str] = typer.Argument(None, help="An sglang tree: directory, wheel, sglang==VERSION, or 'installed'."),
-    backend: str = typer.Option("triton", "--backend", help="The attention backend to run (see --list-backends)."),
+    backend: str = typer.Option("triton", "--backend", help="The attention backend to run, in any case (see --list-backends)."),
     list_backends: bool = typer.Option(False, "--list-backends", help="List the backends smoke knows, and why those it cannot run do not run here."),
     backend_file: Optional[Path] = typer.Option(None, "--backend-file", help="Run this (fixed) copy of the backend's file instead of the tree's."),
     fmt: str = typer.Option("text", "--format", "-f", help="text | json"),
     budget: int = typer.Option(16, "--budget", help="DDTree budget: the verify width is W = budget + 1."),
     num_draft_tokens: int = typer.Option(8, "--num-draft-tokens", help="C, speculative_num_draft_tokens."),
-    device: str = typer.Option("cpu", "--device", help="cpu (Triton interpreter) or cuda."),
+    device: str = typer.Option("cpu", "--device", help="cpu (Triton interpreter), cuda or cuda:N."),
     allow_out_of_bounds: bool = typer.Option(False, "--allow-out-of-bounds", help="Deprecated, does nothing: every W runs, W < C in padded buffers, and rows written past the verify batch are reported."),
     graph_capture_width: str = typer.Option("C", "--graph-capture-width", help="C (what SGLang's graph runner does) or W (what DDTree needs)."),
     seed: int = typer.Option(0, "--seed", help="Random seed of the batch and the trees."),
@@ -100,8 +154,9 @@ def smoke(
     compared with a reference. Every W runs, W < C in padded buffers, and rows written past the verify
     batch are reported.
 
-    Exit 0: every path is correct. 1: the control passes but W != C is wrong (the bug, or the graph
-    capture width: the verdict says which). 2: harness failure.
+    Exit codes: 0 every path is correct; 1 the controls pass but W != C is wrong (the bug, or the graph
+    capture width: the verdict says which); 2 usage error, or a target that cannot be obtained; 3 could
+    not judge: the harness could not run the verify path (torch missing, a crash, a control wrong).
 
     Example: [bold]ddcheck smoke sglang==0.5.10[/bold] (the bug: exit 1).
 
@@ -110,19 +165,20 @@ def smoke(
     Example: [bold]ddcheck smoke python/sglang --launch "python -m sglang.launch_server
     --speculative-algorithm DDTREE --speculative-ddtree-budget 16 ..."[/bold] (at one launch's C and W).
     """
+    from .smoke import requirements, smoke_main
+
     if list_backends:
-        _print_backends()
+        _print_backends(requirements.problem(device))
         raise typer.Exit(0)
+    # every mistake in the arguments is one line, before anything else is printed
     if target is None:
         raise UsageError("a target is required (an sglang tree, wheel, sglang==VERSION or 'installed')")
-    try:
-        from .smoke import smoke_main
-    except ImportError as exc:
-        raise UsageError(f"the smoke test needs torch and triton ({exc}); pip install 'ddcheck[smoke]'") from exc
     if fmt not in ("text", "json"):
         raise UsageError("--format must be text or json")
     if graph_capture_width not in ("C", "W"):
         raise UsageError("--graph-capture-width must be C or W")
+    backend, device = _smoke_choices(backend, device)
+    _smoke_installed(device)
     values = None
     if launch is not None:
         budget, num_draft_tokens, graph_capture_width, values = _launch_widths(target, launch)
@@ -132,13 +188,41 @@ def smoke(
                                 seed=seed, launch=values, backend=backend))
 
 
-def _print_backends() -> None:
+def _smoke_choices(backend: str, device: str) -> tuple[str, str]:
+    """--backend (any case) and --device as smoke knows them; a UsageError names the choices."""
+    from .smoke.api import backend_name, check_device
+
+    try:
+        check_device(device)
+    except ValueError as exc:
+        raise UsageError(f"--device: {exc}") from None
+    try:
+        return backend_name(backend), device
+    except ValueError as exc:
+        raise UsageError(f"--backend: {exc}") from None
+
+
+def _smoke_installed(device: str) -> None:
+    """torch, triton and numpy as smoke needs them on ``device``, else one line and exit 3 (not judged)."""
+    from rich.markup import escape
+
+    from .smoke.requirements import problem
+
+    missing = problem(device)
+    if missing:
+        console(stderr=True).print(f"[bold red]ddcheck:[/bold red] {escape(missing)}", highlight=False)
+        raise typer.Exit(EXIT_NOT_JUDGED)
+
+
+def _print_backends(missing: str | None) -> None:
     from . import backends
 
     for b in backends.BACKENDS.values():
         how = ("runs: metadata judged by the verify contract" + (f", attention numbers by {b.kernels}"
                                                                  if b.kernels else "")) if b.runs else \
             f"does not run here: {b.why_not}"
+        if missing and b.runs:
+            how = f"does not run here: {missing}"
         console().print(f"[bold]{b.name}[/] ({b.module}.{b.cls}): {how}", highlight=False)
 
 
@@ -160,7 +244,8 @@ def _launch_widths(target: str, launch: str):
     return s.verify_width - 1, s.num_draft_tokens, capture, values
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             options_metavar="[OPTIONS] [-- COMMAND...]")
 def config(
     ctx: typer.Context,
     file: Optional[Path] = typer.Option(None, "--file", help="SGLang --config YAML file."),
@@ -172,9 +257,13 @@ def config(
         None, "--model-config", help="The target model's config.json (file or directory)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="The serving GPU, for the tree's platform probes and its choice of attention backend: an architecture (sm80, sm90, sm100, sm120), a product (A100, H100, H200, B200, RTX 5090...) or a vendor (nvidia | amd | npu | xpu | musa | cpu). Default: this machine's GPU (nvidia-smi), else an sm90 assumed."),
     smoke: bool = typer.Option(False, "--smoke", help="Also run the launch's verify path from the tree at its C and W, on its backend (passed or picked by the tree for --gpu; needs the smoke extra)."),
-    device: str = typer.Option("cpu", "--device", help="With --smoke: cpu (Triton interpreter) or cuda."),
+    device: str = typer.Option("cpu", "--device", help="With --smoke: cpu (Triton interpreter), cuda or cuda:N."),
 ) -> None:
     """Check an SGLang speculative-decoding launch before it runs.
+
+    Exit codes: 0 the launch was judged and is right; 1 error findings; 2 usage error, or a target that
+    cannot be obtained; 3 could not judge (with --smoke: the smoke could not run here), unless there are
+    errors.
 
     Example: [bold]ddcheck config --sglang sglang==0.5.16 -- python -m sglang.launch_server --model-path M
     --speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 16[/bold]
@@ -189,6 +278,9 @@ def config(
     if smoke:  # the launch, run: composed here, above both `config` and `smoke`
         from .config_smoke import launch_smoke
 
+        _, device = _smoke_choices("triton", device)
+        _smoke_installed(device)
+
         run = partial(launch_smoke, device=device)
     raise typer.Exit(config_main(list(ctx.args), file=str(file) if file else None, sglang=sglang, fmt=fmt,
                                  draft_config=str(draft_config) if draft_config else None,
@@ -196,7 +288,8 @@ def config(
                                  smoke=run))
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             options_metavar="[OPTIONS] -- COMMAND...")
 def guard(
     ctx: typer.Context,
     mode: str = typer.Option("raise", "--mode", help="raise: stop the step at the first violation; warn: log once per field, count, print the counts at exit."),
@@ -230,6 +323,8 @@ def guard(
 def list_rules() -> None:
     """List the rules with their severity and fixability.
 
+    Exit code: 0.
+
     Example: [bold]ddcheck rules[/bold]
     """
     from rich.table import Table
@@ -246,6 +341,8 @@ def list_rules() -> None:
 def explain(rule_id: str = typer.Argument(..., help="A rule id (DD001) or name.")) -> None:
     """Print a rule's documentation: what it finds, why it is wrong, bad/good example, fix.
 
+    Exit codes: 0; 2 an unknown rule.
+
     Example: [bold]ddcheck explain DD001[/bold]
     """
     from rich.markdown import Markdown
@@ -261,15 +358,19 @@ def explain(rule_id: str = typer.Argument(..., help="A rule id (DD001) or name."
         console().file.write(rule.doc())
 
 
-def _paragraphs(doc: str) -> str:
-    """A docstring as help text, each paragraph on one line: typer (0.2x, rich markup) keeps the single
-    line breaks of every paragraph after the first, so a source line break would reach the terminal."""
-    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
+def _paragraphs(doc: str) -> tuple[str, str]:
+    """A docstring as (help text, epilog): its examples go last, after the options; each paragraph on one
+    line, since typer (0.2x, rich markup) keeps the single line breaks of every paragraph after the first,
+    so a source line break would reach the terminal."""
+    paragraphs = [" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n")]
+    return ("\n\n".join(p for p in paragraphs if not p.startswith("Example")),
+            "\n\n".join(p for p in paragraphs if p.startswith("Example")))
 
 
 for _info in app.registered_commands:  # after the last @app.command; tests/test_help.py holds every --help to it
+    _info.cls = Command
     if _info.help is None and _info.callback is not None:
-        _info.help = _paragraphs(_info.callback.__doc__ or "")
+        _info.help, _info.epilog = _paragraphs(_info.callback.__doc__ or "")
 
 
 def main() -> None:
@@ -291,9 +392,10 @@ def main() -> None:
         except ModuleNotFoundError:
             from click import ClickException
 
-        if isinstance(exc, ClickException):
-            exc.show()
-            sys.exit(EXIT_USAGE)
+        if isinstance(exc, ClickException):  # an unknown option or command, a bad value: one line, as ours
+            ctx = getattr(exc, "ctx", None)
+            where = f"{ctx.info_name}: " if ctx is not None and ctx.parent is not None else ""
+            sys.exit(usage_failure(UsageError(where + exc.format_message())))
         sys.exit(internal_failure(exc))
 
 

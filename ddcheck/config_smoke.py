@@ -12,6 +12,13 @@ from ddcheck.launch.speculative import SpecSettings
 from ddcheck.target.sources import SourceTree
 
 
+def _unjudged(message: str, to_judge: str) -> ConfigFinding:
+    """The asked-for smoke did not run: could not judge (exit 3 unless there are errors)."""
+    f = _f("launch-smoke", Consequence.PERF, message, to_judge, level="warning")
+    f.not_judged = True
+    return f
+
+
 def launch_smoke(s: SpecSettings, tree: SourceTree, device: str = "cpu") -> ConfigFinding:
     """The launch, run: the tree's verify path at the launch's C and W, with the verify-input
     class its worker builds, captured at the width its graph runner captures with, on the backend of its
@@ -28,7 +35,8 @@ def launch_smoke(s: SpecSettings, tree: SourceTree, device: str = "cpu") -> Conf
         why = ("W or C is not known" if W is None or C is None else
                f"ddcheck smoke has no runner for {name}: {spec.why_not}" if spec is not None else
                f"ddcheck smoke does not run {name or 'an unknown backend'} (it runs {runs}); it is judged statically")
-        return _f("launch-smoke", Consequence.PERF, f"not run: {why}", level="info")
+        return _unjudged(f"not run: {why}", "a launch whose backend ddcheck smoke runs (`ddcheck smoke "
+                         "--list-backends`), or config without --smoke")
     values = {k: v for k, v in s.values.items() if _jsonable(v)} if s.values else None
     r = run_smoke(tree.label, budget=W - 1, num_draft_tokens=C, device=device, allow_out_of_bounds=True,
                   graph_capture_width="W" if s.cuda_graph and s.capture_width == W else "C", launch=values,
@@ -42,7 +50,8 @@ def launch_smoke(s: SpecSettings, tree: SourceTree, device: str = "cpu") -> Conf
     if r.exit_code == 1:
         return _f("launch-smoke", Consequence.CORRUPT, f"the tree's {name} verify path at C={C}, W={W} ({inputs}) "
                   f"gives wrong attention: {r.verdict}", "see verify-width; `ddcheck fix` the tree, or make W == C")
-    if r.exit_code == 2:
-        return _f("launch-smoke", Consequence.PERF, f"could not run: {r.verdict}", level="warning")
+    if r.exit_code != 0:  # 3: the smoke could not run here (torch missing, a crash); 2: it was refused
+        to_judge = "; ".join(n["to_judge"] for n in r.not_judged) or "a smoke run that does not fail"
+        return _unjudged(f"could not run: {r.verdict}", to_judge)
     return _f("launch-smoke", Consequence.PERF, f"the tree's {name} verify path at C={C}, W={W} ({inputs}) is right "
               f"on every path run: {r.verdict}", level="info")

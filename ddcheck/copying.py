@@ -30,16 +30,42 @@ class CopyReport:
     root: Path
     copied: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    written: list[Path] = field(default_factory=list)  # every file the copy put in place
 
 
-def copy_tree(target: str, out_dir: Path) -> CopyReport:
-    """Copy the package tree of ``target`` (a directory, a file, a wheel or ``sglang==VERSION``)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    report = CopyReport(out_dir)
+def out_state(out_dir: Path) -> str:
+    """What ``out_dir`` was before a copy: "absent", "empty" or "full" (``--force``), for :func:`discard_copy`."""
+    if not out_dir.exists():
+        return "absent"
+    return "empty" if out_dir.is_dir() and not any(out_dir.iterdir()) else "full"
+
+
+def discard_copy(out_dir: Path, state: str, report: CopyReport | None) -> None:
+    """Take a copy away again (it was never fixed): ``out_dir`` as it was before (``state``). A folder
+    that was there with files of its own keeps them: only the files the copy wrote go."""
+    if state == "absent":
+        shutil.rmtree(out_dir, ignore_errors=True)
+    elif state == "empty" and out_dir.is_dir():
+        for child in list(out_dir.iterdir()):
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+    else:
+        for path in report.written if report else ():
+            path.unlink(missing_ok=True)
+
+
+def copy_tree(target: str, out_dir: Path, report: CopyReport | None = None) -> CopyReport:
+    """Copy the package tree of ``target`` (a directory, a file, a wheel or ``sglang==VERSION``);
+    ``report`` collects what was copied as it goes (what to take away if the copy fails midway)."""
+    report = report if report is not None else CopyReport(out_dir)
     if PACKAGE_VERSION_RE.match(target) or target.endswith(".whl"):
-        tree = open_target(target)
+        tree = open_target(target)  # an unknown version fails before anything is made
+        out_dir.mkdir(parents=True, exist_ok=True)
         _copy_wheel(Path(tree.wheel), out_dir, report)
         return report
+    out_dir.mkdir(parents=True, exist_ok=True)
     src = Path(target)
     if src.is_dir():
         dest = out_dir / src.resolve().name if (src / "__init__.py").is_file() else out_dir
@@ -78,6 +104,7 @@ def _copy_wheel(wheel: Path, out_dir: Path, report: CopyReport) -> None:
                             raise OSError("larger than its header says")
                         out.write(chunk)
                 os.replace(tmp, dest)
+                report.written.append(dest)
             except (*member_errors(), OSError) as exc:
                 tmp.unlink(missing_ok=True)
                 report.skipped.append((name, f"corrupt or unreadable member ({type(exc).__name__}: {exc})"))
@@ -126,6 +153,7 @@ def _copy_file(src: Path, dest: Path, report: CopyReport, label: str) -> None:
         os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
         os.chmod(tmp, stat.S_IMODE(st.st_mode))
         os.replace(tmp, dest)  # replaces a link already at dest, never writes through it
+        report.written.append(dest)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         report.skipped.append((label, f"not copied ({exc.strerror or exc})"))

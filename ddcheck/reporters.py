@@ -23,14 +23,16 @@ STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: 
 FORMATS = ("text", "json", "sarif", "github")
 
 
-def render(result: ScanResult, fmt: str, stream: IO[str], console: Callable[[], Console], source_texts=None) -> None:
+def render(result: ScanResult, fmt: str, stream: IO[str], console: Callable[[], Console], source_texts=None,
+           exit_code: int | None = None) -> None:
     """Machine formats go straight to ``stream``; so does text for a reader that is not a terminal,
     where rich would write the same characters (see :func:`plain`); else text goes through the rich
-    ``console()`` (made, and rich loaded, only then)."""
+    ``console()`` (made, and rich loaded, only then). ``exit_code``: the command's, a field of the JSON
+    and the SARIF invocation."""
     if fmt == "json":
-        stream.write(to_json(result) + "\n")
+        stream.write(to_json(result, exit_code) + "\n")
     elif fmt == "sarif":
-        stream.write(json.dumps(to_sarif(result), indent=1) + "\n")
+        stream.write(json.dumps(to_sarif(result, exit_code), indent=1) + "\n")
     elif fmt == "github":
         stream.write(to_github(result))
     else:
@@ -41,8 +43,10 @@ def render(result: ScanResult, fmt: str, stream: IO[str], console: Callable[[], 
             text(lines, console())
 
 
-def to_json(result: ScanResult) -> str:
-    return result.to_json(indent=1)
+def to_json(result: ScanResult, exit_code: int | None = None) -> str:
+    if exit_code is None:
+        return result.to_json(indent=1)
+    return json.dumps({**result.to_dict(), "exit_code": exit_code}, indent=1, ensure_ascii=False)
 
 
 Line = list[tuple[str, str]]  # one line of the text report: (text, rich style) spans
@@ -131,7 +135,7 @@ def _gh_prop(s: str) -> str:
     return _gh_escape(s).replace(":", "%3A").replace(",", "%2C")
 
 
-def to_sarif(result: ScanResult) -> dict:
+def to_sarif(result: ScanResult, exit_code: int | None = None) -> dict:
     """SARIF 2.1.0, with a ``fixes`` entry wherever a fix is known (the hoisted form is the
     fixer's; here each site is replaced by the self-contained per-step expression).
 
@@ -184,6 +188,8 @@ def to_sarif(result: ScanResult) -> dict:
     invocation = {"executionSuccessful": True, "toolExecutionNotifications": [
         {"level": "error", "message": {"text": e.message},
          "locations": [{"physicalLocation": {"artifactLocation": _artifact(e.path)}}]} for e in result.errors]}
+    if exit_code is not None:
+        invocation["exitCode"] = exit_code
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json", "version": "2.1.0",
         "runs": [{

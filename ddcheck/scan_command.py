@@ -9,7 +9,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import EXIT_USAGE, UsageError
+from .errors import EXIT_USAGE, UsageError, verdict
 from .findings import Severity
 
 # No command uses pydantic plugins; looking them up costs a sixth of a cache-hit scan. Set here, the
@@ -20,9 +20,17 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 # rich is loaded when something is printed through it, not for a JSON scan or a cache hit.
 @lru_cache(maxsize=None)
 def console(stderr: bool = False):
+    """A console that wraps only on a terminal: in a pipe or a CI log, lines, lists and table rows stay
+    whole whatever width the environment claims (``COLUMNS``, rich's default of 80)."""
     from rich.console import Console
 
-    return Console(stderr=stderr, soft_wrap=True, highlight=False)
+    out = Console(stderr=stderr, soft_wrap=True, highlight=False)
+    if not out.is_terminal:
+        out.width = UNWRAPPED
+    return out
+
+
+UNWRAPPED = 1 << 14  # columns of a console that is not a terminal: wider than any line ddcheck prints
 
 
 def escape(text: str) -> str:
@@ -75,7 +83,8 @@ def scan_command(targets: list[str] | None, fmt: str = "text", fail_on: Severity
                  baseline: Path | None = None, write_baseline: Path | None = None, no_cache: bool = False,
                  check_syntax: bool = False) -> int:
     """``ddcheck scan``: prints the result and returns the exit code (0 clean, 1 findings at or above
-    fail-on or files that could not be scanned); a UsageError for bad arguments."""
+    fail-on or files that could not be scanned); a UsageError for bad arguments and for a named target
+    that cannot be obtained (a missing path, an unknown version, no Python files)."""
     from .api import scan as run_scan
     from .reporters import FORMATS, render
 
@@ -86,7 +95,8 @@ def scan_command(targets: list[str] | None, fmt: str = "text", fail_on: Severity
             raise UsageError(f"{t}: no such file or directory")
     settings = resolve_settings((targets or [None])[0], config, select, ignore, fail_on)
     settings.check_syntax = settings.check_syntax or check_syntax
-    result = run_scan(list(targets or []), settings=settings, use_cache=not no_cache, quoted=fmt == "text")
+    result = run_scan(list(targets or []), settings=settings, use_cache=not no_cache, quoted=fmt == "text",
+                      strict=True)
     if write_baseline or baseline:
         from . import baseline as bl
     if write_baseline:
@@ -101,6 +111,7 @@ def scan_command(targets: list[str] | None, fmt: str = "text", fail_on: Severity
             result.findings = bl.new_findings(result.findings, bl.load(baseline))
         except bl.BaselineError as exc:
             raise UsageError(str(exc)) from exc
-    render(result, fmt, sys.stdout, console, result.sources)
-    failing = result.at_or_above(settings.fail_on)
-    return 1 if failing or result.errors else 0
+    # A scan judges every file it reads or lists it as an error: it has no could-not-judge (3).
+    code = verdict(bool(result.at_or_above(settings.fail_on) or result.errors), False)
+    render(result, fmt, sys.stdout, console, result.sources, code)
+    return code

@@ -26,6 +26,10 @@ def _test_cache() -> Path:
 
 
 os.environ["DDCHECK_CACHE"] = str(_test_cache())
+# `ddcheck config` reads a hub id's config.json from the Hugging Face cache, or downloads it: the suite
+# reads neither the user's cache nor the network (tests that need a model lay a cache out themselves).
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_HUB_CACHE"] = str(Path(os.environ["DDCHECK_CACHE"]) / "hf-hub")
 
 
 def _one_download_at_a_time() -> None:

@@ -62,7 +62,12 @@ def prepare(dest: Path, device: str, wheels: Path | None, long_budget: int) -> l
                 variants.append(("partial fix (eager site only)", str(partial), 1))
         for name, backend_file, expect in variants:
             base = {"target": str(tree_dir), "backend_file": backend_file, "device": device}
-            spec.append({"label": f"{ver} {name} budget 16", "expect": expect, "kwargs": {**base, "budget": 16}})
+            # W = 17 > C = 8: the backend judged alone (graphs captured at W); captured at C, a right backend's
+            # graph keeps max_extend_len = 8 < W, which breaks the verify contract: the capture width (1)
+            spec.append({"label": f"{ver} {name} budget 16", "expect": expect,
+                         "kwargs": {**base, "budget": 16, "graph_capture_width": "W"}})
+            if expect == 0:
+                spec.append({"label": f"{ver} {name} budget 16 capture@C", "expect": 1, "kwargs": {**base, "budget": 16}})
             # W = 5 < C = 8 (spine mode): a layout with C writes past the batch; the same verdicts
             spec.append({"label": f"{ver} {name} budget 4", "expect": expect, "kwargs": {**base, "budget": 4}})
             if device != "cpu":

@@ -1,8 +1,10 @@
 """``ddcheck config`` against real SGLang releases (downloaded at test time with
 ``open_target("sglang==X")``) and a DDTree-enabled tree built from 0.5.16 the way the open DDTree PRs
 do it (sgl-project/sglang#29907, "Add DDTree speculative decoding": registers ``DDTREE`` in
-``SpeculativeAlgorithm``, adds ``--speculative-ddtree-budget`` (default block size - 1), rejects
-page_size != 1, and in its CUDA-graph change captures target verify at ``ddtree_budget + 1``).
+``SpeculativeAlgorithm``, adds ``--speculative-ddtree-budget`` (default block size - 1, set by its
+start-up hook), rejects page_size != 1, hands out a DDTree worker whose verify input carries
+``draft_token_num = budget + 1``, and in its CUDA-graph change captures target verify at
+``ddtree_budget + 1``). W and the default budget come from that tree code, never from ddcheck's tables.
 """
 
 from __future__ import annotations
@@ -41,8 +43,14 @@ def run(ver_or_tree, argv, file=None):
     return check_launch(argv, tree=tree, file=file)
 
 
+MODELS = FIX / "models"
+
+
 def base(*extra: str) -> list[str]:
-    return ["python", "-m", "sglang.launch_server", "--model-path", "m", "--max-running-requests", "32", *extra]
+    """A launch of a local Llama-shaped model folder (fixtures/launch/models/llama): the release's start-up
+    code reads its config.json, so the tree's own code judges the launch."""
+    return ["python", "-m", "sglang.launch_server", "--model-path", str(MODELS / "llama"), "--max-running-requests",
+            "32", *extra]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -63,6 +71,29 @@ def _handle_ddtree(server_args: ServerArgs) -> None:
             f"Got page_size={server_args.page_size}."
         )
     _handle_dflash(server_args)
+    if server_args.speculative_ddtree_budget is None:
+        server_args.speculative_ddtree_budget = server_args.speculative_num_draft_tokens - 1
+'''
+DDTREE_WORKER = '''"""The DDTree worker of the PR, reduced to how it builds the verify input."""
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+
+@dataclass
+class DDTreeVerifyInput:
+    draft_token_num: int
+    tree_budget: int
+    custom_mask: Optional[Any] = None
+
+
+class DDTreeWorker:
+    def __init__(self, server_args):
+        self.tree_budget = int(server_args.speculative_ddtree_budget)
+
+    def verify(self, batch, custom_mask):
+        return DDTreeVerifyInput(draft_token_num=self.tree_budget + 1, tree_budget=self.tree_budget,
+                                 custom_mask=custom_mask)
 '''
 DDTREE_CAPTURE = '''
         if model_runner.spec_algorithm.is_ddtree() and not model_runner.is_draft_worker:
@@ -90,6 +121,10 @@ def build_ddtree_tree(dest: Path, capture_at_w: bool = False) -> Path:
     _patch(srt / "speculative" / "spec_info.py", "            _handle_dflash,\n", "            _handle_dflash,\n            _handle_ddtree,\n")
     _patch(srt / "speculative" / "spec_info.py", "    def is_dflash(self) -> bool:",
            "    def is_ddtree(self) -> bool:\n        return self == SpeculativeAlgorithm.DDTREE\n\n    def is_dflash(self) -> bool:")
+    _patch(srt / "speculative" / "spec_info.py", "        if self.is_dflash():\n            # V2 worker",
+           "        if self.is_ddtree():\n            from sglang.srt.speculative.ddtree_worker import DDTreeWorker\n\n"
+           "            return DDTreeWorker\n\n        if self.is_dflash():\n            # V2 worker")
+    (srt / "speculative" / "ddtree_worker.py").write_text(DDTREE_WORKER)
     hook = srt / "arg_groups" / "speculative_hook.py"
     hook.write_text(hook.read_text() + DDTREE_HOOK)
     if capture_at_w:
@@ -121,12 +156,58 @@ def ids(report, level="error"):
 DOCS = sorted(p.name for p in FIX.glob("docs_*.argv"))
 
 
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+         "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32, "vocab_size": 128256,
+         "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
+QWEN = {**LLAMA, "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}
+# The docs' models, as config.json shapes (written for these tests, not the models' own files).
+DOCS_MODELS = {
+    "meta-llama/Llama-2-7b-chat-hf": LLAMA, "meta-llama/Meta-Llama-3.1-8B-Instruct": LLAMA,
+    "meta-llama/Meta-Llama-3-8B-Instruct": LLAMA,
+    "lmsys/sglang-EAGLE-llama2-chat-7B": {**LLAMA, "architectures": ["LlamaForCausalLMEagle"], "num_hidden_layers": 1},
+    "lmsys/sglang-EAGLE-LLaMA3-Instruct-8B": {**LLAMA, "architectures": ["LlamaForCausalLMEagle"], "num_hidden_layers": 1},
+    "jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B": {**LLAMA, "architectures": ["LlamaForCausalLMEagle3"],
+                                                      "num_hidden_layers": 1, "draft_vocab_size": 32000},
+    "XiaomiMiMo/MiMo-7B-RL": {**QWEN, "architectures": ["MiMoForCausalLM"], "model_type": "mimo",
+                              "num_nextn_predict_layers": 1},
+    "Qwen/Qwen2.5-7B-Instruct": QWEN, "Qwen/Qwen2.5-1.5B-Instruct": QWEN, "meta-llama/Llama-3.1-8B-Instruct": LLAMA,
+}
+
+
+@pytest.fixture
+def docs_hub(tmp_path, monkeypatch):
+    """The docs' hub ids in an on-disk Hugging Face cache, read offline, as SGLang reads them."""
+    rev = "0" * 40
+    for repo, config in DOCS_MODELS.items():
+        base = tmp_path / ("models--" + repo.replace("/", "--"))
+        (base / "snapshots" / rev).mkdir(parents=True)
+        (base / "snapshots" / rev / "config.json").write_text(json.dumps(config))
+        (base / "refs").mkdir()
+        (base / "refs" / "main").write_text(rev)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
 @network
 @pytest.mark.parametrize("name", DOCS)
-def test_docs_commands_pass_on_their_release(name):
+def test_docs_commands_pass_on_their_release(name, docs_hub):
     r = run("0.5.10", argv_of(name))
-    assert r.exit_code == 0, r.findings
+    if name == "docs_specv2.argv":
+        # SGLANG_ENABLE_SPEC_V2=True in front of the command is the tree's environment: its create_worker
+        # hands out StandaloneWorkerV2, whose draft part builds the verify input (W from there)
+        assert r.settings.env == {"SGLANG_ENABLE_SPEC_V2": "True"}
+        assert r.settings.verify_width is not None and r.settings.verify_input is not None
+    assert r.exit_code == 0, (r.findings, r.not_judged)
     assert r.settings.algorithm in ("EAGLE", "EAGLE3", "STANDALONE")
+
+
+@network
+def test_docs_command_with_hub_ids_out_of_reach_could_not_be_judged(tmp_path, monkeypatch):
+    """Not in the cache and offline: the tree reads the model's config, which ddcheck does not have."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    r = check_launch(argv_of("docs_eagle2.argv"), sglang="sglang==0.5.10")  # a fresh tree: nothing kept from a run
+    assert r.exit_code == 3 and any("--model-config" in x for x in r.not_judged)
 
 
 @network
@@ -188,7 +269,7 @@ def test_invalid_value_and_missing_model():
 
 
 @network
-def test_config_file_merges_like_sglang(ddtree_tree):
+def test_config_file_merges_like_sglang(ddtree_tree, docs_hub):
     r = run(ddtree_tree, [], file=str(FIX / "origin_ddtree.yaml"))
     assert ids(r) == {"verify-width"} and not r.settings.cuda_graph
     r = run(ddtree_tree, ["--speculative-ddtree-budget", "7"], file=str(FIX / "origin_ddtree.yaml"))  # CLI wins
@@ -302,7 +383,9 @@ def test_multi_layer_eagle_draft_tokens():
 @network
 def test_eagle_shape_flags_all_or_none():
     r = run("0.5.10", base("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3"))
-    assert "eagle-params" in ids(r)
+    # the release's own start-up code dies on the half-given shape (comparing None with an int): not a
+    # raise of its own, so the launch is not judged (the tables that named it eagle-params are gone)
+    assert r.exit_code == 3 and any("server_args.py" in x for x in r.not_judged), r.not_judged
     r = run("0.5.10", base("--speculative-algorithm", "EAGLE"))
     assert r.exit_code == 0 and r.settings.auto_params
 
@@ -331,7 +414,9 @@ def test_topk_page_size_allow_list_differs_by_release():
 @network
 def test_spec_v2_env_with_topk():
     argv = ["SGLANG_ENABLE_SPEC_V2=True"] + eagle(3, 4, 8)
-    assert "sglang-spec-v2-topk" in ids(run("0.5.10", argv))
+    r = run("0.5.10", argv)  # the tree's own code sees the variable and rejects the launch
+    assert {"sglang-spec-v2-topk", "sglang-rejects"} & ids(r) and r.exit_code == 1
+    assert any("topk" in f.message for f in r.errors)
     assert "sglang-spec-v2-topk" not in ids(run("0.5.10", ["SGLANG_ENABLE_SPEC_V2=True"] + eagle(3, 1, 4)))
     assert "sglang-spec-v2-topk" not in ids(run("0.5.16", argv))  # 0.5.16 removed the env var and the rule
 
@@ -339,14 +424,17 @@ def test_spec_v2_env_with_topk():
 @network
 def test_topk_1_rewrites_draft_tokens():
     r = run("0.5.23", eagle(3, 1, 8))
-    assert "sglang-eagle-topk1-draft" in ids(r, "warning") and r.exit_code == 0 and r.settings.num_draft_tokens == 4
+    assert "sglang-eagle-topk1-draft" in ids(r, "warning") and r.settings.num_draft_tokens == 4
+    # W from 0.5.23's own worker: EAGLEWorkerV2's draft worker (eagle_worker_v2.py:1335) builds the
+    # verify input through eagle_worker_common.py:472, draft_token_num=num_draft_tokens (its :717 call)
+    assert r.exit_code == 0 and r.settings.verify_width == 4 and r.settings.verify_input == "EagleVerifyInput"
     assert "sglang-eagle-topk1-draft" not in ids(run("0.5.23", eagle(3, 1, 4)), None)
 
 
 @network
 def test_dflash_block_size_vs_draft_tokens():
     dflash = base("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "d",
-                  "--speculative-dflash-block-size", "8")
+                  "--speculative-dflash-block-size", "8", "--attention-backend", "triton")
     assert "sglang-dflash-block-size" in ids(run("0.5.16", dflash + ["--speculative-num-draft-tokens", "16"]))
     assert run("0.5.16", dflash + ["--speculative-num-draft-tokens", "8"]).exit_code == 0
     assert "sglang-dflash-steps" in ids(run("0.5.16", dflash + ["--speculative-num-steps", "3"]), "warning")

@@ -11,20 +11,27 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TREE = REPO / "fixtures" / "trees" / "newer_ddtree"
 LAUNCH = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "DDTREE",
-          "--speculative-ddtree-budget", "3", "--speculative-num-draft-tokens", "16", "--attention-backend", "torch_native"]
+          "--speculative-ddtree-budget", "3", "--speculative-num-draft-tokens", "16", "--attention-backend", "torch_native",
+          "--speculative-ddtree-pad"]  # every step verifies budget + 1: W = 4 from the fixture's worker
 
 
 def _config(*flags: str) -> dict:
     out = subprocess.run([sys.executable, "-m", "ddcheck", "config", *flags, "--format", "json", "--sglang", str(TREE),
                           "--", *LAUNCH], capture_output=True, text=True, cwd=REPO)
-    assert out.returncode in (0, 1), out.stderr
+    assert out.returncode in (0, 1, 3) and json.loads(out.stdout)["exit_code"] == out.returncode, out.stderr
     return json.loads(out.stdout)
 
 
 def test_config_smoke_reports_the_run_and_plain_config_does_not():
-    with_smoke = [f for f in _config("--smoke")["findings"] if f["id"] == "launch-smoke"]
+    """smoke does not run torch_native: the asked-for smoke could not run, so the launch is not judged
+    (exit 3, unless errors win), and the report says what would make it judgeable."""
+    smoked = _config("--smoke")
+    with_smoke = [f for f in smoked["findings"] if f["id"] == "launch-smoke"]
     assert len(with_smoke) == 1 and "does not run torch_native" in with_smoke[0]["message"]
-    assert not [f for f in _config()["findings"] if f["id"] == "launch-smoke"]
+    assert with_smoke[0]["not_judged"] and [n["what"] for n in smoked["not_judged"]] == ["launch-smoke"]
+    assert smoked["exit_code"] == (1 if any(f["level"] == "error" for f in smoked["findings"]) else 3)
+    plain = _config()
+    assert not [f for f in plain["findings"] if f["id"] == "launch-smoke"] and plain["not_judged"] == []
 
 
 def test_check_launch_runs_the_smoke_it_is_given():

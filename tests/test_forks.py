@@ -233,8 +233,14 @@ def test_smoke_uses_the_forks_own_ddtree_verify_input(fork_dir, smoke):
     assert r.tree_masks["W=17 C=8"] == "compile_ddtree_tree (sglang/srt/speculative/ddtree_utils.py:251)"
     assert r.exit_code == 1 and r.verdict.startswith("tree mask:"), r.verdict
     assert "triton_backend.py:416" in r.verdict
-    ref = {p.path: p.status for p in r.paths if p.case == "ddtree-reference-mask"}
-    assert ref == {"eager": "ok", "graph": "ok"}
+    ref = {p.path: p for p in r.paths if p.case == "ddtree-reference-mask"}
+    assert ref["eager"].status == "ok"
+    # The graph, captured at C, keeps max_extend_len = 8 < W = 17 with either mask: it breaks the verify
+    # contract (right numbers only within one row block), so it is never `ok` (issue 39); the crash with
+    # the tree's mask is still the mask's, and the verdict says both.
+    assert ref["graph"].status == "wrong" and ref["graph"].wrong_tokens == 0
+    assert [v["field"] for v in ref["graph"].violations] == ["forward_metadata.max_extend_len"]
+    assert "graph wrong (graph (forward_metadata.max_extend_len: expected >= 17, got 8" in r.verdict, r.verdict
 
 
 @SHARED_SMOKE

@@ -619,3 +619,87 @@ def test_a_modules_line_is_the_physical_line_as_python_counts_them(text):
     m = ModuleModel.parse(SourceFile(display="t.py", relpath="t.py", _read=lambda: text.encode()), text.encode())
     lines = split_lines(text)
     assert [m.line(n) for n in range(len(lines) + 2)] == [None, *lines, None]
+
+
+def _fuzzed(tmp_path: Path, kind: str) -> tuple[Path, bool]:
+    """The bad inputs of this file, one target each: (target, whether the run also lists an error, so
+    that even a clean fix exits 1)."""
+    guards = (FIXTURES / "guards.py").read_text()
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    backend = tree / "backend.py"
+    if kind.startswith("sep-"):
+        sep = chr(int(kind[4:], 16))
+        backend.write_text(guards.replace('"""Ways the target-verify branch is spelled."""',
+                                          f'"""Ways the target-verify branch is spelled."""\n# a{sep}b{sep}c\n'))
+    elif kind in ("CR", "CRLF"):
+        backend.write_bytes(guards.replace("\n", "\r" if kind == "CR" else "\r\n").encode())
+    elif kind == "latin-1":
+        backend.write_bytes(guards.replace('"""Ways the target-verify branch is spelled."""',
+                                           '# -*- coding: latin-1 -*-\n"""Caf\xe9 guards."""', 1).encode("latin-1"))
+    elif kind == "bom":
+        backend.write_bytes(b"\xef\xbb\xbf" + guards.encode())
+    elif kind == "non-utf8-name":
+        with open(os.path.join(os.fsencode(tree), b"\xff\xfe.py"), "wb") as fh:
+            fh.write(guards.encode())
+    elif kind == "fifo":
+        backend.write_text(guards)
+        os.mkfifo(tree / "pipe.py")
+        return tree, True
+    elif kind == "symlink":
+        outside = tmp_path / "outside.py"
+        outside.write_text(guards)
+        backend.symlink_to(outside)
+    elif kind == "too-deep":
+        backend.write_text(guards)
+        chain = " + ".join(["self.num_draft_tokens"] * 300_000)
+        (tree / "deep.py").write_text(
+            "class B:\n    def __init__(self, mr):\n        self.num_draft_tokens = mr.server_args.speculative_num_draft_tokens\n\n"
+            "    def init_forward_metadata(self, forward_batch):\n"
+            "        if forward_batch.forward_mode.is_target_verify():\n"
+            f"            x = forward_batch.seq_lens + {chain}\n")
+        return tree, True
+    elif kind == "corrupt-wheel":
+        import zipfile
+
+        wheel = tmp_path / "pkg-1.0-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED) as zf:
+            zf.writestr("pkg/backend.py", guards)
+            zf.writestr("pkg/broken.py", b"x = 1\n" * 50)
+        data = bytearray(wheel.read_bytes())
+        data[data.find(b"x = 1\n" * 50)] = ord("y")  # the member no longer matches its CRC
+        wheel.write_bytes(bytes(data))
+        return wheel, True
+    return tree, False
+
+
+FUZZED = [f"sep-{ord(c):04X}" for c in SEPARATORS] + [
+    "CR", "CRLF", "latin-1", "bom", "non-utf8-name", "fifo", "symlink", "too-deep", "corrupt-wheel"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="FIFOs and non-UTF-8 names are Linux matters")
+@pytest.mark.parametrize("kind", FUZZED)
+def test_fuzzed_inputs_under_diff_check_and_in_place(tmp_path, kind):
+    """Each bad input above through `fix --diff`, `fix --check` and the fix itself (a wheel: `--out`):
+    never an internal error; the dry runs write nothing and agree with what the fix then writes."""
+    target, listed = _fuzzed(tmp_path, kind)
+
+    def snapshot() -> dict:
+        return {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and not p.is_fifo()}
+
+    before = snapshot()
+    diff = ddcheck("fix", "--diff", str(target), timeout=120)
+    check = ddcheck("fix", "--check", str(target), timeout=120)
+    for r in (diff, check):
+        assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert snapshot() == before  # the dry runs wrote nothing
+    assert diff.returncode == (1 if listed else 0) and "(ddcheck fix)" in diff.stdout, diff.stderr
+    assert check.returncode == 1 and "would fix" in check.stdout, check.stderr
+    out = tmp_path / "out"
+    fixed = ddcheck("fix", str(target), *(["--out", str(out)] if kind == "corrupt-wheel" else []), timeout=120)
+    assert "internal error" not in fixed.stderr and "Traceback" not in fixed.stderr, fixed.stderr
+    assert fixed.returncode == (1 if listed else 0), fixed.stderr
+    written = [p for p in (out if kind == "corrupt-wheel" else tmp_path).rglob("*.py")
+               if p.is_file() and not p.is_fifo() and b"(ddcheck fix)" in p.read_bytes()]
+    assert written and ddcheck("fix", "--check", str(out / "pkg" if kind == "corrupt-wheel" else target),
+                               timeout=120).returncode == (1 if listed and kind != "corrupt-wheel" else 0)

@@ -100,7 +100,7 @@ def test_json_schema_on_a_real_wheel(wheel):
                          capture_output=True, text=True)
     assert out.returncode == 1, out.stderr
     data = json.loads(out.stdout)
-    assert set(data) == {"version", "files_scanned", "errors", "findings"}
+    assert set(data) == {"version", "files_scanned", "errors", "findings", "exit_code"} and data["exit_code"] == 1
     assert data["version"] == 1 and data["errors"] == []
     keys = {"rule", "severity", "path", "line", "column", "end_line", "end_column", "function", "symbol",
             "message", "replacement"}

@@ -1,10 +1,9 @@
 """`ddcheck smoke`: the real Triton verify path of real SGLang releases, on CPU (Triton interpreter).
 
 The runs go through the ``smoke`` fixture (tests/conftest.py): ``run_smoke``'s own report, from one
-worker process per tree for all of that tree's calls (tests/smoke_server.py); the tests of
-``run_smoke`` itself, its fresh worker process per call, call it directly. Either way TRITON_INTERPRET=1
-precedes triton's import in the worker, so this test process needs torch and triton only to know they
-are there.
+process per tree for all of that tree's calls (tests/smoke_server.py); the tests of ``run_smoke``
+itself, its fresh worker process per call, call it directly. Either way TRITON_INTERPRET=1 precedes
+triton's import there, so this test process needs torch and triton only to know they are there.
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ _spec = importlib.util.spec_from_file_location("proof_matrix", Path(__file__).wi
 proof_matrix = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(proof_matrix)
 ALL_RELEASES = os.environ.get("DDCHECK_SMOKE_ALL") == "1"
-# One worker of the suite runs this file: its calls on a release share that release's smoke server.
+# One worker of the suite runs this file: its calls on a release share that release's smoke process.
 pytestmark = pytest.mark.xdist_group("smoke-triton")
 BUGGY = proof_matrix.BUGGY if ALL_RELEASES else [proof_matrix.BUGGY[0], proof_matrix.BUGGY[-1]]
 GOOD = proof_matrix.GOOD if ALL_RELEASES else [proof_matrix.GOOD[0], proof_matrix.GOOD[-1]]
@@ -75,8 +74,12 @@ def test_unfixed_buggy_release_is_caught(version, smoke):
 @pytest.mark.network
 @pytest.mark.parametrize("version", GOOD)
 def test_later_releases_pass_unfixed(version, smoke):
+    """Right on every path at W, graphs captured at W included. A graph captured at C keeps
+    max_extend_len = C = 8 < W: the path breaks the verify contract (right only within one row block),
+    so it is the capture width, exit 1, never `ok` (issue 39)."""
     r = smoke(f"sglang=={version}")
-    assert r.exit_code == 0, r.verdict
+    assert r.exit_code == 1 and r.verdict.startswith("capture width"), r.verdict
+    assert statuses(r)["ddtree/eager"] == statuses(r)["ddtree-capture-at-W/graph"] == "ok"
     eager = next(p for p in r.paths if p.case == "ddtree" and p.path == "eager")
     assert eager.metadata["qo_indptr"] == [0, 17, 34, 51] and eager.metadata["max_extend_len"] == 17
     assert eager.max_abs_err < 1e-3
@@ -85,10 +88,20 @@ def test_later_releases_pass_unfixed(version, smoke):
 @pytest.mark.network
 @pytest.mark.parametrize("version", BUGGY)
 def test_ddcheck_fix_output_passes(version, smoke):
+    """The fixed backend is right at W on every path when graphs are captured at W. Captured at C (what
+    SGLang's runner does) the graph keeps max_extend_len = C = 8 < W = 17: the kernel's numbers come out
+    right only because W fits the same row block of 64, so the path breaks the verify contract and is
+    never `ok`: the capture width, exit 1, as for FA3 (issue 39: smoke agrees with itself)."""
     fixer = pytest.importorskip("ddcheck.fixer")
     fixed = fixer.fixed_file_text(f"sglang=={version}", BACKEND_RELPATH)
-    r = smoke(f"sglang=={version}", backend_source=fixed)
+    r = smoke(f"sglang=={version}", backend_source=fixed, graph_capture_width="W")
     assert r.exit_code == 0, r.verdict
+    at_c = smoke(f"sglang=={version}", backend_source=fixed)
+    assert at_c.exit_code == 1 and at_c.verdict.startswith("capture width"), at_c.verdict
+    assert all(p.status != "ok" for p in at_c.paths if p.violations)
+    graph = next(p for p in at_c.paths if p.case == "ddtree" and p.path == "graph")
+    assert graph.status == "wrong" and graph.wrong_tokens == 0 and graph.metadata["max_extend_len"] == 8
+    assert "by luck" in at_c.verdict and statuses(at_c)["ddtree/eager"] == "ok"
 
 
 @pytest.mark.network
@@ -96,7 +109,7 @@ def test_ddcheck_fix_output_passes(version, smoke):
 def test_hand_fixed_copy_passes_through_backend_file(version, tmp_path, smoke):
     path = tmp_path / "triton_backend.py"
     path.write_text(hand_fix(backend_text(version)))
-    r = smoke(f"sglang=={version}", backend_file=str(path))
+    r = smoke(f"sglang=={version}", backend_file=str(path), graph_capture_width="W")
     assert r.exit_code == 0, r.verdict
     assert r.backend == str(path)
 
@@ -215,7 +228,7 @@ def test_matrix_sample(tmp_path):
 # --------------------------------------------------------------------------- honest failures
 
 
-def test_bad_target_is_a_harness_failure(tmp_path):
+def test_a_bad_target_is_a_usage_error(tmp_path):
     assert run_smoke(str(tmp_path / "missing")).exit_code == 2
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "x.py").write_text("x = 1\n")
@@ -290,7 +303,7 @@ def test_verdict_on_a_write_past_the_batch():
     # the same write at the W == C control: no verdict on W != C
     r = _report(5, [("ddtree", "eager", 5, "ok", [], []), ("control", "eager", 8, "wrong", [], past)])
     _verdict(r)
-    assert r.exit_code == 2 and r.verdict.startswith("control wrong"), r.verdict
+    assert r.exit_code == 3 and r.verdict.startswith("control wrong"), r.verdict
 
 
 def test_padded_allocations_report_the_rows_written_past_them():
@@ -315,14 +328,14 @@ def test_padded_allocations_report_the_rows_written_past_them():
 
 
 @pytest.mark.network
-def test_crash_in_the_backend_is_2_never_1(smoke):
+def test_crash_in_the_backend_is_3_never_1(smoke):
     text = backend_text("0.5.10").replace(
         '        """Init auxiliary variables for triton attention backend."""\n',
         '        """Init auxiliary variables for triton attention backend."""\n        raise RuntimeError("boom")\n', 1)
     r = smoke("sglang==0.5.10", backend_source=text)
-    assert r.exit_code == 2
-    assert "boom" in r.verdict and "triton_backend.py" in r.verdict
-    assert smoke("sglang==0.5.10", backend_source="def broken(:\n").exit_code == 2
+    assert r.exit_code == 3  # could not judge
+    assert "boom" in r.verdict and "triton_backend.py" in r.verdict and r.not_judged[0]["why"] == r.verdict
+    assert smoke("sglang==0.5.10", backend_source="def broken(:\n").exit_code == 3
 
 
 @pytest.mark.network
@@ -341,11 +354,11 @@ def test_what_the_tree_lacks_is_a_limitation_of_the_verdict_not_a_harness_failur
 
 
 @pytest.mark.network
-def test_wrong_control_is_2_not_1(smoke):
+def test_wrong_control_is_3_not_1(smoke):
     # Break attention for every width: the control fails, so no verdict on W != C is possible.
     text = backend_text("0.5.10").replace("            layer.scaling,\n", "            layer.scaling * 0.5,\n")
     r = smoke("sglang==0.5.10", backend_source=text)
-    assert r.exit_code == 2 and r.verdict.startswith("control wrong")
+    assert r.exit_code == 3 and r.verdict.startswith("control wrong")
 
 
 # --------------------------------------------------------------------------- output
@@ -364,9 +377,10 @@ def test_json_output_has_per_path_metadata(capsys):
 
 
 def test_text_output_says_exit_and_verdict(capsys):
+    # a target that cannot be obtained is a usage error: one line on stderr, no report (issue 39)
     assert smoke_main("does-not-matter", budget=3) == 2
-    out = capsys.readouterr().out
-    assert "exit 2" in out and "no such file" in out
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.startswith("ddcheck: does-not-matter") and "no such file" in out.err
 
 
 @pytest.mark.network
@@ -411,14 +425,14 @@ def test_the_shared_worker_gives_run_smokes_own_report(smoke):
 
 @pytest.mark.network
 def test_a_run_that_ends_its_process_is_judged_by_run_smoke(tmp_path):
-    """A segfault (here: reading address 0 once the backend module has loaded) ends the tree's process in the
-    server; the call runs again in run_smoke's own worker, which it ends too: exit 2, as without the
-    server. The next call on that tree gets a new process."""
+    """A segfault (here: reading address 0 once the backend module has loaded) ends the tree's process in
+    the server; the call runs again in run_smoke's own worker, which it ends too: exit 3 (not judged), as
+    without the server. The next call on that tree gets a new process."""
     from smoke_server import SmokeServer
 
     server = SmokeServer(tmp_path)
     crash = backend_text("0.5.10") + "\nimport ctypes\nctypes.string_at(0)\n"
     r = server.run("sglang==0.5.10", backend_source=crash, seed_case=False)
-    assert len(server.fallbacks) == 1 and r.exit_code == 2 and "smoke worker exited with" in r.verdict, r.verdict
+    assert len(server.fallbacks) == 1 and r.exit_code == 3 and "smoke worker exited with" in r.verdict, r.verdict
     assert server.run("sglang==0.5.10", budget=7).exit_code == 0 and len(server.fallbacks) == 1
     server.stop()

@@ -137,9 +137,9 @@ def test_smoke_without_a_target_is_a_usage_error():
     assert proc.returncode == 2 and "a target is required" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_a_backend_that_cannot_run_is_exit_2_with_its_reason(tmp_path):
+def test_a_backend_that_cannot_run_is_exit_3_with_its_reason(tmp_path):
     r = run_smoke(str(tmp_path), backend="flashmla")
-    assert r.exit_code == 2 and "flashmla" in r.verdict and "cannot run" in r.verdict
+    assert r.exit_code == 3 and "flashmla" in r.verdict and "cannot run" in r.verdict  # could not judge
     r = run_smoke(str(tmp_path), backend="nope")
     assert r.exit_code == 2 and "unknown backend" in r.verdict
 

@@ -132,6 +132,145 @@ def test_hook_manifest_is_valid_for_pre_commit():
     assert "--exit-non-zero-on-fix" in hooks["ddcheck-fix"]["entry"].split()
 
 
+RECIPES = REPO / "docs" / "recipes"
+PLACEHOLDER = re.compile(r"<[^<>\n]*>|\bTODO\b|\bYOUR[_-]|git\+|example\.com")
+
+
+def _ddcheck_on_path(env: dict) -> dict:
+    """``ddcheck`` on PATH, as it is where it was installed (this interpreter's scripts folder)."""
+    import sysconfig
+
+    return {**env, "PATH": os.pathsep.join([sysconfig.get_path("scripts"), env.get("PATH", "")])}
+
+
+@pytest.mark.parametrize("recipe", ["pre-commit-config.yaml", "github-workflow.yml"])
+def test_recipes_have_nothing_to_fill_in(recipe):
+    text = (RECIPES / recipe).read_text(encoding="utf-8")
+    assert PLACEHOLDER.findall(text) == []
+    assert PLACEHOLDER.search("repo: <URL of the ddcheck repository>")  # the check can fail
+
+
+def test_pre_commit_recipe_runs_the_hooks_of_the_manifest():
+    import yaml
+
+    from pre_commit.clientlib import load_config, load_manifest
+
+    manifest = {h["id"]: h for h in load_manifest(str(REPO / ".pre-commit-hooks.yaml"))}
+    [local] = load_config(str(RECIPES / "pre-commit-config.yaml"))["repos"]
+    assert local["repo"] == "local"
+    for hook in yaml.safe_load((RECIPES / "pre-commit-config.yaml").read_text())["repos"][0]["hooks"]:
+        assert hook["language"] == "system"
+        assert (hook["entry"], hook["types"]) == (manifest[hook["id"]]["entry"], manifest[hook["id"]]["types"])
+
+
+@pytest.mark.slow
+def test_pre_commit_recipe_blocks_the_commit_then_passes_after_the_fix(tmp_path):
+    """docs/recipes/pre-commit-config.yaml, pasted as a project's .pre-commit-config.yaml and installed as
+    its git hook (`pre-commit install`): `repo: local` hooks run the installed ddcheck, no download."""
+    env = _ddcheck_on_path(_git_env(tmp_path))
+    user = tmp_path / "user"
+    target = backend_copy(user / "srt" / "layers" / "attention", "tiny_backend.py")
+    rel = "srt/layers/attention/tiny_backend.py"
+    shutil.copy(RECIPES / "pre-commit-config.yaml", user / ".pre-commit-config.yaml")
+    _git(user, env, "init", "-q")
+    subprocess.run([sys.executable, "-m", "pre_commit", "install"], cwd=user, env=env, check=True, capture_output=True)
+    _git(user, env, "add", ".pre-commit-config.yaml", rel)
+
+    def commit() -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "commit", "-m", "add backend"], cwd=user, env=env, capture_output=True,
+                              text=True, timeout=600, check=False)
+
+    blocked = commit()
+    out = blocked.stdout + blocked.stderr
+    assert blocked.returncode != 0, out
+    # the fix hook runs first and stops the commit for review; the scan after it finds nothing left
+    assert re.search(r"^ddcheck fix\.+Failed$", out, re.MULTILINE) and "files were modified by this hook" in out, out
+    assert f"fixed 4 in {rel}" in out and re.search(r"^ddcheck\.+Passed$", out, re.MULTILINE), out
+    fixed = target.read_text()
+    assert fixed != BACKEND.read_text() and "num_tokens_per_req = getattr(spec_info" in fixed
+
+    _git(user, env, "add", rel)
+    passed = commit()
+    out = passed.stdout + passed.stderr
+    assert passed.returncode == 0, out
+    assert re.search(r"^ddcheck fix\.+Passed$", out, re.MULTILINE), out
+    assert _git(user, env, "show", f"HEAD:{rel}").stdout == fixed
+
+    # the scan hook on its own stops what the fix does not rewrite (a suppression without a reason, DD100,
+    # a warning: the project's [tool.ddcheck] fails on warnings)
+    (user / "srt" / "other.py").write_text("x = 1  # ddcheck: ignore\n")
+    (user / "pyproject.toml").write_text('[tool.ddcheck]\nfail-on = "warning"\n')
+    _git(user, env, "add", "srt/other.py", "pyproject.toml")
+    stopped = commit()
+    assert stopped.returncode != 0 and "DD100" in stopped.stdout + stopped.stderr
+
+
+def _workflow_steps() -> list[dict]:
+    import yaml
+
+    doc = yaml.safe_load((RECIPES / "github-workflow.yml").read_text(encoding="utf-8"))
+    [job] = doc["jobs"].values()
+    return job["steps"]
+
+
+def _runs(step: dict, cwd: Path) -> bool:
+    """A step's ``if:``, for the one form the recipe uses: ``hashFiles('F') != ''`` (F exists)."""
+    cond = step.get("if")
+    if cond is None:
+        return True
+    m = re.fullmatch(r"hashFiles\('([^']+)'\) != ''", cond.strip())
+    assert m, f"an if: this test cannot evaluate: {cond}"
+    return (cwd / m[1]).exists()
+
+
+def _run_steps(cwd: Path, env: dict) -> list[tuple[str, subprocess.CompletedProcess]]:
+    """Each ``run:`` step as GitHub runs it (bash --noprofile --norc -eo pipefail), in order, up to the
+    first that fails."""
+    done = []
+    for step in _workflow_steps():
+        if "run" in step and _runs(step, cwd):
+            proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=cwd,
+                                  env=env, capture_output=True, text=True, timeout=600)
+            done.append((step["name"], proc))
+            if proc.returncode:
+                break
+    return done
+
+
+@pytest.mark.slow
+@pytest.mark.network  # the sglang wheel the runner has installed
+def test_workflow_recipe_steps_run(tmp_path, wheel, sarif_validator):
+    """docs/recipes/github-workflow.yml's `run:` steps, on a runner with ddcheck and sglang 0.5.10 installed
+    (the release's package on the path), in a repository with a backend that has the hazard and SGLang's
+    launch file: the scan writes valid SARIF naming the hazard where the upload step reads it, and the
+    launch is checked; a broken [tool.ddcheck] stops the job instead of passing as findings."""
+    import zipfile
+
+    steps = _workflow_steps()
+    upload = next(s for s in steps if s.get("uses", "").startswith("github/codeql-action/upload-sarif@"))
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel("0.5.10")) as z:
+        z.extractall(site, [n for n in z.namelist() if n.startswith("sglang/")])
+    env = {**_ddcheck_on_path(dict(os.environ)), "PYTHONPATH": str(site)}
+    repo = tmp_path / "repo"
+    backend_copy(repo / "srt" / "layers" / "attention", "tiny_backend.py")
+    shutil.copy(REPO / "fixtures" / "launch" / "eagle_ok.yaml", repo / "launch.yaml")
+
+    ran = _run_steps(repo, env)
+    assert [(name, p.returncode) for name, p in ran] == [(s["name"], 0) for s in steps if "run" in s], \
+        [p.stderr for _, p in ran]
+    doc = json.loads((repo / upload["with"]["sarif_file"]).read_text(encoding="utf-8"))
+    assert _errors(sarif_validator, doc) == []
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in doc["runs"][0]["results"]
+            if r["ruleId"] == "DD001"}
+    assert uris == {"srt/layers/attention/tiny_backend.py"}  # relative to the checkout: code scanning maps it
+    assert "sglang 0.5.10" in ran[-1][1].stdout or "0.5.10" in ran[-1][1].stdout, ran[-1][1].stdout
+
+    (repo / "pyproject.toml").write_text('[tool.ddcheck]\nfail-on = "sometimes"\n')
+    broken = _run_steps(repo, env)
+    assert len(broken) == 1 and broken[0][1].returncode != 0
+
+
 @pytest.mark.slow
 @pytest.mark.network  # pre-commit pip-installs this checkout and its dependencies into a new venv
 def test_pre_commit_blocks_the_commit_then_passes_after_the_fix(hook_repo):
@@ -348,7 +487,8 @@ def test_json_format(tmp_path):
     (tmp_path / "broken.py").write_text("def f(:\n    if mode.is_target_verify():\n        x = self.speculative_num_draft_tokens\n")
     code, data = scan_json(".", cwd=tmp_path)
     assert code == 1
-    assert set(data) == {"version", "files_scanned", "errors", "findings"} and data["version"] == 1
+    assert set(data) == {"version", "files_scanned", "errors", "findings", "exit_code"} and data["version"] == 1
+    assert data["exit_code"] == code
     assert data["files_scanned"] == 2 and [e["path"] for e in data["errors"]] == ["./broken.py"]
     keys = {"rule", "severity", "path", "line", "column", "end_line", "end_column", "function", "symbol",
             "message", "replacement", "hint", "fix_safety"}
@@ -357,7 +497,8 @@ def test_json_format(tmp_path):
         [("DD001", ln, c) for ln, c in BACKEND_DD001] + [("DD002", ln, c) for ln, c in BACKEND_DD002]
     assert data["findings"][0]["path"] == "./backend.py" and data["findings"][-1]["fix_safety"] == "unsafe"
     api = json.loads(ddcheck.scan([str(p)]).to_json())  # the same model as the Python API's
-    assert set(api) == set(data) and [set(f) for f in api["findings"]] == [set(f) for f in data["findings"]]
+    # the command's own exit code is the one field the Python API's document leaves to the caller
+    assert set(api) | {"exit_code"} == set(data) and [set(f) for f in api["findings"]] == [set(f) for f in data["findings"]]
 
 
 def test_reported_paths_follow_the_target_as_given(tmp_path):
@@ -733,7 +874,8 @@ def test_readme_documents_the_workflow():
     _, sep, section = readme.partition("\n## In your workflow\n")
     assert sep, "README has no '## In your workflow' section"
     section = section.split("\n## ")[0]
-    assert re.search(r"- id: ddcheck\s", section) and re.search(r"- id: ddcheck-fix\s", section)
+    for recipe in ("docs/recipes/pre-commit-config.yaml", "docs/recipes/github-workflow.yml"):
+        assert f"]({recipe})" in section and (REPO / recipe).is_file(), recipe
     for text in ("pre-commit try-repo", "--format sarif", "--format github",
                  "--format json", "[tool.ddcheck]", "# ddcheck: ignore[DD001]", "DD100", "DD101",
                  "--write-baseline", "--baseline", "ddcheck.scan(", "ddcheck.fix(", "ddcheck.check_launch(",

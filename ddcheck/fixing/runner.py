@@ -19,7 +19,7 @@ from ..deep import python_limit
 from ..files import replace
 from ..findings import Edit, Finding, FixSafety, ScanResult, Severity
 from ..settings import Settings
-from ..target.sources import SourceTree, TargetError, open_target
+from ..target.sources import SourceTree, TargetError, open_target, split_lines
 from .transform import FixError, rewrite
 
 
@@ -40,8 +40,9 @@ class FileFix(BaseModel):
         return self.before != self.after
 
     def diff(self) -> str:
-        a = self.before.decode("utf-8").splitlines(keepends=True)
-        b = self.after.decode("utf-8").splitlines(keepends=True)
+        """A unified diff of the text, each side decoded as Python reads it (its PEP 263 coding line, a
+        BOM) and split into lines as Python's tokenizer counts them."""
+        a, b = split_lines(decode(self.before)), split_lines(decode(self.after))
         return "".join(difflib.unified_diff(a, b, f"a/{self.relpath}", f"b/{self.relpath}"))
 
 

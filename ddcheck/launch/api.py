@@ -6,22 +6,27 @@ the model config); it reads the target's sources instead.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import sys
 from collections.abc import Callable
 
 from ddcheck.errors import UsageError
-from ddcheck.launch.checks import ALL_CHECKS, Consequence, ConfigFinding, check_startup, tree_run_findings
-from ddcheck.launch.evidence import scan_errors
+from ddcheck.launch.environ import TreeOutput, launch_environ
+from ddcheck.launch.hub import HubError, hub_config
+from ddcheck.launch.checks import (ALL_CHECKS, SCAN_ONLY_CHECKS, Consequence, ConfigFinding, check_startup,
+                                   check_verify_width, tree_run_findings)
+from ddcheck.launch.evidence import scan_errors, verify_findings_by_backend
+from ddcheck.launch.target import backend_files
 from ddcheck.launch.flags import ParseError, flag_table, merge_config_file, parse
 from ddcheck.launch.gpu import GpuError, resolve_gpu
 from ddcheck.launch.report import GpuReport, PickedBackend, Report, render_json, render_text
 from ddcheck.launch.selection import apply as apply_selection, platform_of, select_backends, settle
-from ddcheck.launch.speculative import SpecSettings, resolve
+from ddcheck.launch.speculative import SpecSettings, flags_as_given
 from ddcheck.launch.treerun import TreeRun, load_config, run_handler, server_args_values
 from ddcheck.target.sources import SourceTree, TargetError, installed_sglang, open_target
-from ddcheck.target.names import ATTENTION_BACKEND
+from ddcheck.target.names import ATTENTION_BACKEND, MODEL_FIELDS
 from ddcheck.target.worker import graph_capture, verify_inputs
 
 _LAUNCHERS = re.compile(r"(^|[./])launch_server(\.py)?$|^serve$")
@@ -42,14 +47,39 @@ def server_argv(argv: list[str]) -> list[str]:
 
 
 def launch_env(argv: list[str]) -> dict[str, str]:
-    """``NAME=value`` assignments in front of the launcher (``SGLANG_ENABLE_SPEC_V2=True python ...``)."""
+    """``NAME=value`` assignments in front of the launcher (``SGLANG_ENABLE_SPEC_V2=True python ...``,
+    ``env A=1 B=2 python ...``), as the shell hands them to the server."""
     env = {}
-    for tok in argv[1:] if argv[:1] == ["--"] else argv:
+    words = argv[1:] if argv[:1] == ["--"] else argv
+    if words[:1] == ["env"]:
+        words = words[1:]
+    for tok in words:
         m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", tok)
         if not m:
             break
         env[m.group(1)] = m.group(2)
     return env
+
+
+TORCH_REMEDY = "install torch (`pip install 'ddcheck[smoke]'`, or torch itself) and run ddcheck config again"
+
+
+def _torch_missing(stand_ins: list[str]) -> bool:
+    """torch could not be imported here and the tree's code asked for it (it got a stand-in)."""
+    return any(m.split(".")[0] == "torch" for m in stand_ins) or (
+        importlib.util.find_spec("torch") is None and bool(stand_ins))
+
+
+def _why_not(what: str, failed: str | None, supply: list[str], torch_missing: bool) -> str:
+    """Why the tree's code could not decide ``what``, said as what to install or pass."""
+    at = re.search(r"\(at ([^()]+)\)$", failed or "")
+    where = f" (it stopped at {at.group(1)})" if at else ""
+    if torch_missing:
+        return f"{what}: torch is not installed here, and the tree's code needs it{where}; {TORCH_REMEDY}"
+    if supply:
+        return (f"{what}: the tree's code reads a model config ddcheck does not have{where}; pass "
+                f"{' and '.join(dict.fromkeys(supply))} (a local folder or file holding its config.json)")
+    return f"{what}: {failed}" if failed else what
 
 
 def open_sglang(sglang: str | None) -> SourceTree:
@@ -88,6 +118,17 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     tree = tree or open_sglang(sglang)
+    output = TreeOutput()
+    with launch_environ(launch_env(argv)) as environ, output:
+        report = _check(argv, tree, file, configs, machine, smoke, environ)
+    report.tree_stdout, report.tree_stderr = output.stdout, output.stderr
+    if report.settings is not None:
+        report.settings.env = environ.reported()
+    return report
+
+
+def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
+    """The launch through the tree's own code, under the launch's environment (``environ``)."""
     try:
         table = flag_table(tree)
     except LookupError as exc:
@@ -123,11 +164,22 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
             message=f"{rel} does not know --speculative-algorithm {algo} (it knows {', '.join(table.algorithms)})",
             fix="use an algorithm this release ships, or a build that adds it (DDTREE lives in open PRs)"))
         return report
-    s = report.settings = resolve(ns, table)
-    s.env = launch_env(argv)
+    s = report.settings = flags_as_given(ns, table)
     if s.algorithm is None:
         return report
     values = server_args_values(tree, ns, table.field_defaults)
+    hub_notes = []  # model ids read through the Hugging Face cache, or why they could not be
+    for (key, rev), index, flag in zip(MODEL_FIELDS, (1, 0), ("--model-config", "--draft-config")):
+        if configs[index] is None and isinstance(values.get(key), str):
+            try:
+                found = hub_config(values[key], values.get(rev))
+            except HubError as exc:
+                hub_notes.append((f"{exc}", flag))
+                continue
+            if found is not None:
+                configs = (found.data, configs[1]) if index == 0 else (configs[0], found.data)
+                report.tree_limitations.append(f"{'the draft model' if index == 0 else 'the model'}'s config "
+                                               f"{values[key]} read from the Hugging Face cache: {found.path}")
     sel = select_backends(tree, values, machine, *configs)
     if sel.left:  # the launch leaves backends to SGLang: the tree's own code picks them for this GPU
         apply_selection(sel, values, s)
@@ -146,7 +198,12 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
     run = run_handler(tree, values, *configs, gpu=machine.vendor, platform=platform_of(machine))
     report.handler = str(run.handler) if run.handler else None
     report.tree_limitations = list(dict.fromkeys(report.tree_limitations + list(run.limitations)))
-    checks = ALL_CHECKS
+    torch_missing = _torch_missing(run.stand_in_modules)
+    supply = [n.supply for n in run.needs if n.supply] + [flag + " PATH" for _, flag in hub_notes]
+    if sel.left and (sel.failed or ATTENTION_BACKEND in sel.left and ATTENTION_BACKEND not in sel.picked):
+        why = _why_not("the attention backend is left to SGLang and its start-up code could not pick it here",
+                       sel.failed, list(sel.supply) + supply, torch_missing)
+        report.not_judged.append(why if why != report.backend_selection_note else why + "; pass --attention-backend")
     if run.ok:
         explicit = {k: v for k, v in ns.items() if k in s.raw or _given(args, table, k)}
         # A table rule is kept (with its id and fix) when the tree's run went through its guard:
@@ -160,18 +217,31 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
         if run.rejected:
             s.resolved_by = "tree"
             return report
-        _apply(s, run, tree)
+        _apply(s, run, tree, environ.for_tree())
         if sel.picked:  # the speculative handler may change a backend it was left (the tree's own rewrite)
             settle(s, {f: run.values.get(f) for f in sel.picked})
-        checks = tuple(c for c in ALL_CHECKS if c is not check_startup)  # the tree's own code replaced the tables
+        unknown_widths = _widths_not_judged(s)
+        checks = tuple(c for c in ALL_CHECKS if c is not check_startup)  # labels of the tree's own rejections only
     else:
+        # Fails closed: no table stands in for the tree's start-up code. What the scan says of a backend
+        # the launch names, whatever W is, is still reported.
         report.tree_note = run.failed
+        report.not_judged.append(_why_not("the tree's start-up code could not run here", run.failed, supply,
+                                          torch_missing))
+        checks = SCAN_ONLY_CHECKS
+    if report.not_judged:
+        report.not_judged += [note for note, _ in hub_notes]
     for check in checks:
         report.findings.extend(check(s, tree))
+    if run.ok and unknown_widths and not (s.verify_width_per_step and _any_width_is_right(s, tree)):
+        report.not_judged += unknown_widths
     if any(f.id == "verify-width" for f in report.findings):
         report.scan_engine = scan_errors(tree, [])[1]
     if smoke is not None:
-        report.findings.append(smoke(s, tree))
+        ran = smoke(s, tree)
+        report.findings.append(ran)
+        if ran.not_judged:  # the asked-for smoke could not run: the launch is not judged by it
+            report.not_judged.append(f"{ran.id}: {ran.message}; {ran.fix}")
     rank = {"error": 0, "warning": 1, "info": 2}
     report.findings.sort(key=lambda f: rank.get(f.level, 3))  # what stops the launch first; stable otherwise
     return report
@@ -192,8 +262,43 @@ def _given(args: list[str], table, dest: str) -> bool:
     return spec is not None and any(a.split("=", 1)[0] in spec.options for a in args)
 
 
-def _apply(s: SpecSettings, run: TreeRun, tree: SourceTree) -> None:
-    """The settings as the tree's start-up code left them, and W from the tree's worker."""
+def _any_width_is_right(s: SpecSettings, tree: SourceTree) -> bool:
+    """The launch's verify step is right whatever W the worker computes: its backend's verify path has
+    no width fixed at start-up (the scan finds none), and its graphs are off or replay only the width
+    they captured (narrower steps run eagerly)."""
+    b = s.verify_backend
+    if b is None or b not in backend_files(tree) or (s.cuda_graph and not s.replay_gate_at):
+        return False
+    if not verify_findings_by_backend(tree, [b]).get(b):
+        return True
+    # what the verify-width check says of a width that differs from C on this launch's paths
+    other = s.model_copy(update={"verify_width_min": (s.num_draft_tokens or 0) + 1, "verify_width": None})
+    return not check_verify_width(other, tree)
+
+
+def _widths_not_judged(s: SpecSettings) -> list[str]:
+    """Why W or C is not known for this launch, from the tree's own code (empty: both are)."""
+    out = []
+    if s.num_draft_tokens is None:
+        out.append("C (speculative_num_draft_tokens) is not set by the tree's start-up code for this launch; "
+                   "pass --speculative-num-draft-tokens (or the flags the tree derives it from)")
+    where = f" ({s.verify_input} built at {s.verify_input_at}: draft_token_num={s.verify_width_expr})" \
+        if s.verify_input else ""
+    if s.verify_input is None:
+        out.append(f"the tree's worker for {s.algorithm} builds no verify input ddcheck can read for this launch"
+                   + (f" ({s.worker_note})" if s.worker_note else ""))
+    elif s.verify_width is None and s.verify_width_min is None:
+        out.append(f"the verify width W could not be evaluated from the tree's worker{where}")
+    elif s.verify_width is None or s.verify_width_min is None:
+        end = "upper" if s.verify_width is None else "lower"
+        out.append(f"the {end} end of the per-step verify width could not be evaluated from the tree's "
+                   f"worker{where}")
+    return out
+
+
+def _apply(s: SpecSettings, run: TreeRun, tree: SourceTree, environ: dict[str, str] | None = None) -> None:
+    """The settings as the tree's start-up code left them, and W from the tree's worker (its verify
+    input's ``draft_token_num``, evaluated for these values and this environment): no table."""
     v = run.values
     s.resolved_by, s.values = "tree", v
     algo = v.get("speculative_algorithm")
@@ -209,18 +314,18 @@ def _apply(s: SpecSettings, run: TreeRun, tree: SourceTree) -> None:
         s.dflash_block_size = v["speculative_dflash_block_size"]
     if v.get("disable_cuda_graph"):
         s.cuda_graph = False
-    facts = verify_inputs(tree, s.algorithm, v) if s.algorithm else None
+    s.verify_width = s.verify_width_min = None
+    facts = verify_inputs(tree, s.algorithm, v, environ=environ) if s.algorithm else None
+    s.worker_note = facts.note if facts is not None else ""
     # The worker class's own construction comes first (a base's is reached only through super()).
     c = facts.choices[0] if facts and facts.choices else None
     if c is not None:
         s.verify_input, s.verify_input_fields, s.verify_input_type = c.cls, c.attrs, c.input_type
         s.verify_input_at = f"{c.path}:{c.line}"
         s.verify_input_sets = c.kwargs
-    if c is not None and c.width is not None:
-        s.verify_width = c.width
-    elif s.algorithm == "DDTREE" and s.ddtree_budget is not None:
-        s.verify_width = s.ddtree_budget + 1
-    if c is not None and c.width is None and c.per_step:
+        s.verify_width_expr = c.width_expr
+        s.verify_width, s.verify_width_min = (c.width, c.width) if c.width is not None else (c.width_max, c.width_min)
+    if c is not None and c.width is None and (c.per_step or c.width_min != c.width_max):
         s.verify_width_per_step = c.width_expr
     if s.algorithm and s.cuda_graph:
         cap = graph_capture(tree, s.algorithm, v, set(s.verify_input_fields) if s.verify_input else None)
@@ -230,7 +335,8 @@ def _apply(s: SpecSettings, run: TreeRun, tree: SourceTree) -> None:
 def config_main(argv: list[str], file: str | None = None, sglang: str | None = None, fmt: str = "text",
                 draft_config: str | None = None, model_config: str | None = None, gpu: str | None = None,
                 smoke: Callable[[SpecSettings, SourceTree], ConfigFinding] | None = None) -> int:
-    """CLI body: prints the report (rich text or JSON); 0 clean, 1 error findings, 2 usage."""
+    """CLI body: prints the report (rich text or JSON); 0 clean, 1 error findings, 2 usage, 3 could not
+    judge (the tree's own code did not decide the launch: why, and what to install or pass)."""
     if fmt not in ("text", "json"):
         print(f"ddcheck config: unknown format {fmt!r} (text|json)", file=sys.stderr)
         return 2

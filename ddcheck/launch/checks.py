@@ -41,6 +41,9 @@ class ConfigFinding(BaseModel):
     fix: str = ""
     evidence: list[Evidence] = Field(default_factory=list)
     backend: str | None = None
+    # could not judge (an asked-for check that could not run): exit 3 unless there are errors; ``fix``
+    # says what would make it judgeable
+    not_judged: bool = False
 
 
 def _f(id, consequence, message, fix="", evidence=(), level=None, backend=None) -> ConfigFinding:
@@ -66,14 +69,20 @@ ALTERNATIVES = ("flashinfer", "fa3", "triton", "flex_attention", "torch_native")
 def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
     """W != C on a backend whose verify layout is fixed at C (scan error findings) -> CORRUPT."""
     W, C = s.verify_width, s.num_draft_tokens
-    if s.algorithm is None or W is None or C is None or (W == C and not s.verify_width_per_step):
+    if s.verify_width_per_step:
+        # W's range over the step's own decisions; an end that could not be evaluated is not judged
+        # (said by the report), but one end known to differ from C is enough for a finding.
+        if s.algorithm is None or C is None or (W in (None, C) and s.verify_width_min in (None, C)):
+            return []
+    elif s.algorithm is None or W is None or C is None or W == C:
         return []
     ways_out = (f"set W = C (e.g. --speculative-ddtree-budget {C - 1})" if s.algorithm == "DDTREE"
                 else "make the verify width equal --speculative-num-draft-tokens")
     differs = f"W={W} != C={C}"
+    span = f"from {_end(s.verify_width_min)} to {_end(W)}"
     if s.verify_width_per_step:  # no flag pins a width the worker computes each step
         ways_out = "pick a backend whose verify path is per-step"
-        differs = f"W (computed each step as `{s.verify_width_per_step}`, up to {W}) can differ from C={C}"
+        differs = f"W (computed each step as `{s.verify_width_per_step}`, {span}) can differ from C={C}"
     if s.verify_backend is None:
         bad = {b: f for b, f in verify_findings_by_backend(tree, [b for b in ALTERNATIVES
                                                               if b in T.backend_files(tree)]).items() if f}
@@ -141,8 +150,8 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
     value = next(iter(fixed_at)) if len(fixed_at) == 1 else None
     laid_out = f"a width fixed at start-up ({value} for this launch)" \
         if isinstance(value, int) and not isinstance(value, bool) and value != C else "C"
-    verifies = (f"verifies W tokens per request{through}, computed each step (`{s.verify_width_per_step}`, up to "
-                f"{W}), and C=--speculative-num-draft-tokens={C}" if s.verify_width_per_step else
+    verifies = (f"verifies W tokens per request{through}, computed each step (`{s.verify_width_per_step}`, "
+                f"{span}), and C=--speculative-num-draft-tokens={C}" if s.verify_width_per_step else
                 f"verifies W={W} tokens per request{through} but C=--speculative-num-draft-tokens={C}")
     return [_f("verify-width", Consequence.CORRUPT, backend=s.verify_backend,
                message=f"{s.algorithm} {verifies}; "
@@ -156,6 +165,29 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
                evidence=[Evidence(path=f.relpath or f.path, line=f.line, text=f.message[:160]) for f in found[:5]])]
 
 
+def _end(v: int | None) -> str:
+    return "?" if v is None else str(v)
+
+
+def check_scan_layout(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
+    """Where the tree's start-up code could not run: what the scan says of the backend the launch
+    names, whatever W turns out to be (a layout fixed at C is wrong at every W != C)."""
+    b = s.verify_backend
+    if s.algorithm is None or b is None or b not in T.backend_files(tree):
+        return []
+    found = verify_findings_by_backend(tree, [b]).get(b) or []
+    if not found:
+        return []
+    _, engine = scan_errors(tree, list(T.backend_files(tree)[b]))
+    return [_f("verify-width", Consequence.CORRUPT, level="warning", backend=b,
+               message=f"backend {b!r} lays out the target-verify batch with C=--speculative-num-draft-tokens "
+                       f"({len(found)} {engine} finding(s)): wrong for every step whose verify width W differs "
+                       f"from C; W and C for this launch could not be judged here (the tree's code did not run)",
+               fix="let the tree's start-up code run (see why it could not), or pick a backend whose verify path "
+                   "is per-step, or run `ddcheck fix` on the target",
+               evidence=[Evidence(path=f.relpath or f.path, line=f.line, text=f.message[:160]) for f in found[:5]])]
+
+
 def _evidence_at(where: str, text: str) -> Evidence:
     path, _, line = where.rpartition(":")
     return Evidence(path=path, line=int(line) if line.isdigit() else 0, text=text)
@@ -165,7 +197,7 @@ def check_verify_graph(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
     """CUDA graphs on and W != the width the verify graph was captured with: a crash at replay, or,
     where the runner's ``can_run`` checks the batch's width, verify running eagerly."""
     W, C = s.verify_width, s.num_draft_tokens
-    if not s.cuda_graph or s.algorithm is None or W is None or C is None:
+    if not s.cuda_graph or s.algorithm is None or C is None or (W is None and not s.verify_width_per_step):
         return []
     if s.capture_width is not None and s.verify_width_per_step:
         # Every step verifies its own width, at most W: those narrower than the capture replay it?
@@ -174,12 +206,13 @@ def check_verify_graph(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
             return []  # narrower steps run eagerly; the capture-width steps replay
         return [_f("verify-graph-width", Consequence.CRASH,
                    message=f"CUDA graphs are on and capture the verify graph at {s.capture_width} tokens per request, "
-                           f"but the worker computes W each step (`{s.verify_width_per_step}`, up to {W}) and the "
+                           f"but the worker computes W each step (`{s.verify_width_per_step}`, from "
+                           f"{_end(s.verify_width_min)} to {_end(W)}) and the "
                            f"graph runner's can_run does not compare a batch's width with the captured one: a "
                            f"narrower step replays a graph laid out for {s.capture_width}",
                    fix="disable decode CUDA graphs (--disable-cuda-graph), or pad every step to the captured width",
                    evidence=[cap])]
-    if W == C and s.capture_width in (None, W):
+    if W is None or W == C and s.capture_width in (None, W):
         return []
     if s.capture_width is not None:
         # The tree's graph runner, evaluated for this launch.
@@ -412,6 +445,9 @@ def tree_run_findings(run, explicit: dict, release: str) -> list[ConfigFinding]:
                           "check this value on the machine that will serve", [ev(need.where)], level="info"))
     return out
 
+
+# What is still said when the tree's start-up code could not run: facts of the backend's own code.
+SCAN_ONLY_CHECKS = (check_scan_layout, check_tree_mask)
 
 ALL_CHECKS = (check_eagle_params, check_startup, check_verify_width, check_verify_graph, check_tree_mask,
               check_eagle_tree_size, check_mla_topk, check_multi_layer_eagle)

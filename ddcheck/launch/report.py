@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
+from ddcheck.errors import verdict
 from ddcheck.launch.checks import ConfigFinding
 from ddcheck.launch.speculative import SpecSettings
 
@@ -46,14 +47,26 @@ class Report(BaseModel):
     backend_selection_by: str | None = None
     backend_selection_note: str | None = None
     verdict_depends_on_gpu: bool = False  # a backend was picked for an assumed GPU
+    # Why the tree's own code did not decide the launch, each with what to install or pass: exit 3
+    # (could not judge) unless there are errors.
+    not_judged: list[str] = Field(default_factory=list)
+    # What the tree's own code printed while ddcheck ran it (imports, start-up): the tree's, not the report's.
+    tree_stdout: str = ""
+    tree_stderr: str = ""
 
     @property
     def errors(self) -> list[ConfigFinding]:
         return [f for f in self.findings if f.level == "error"]
 
     @property
+    def judged(self) -> bool:
+        return not self.not_judged
+
+    @computed_field  # in the JSON: the command's exit code by the one contract
+    @property
     def exit_code(self) -> int:
-        return 1 if self.errors else 0
+        """0 only when the tree's own code judged the launch and found nothing wrong; errors win over 3."""
+        return verdict(bool(self.errors), bool(self.not_judged))
 
     def ids(self, level: str | None = None) -> set[str]:
         return {f.id for f in self.findings if level is None or f.level == level}
@@ -81,8 +94,12 @@ def render_text(report: Report, console=None) -> None:
         if s.verify_input:
             console.print(f"  verify input: {s.verify_input} (built at {s.verify_input_at})", highlight=False)
         if s.verify_width_per_step:
-            console.print(f"  W is computed each step (draft_token_num={s.verify_width_per_step}); "
-                          f"W={s.verify_width} is its bound", highlight=False, markup=False)
+            lo, hi = ("?" if v is None else v for v in (s.verify_width_min, s.verify_width))
+            console.print(f"  W is computed each step (draft_token_num={s.verify_width_per_step}): from {lo} to {hi}",
+                          highlight=False, markup=False)
+        if s.env:
+            console.print("  environment: " + " ".join(f"{k}={v}" for k, v in s.env.items()), highlight=False,
+                          markup=False)
         if report.gpu is not None:
             console.print(f"  GPU: {_gpu_text(report.gpu)}", highlight=False, markup=False)
         for p in report.backends_picked:
@@ -96,8 +113,7 @@ def render_text(report: Report, console=None) -> None:
                           "sm120, or a product: H100, B200...) for the GPU the launch runs on", highlight=False,
                           markup=False)
         how = (f"resolved by the tree's own start-up code ({report.handler})" if s.resolved_by == "tree" else
-               "resolved with ddcheck's tables" + (f" (the tree's code could not run: {report.tree_note})"
-                                                   if report.tree_note else ""))
+               "not resolved: the tree's own start-up code did not run (the flags as given are shown)")
         console.print(f"  {how}", highlight=False, markup=False)
         for line in report.tree_limitations[:LIMITATIONS_SHOWN]:
             console.print(f"    limitation: {line}", highlight=False, markup=False)
@@ -106,8 +122,14 @@ def render_text(report: Report, console=None) -> None:
                           highlight=False, markup=False)
     elif s is not None:
         console.print("  no speculative algorithm: nothing speculative to check")
+    printed = [x for x in (report.tree_stdout, report.tree_stderr) if x]
+    if printed:
+        console.print(f"  the tree printed {sum(x.count(chr(10)) or 1 for x in printed)} line(s) while it ran "
+                      "(--format json: tree_stdout, tree_stderr)", highlight=False, markup=False)
+    for why in report.not_judged:
+        console.print(f"could not judge: {why}", highlight=False, markup=False)
     if not report.findings:
-        console.print("[green]no findings[/]")
+        console.print("[yellow]not judged (exit 3)[/]" if report.not_judged else "[green]no findings[/]")
         return
     for f in report.findings:
         console.print(f"[{_STYLE[f.level]}]{f.level:<7}[/] [bold]{f.id}[/] [{f.consequence.value}]", highlight=False)
@@ -117,7 +139,8 @@ def render_text(report: Report, console=None) -> None:
         for e in f.evidence:
             console.print(f"        at {e}" + (f"  {e.text}" if e.text else ""), highlight=False, markup=False)
     n = len(report.errors)
-    console.print(f"[{'bold red' if n else 'green'}]{n} error(s)[/]")
+    console.print(f"[{'bold red' if n else 'green'}]{n} error(s)[/]"
+                  + (" [yellow](and not judged: see above)[/]" if report.not_judged and not n else ""))
 
 
 def _gpu_text(g: GpuReport) -> str:

@@ -1,10 +1,11 @@
-"""The speculative settings a launch resolves to, computed the way SGLang's start-up hooks would
-(without a model config: values SGLang would infer from the model stay ``None`` and are noted).
+"""The speculative settings of a launch: the flags as given, then as the tree's own start-up code
+leaves them (``ddcheck.launch.treerun``) and W as the tree's own worker builds the verify input.
 
-Two widths matter: C (``speculative_num_draft_tokens`` after resolution, fixed at start-up, what
-fixed-width backends lay out the verify batch with) and W (the per-step width of the verify input:
-the draft-token count for the EAGLE family, NGRAM, DSPARK and UNO; the block size for DFLASH;
-budget + 1 for DDTREE).
+Two widths matter: C (``speculative_num_draft_tokens`` after the tree's start-up code, fixed at
+start-up, what fixed-width backends lay out the verify batch with) and W (the per-step width of the
+verify input the tree's worker builds, ``draft_token_num=...`` evaluated for the launch's values and
+environment; a range where the worker decides it per step). Nothing here is derived from a table of
+algorithms.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 from pydantic import BaseModel, Field
 
 from ddcheck.launch.flags import FlagTable
-from ddcheck.target.names import BLOCK_ALGORITHMS as BLOCK_ALGOS, EAGLE_FAMILY
+from ddcheck.target.names import EAGLE_FAMILY
 
 
 class SpecSettings(BaseModel):
@@ -26,7 +27,10 @@ class SpecSettings(BaseModel):
     num_draft_tokens: int | None = None  # C
     dflash_block_size: int | None = None
     ddtree_budget: int | None = None
-    verify_width: int | None = None  # W
+    verify_width: int | None = None  # W (per step: its greatest value), from the tree's worker
+    verify_width_min: int | None = None  # W's least value (== verify_width unless decided per step)
+    verify_width_expr: str | None = None  # the worker's ``draft_token_num=`` expression
+    worker_note: str = Field(default="", exclude=True)  # why no verify input was read
     verify_input: str | None = None  # the verify-input class the tree's worker builds (when known)
     verify_input_fields: list[str] = Field(default_factory=list)
     verify_input_type: str | None = None  # the SpecInputType member it sets (DDTREE_VERIFY)
@@ -39,7 +43,7 @@ class SpecSettings(BaseModel):
     values: dict = Field(default_factory=dict, exclude=True)  # server_args after the tree's start-up code
     capture_at: str | None = None
     replay_gate_at: str | None = None  # where the graph runner sends a batch of another width to eager
-    resolved_by: str = "tables"  # "tree": the target's own start-up code ran; "tables": ast tables
+    resolved_by: str = "flags"  # "tree": the target's own start-up code ran; "flags": only the flags as given
     auto_params: bool = False  # EAGLE steps/topk/draft tokens picked from the model at start-up
     attention_backend: str | None = None
     prefill_attention_backend: str | None = None
@@ -55,7 +59,8 @@ class SpecSettings(BaseModel):
     max_running_requests: int | None = None
     enable_multi_layer_eagle: bool = False
     device: str | None = None
-    env: dict[str, str] = Field(default_factory=dict, description="NAME=value set in front of the launcher")
+    env: dict[str, str] = Field(default_factory=dict, description="the launch's environment as the tree's code saw "
+                                "it: NAME=value words in front of the launcher, and exported variables it read")
     raw: dict = Field(default_factory=dict, description="speculative values as given on the command line")
 
     @property
@@ -86,51 +91,26 @@ def _get(ns: dict, *names):
     return None
 
 
-def resolve(ns: dict, table: FlagTable) -> SpecSettings:
+def flags_as_given(ns: dict, table: FlagTable) -> SpecSettings:
+    """The launch's settings as its flags give them, before any start-up code: nothing is derived
+    here (no alias, no default C, no W). What the tree's start-up code and worker make of them
+    replaces these (``resolved_by = "tree"``); where they cannot run, the verdict is not reached."""
     keys = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
             "speculative_dflash_block_size", "speculative_ddtree_budget", "speculative_dspark_block_size")
     raw = {k: ns.get(k) for k in keys if ns.get(k) is not None}
     algo_req = ns.get("speculative_algorithm")
     algo = algo_req.upper() if isinstance(algo_req, str) else None
-    if algo == "NEXTN":
-        algo = "EAGLE"
     steps, topk, draft = (_int(ns.get("speculative_num_steps")), _int(ns.get("speculative_eagle_topk")),
                           _int(ns.get("speculative_num_draft_tokens")))
-    block, budget = _int(ns.get("speculative_dflash_block_size")), _int(ns.get("speculative_ddtree_budget"))
-    auto = False
-    if algo in EAGLE_FAMILY:
-        if steps is None and topk is None and draft is None:
-            auto = True
-        elif topk == 1 and steps is not None:
-            draft = steps + 1  # SGLang: draft tokens adjusted to steps + 1 when topk == 1
-    elif algo in BLOCK_ALGOS:
-        steps, topk = 1, 1  # DFLASH forces both to 1
-        if block is not None and draft is None:
-            draft = block
-        if block is None:
-            block = draft  # inferred from the draft model config when both are unset
-        if algo == "DDTREE" and budget is None and block is not None:
-            budget = block - 1  # the DDTree PRs: tree_budget defaults to block_size - 1
-    elif algo == "DSPARK":
-        steps, topk = 1, 1
-        gamma = _int(ns.get("speculative_dspark_block_size"))
-        if gamma is not None:
-            draft = gamma + 1
-    elif algo == "NGRAM":
-        topk = _int(ns.get("speculative_ngram_max_bfs_breadth")) or _int(table.field_defaults.get(
-            "speculative_ngram_max_bfs_breadth")) or 10
-        draft = 12 if draft is None else draft
-        steps = draft // topk if steps is None else steps
-    width = (budget + 1 if budget is not None else None) if algo == "DDTREE" else \
-        (block if algo == "DFLASH" else draft)
     mode = ns.get("speculative_attention_mode") or "prefill"
     attn = ns.get("attention_backend")
     prefill, decode = ns.get("prefill_attention_backend"), ns.get("decode_attention_backend")
     verify = (prefill if mode == "prefill" else decode) or attn
     return SpecSettings(
         release=table.release, algorithm=algo, algorithm_requested=algo_req, num_steps=steps, eagle_topk=topk,
-        num_draft_tokens=draft, dflash_block_size=block if algo in BLOCK_ALGOS else None,
-        ddtree_budget=budget if algo == "DDTREE" else None, verify_width=width, auto_params=auto,
+        num_draft_tokens=draft, dflash_block_size=_int(ns.get("speculative_dflash_block_size")),
+        ddtree_budget=_int(ns.get("speculative_ddtree_budget")),
+        auto_params=algo in EAGLE_FAMILY and steps is None and topk is None and draft is None,
         attention_backend=attn, prefill_attention_backend=prefill, decode_attention_backend=decode,
         draft_attention_backend=ns.get("speculative_draft_attention_backend"), speculative_attention_mode=mode,
         verify_backend=verify, page_size=_int(ns.get("page_size")) or 1, cuda_graph=_cuda_graph_on(ns),

@@ -114,6 +114,7 @@ class TreeRun:
     # What of the run was not the tree's own code running for real: stand-ins called, start-up
     # statements that could not run here, model configs answered from a file.
     limitations: list[str] = field(default_factory=list)
+    stand_in_modules: list[str] = field(default_factory=list)  # modules that could not be imported here
 
     @property
     def ok(self) -> bool:
@@ -695,6 +696,7 @@ def _run_once(run: "_Run", tree: SourceTree, found, values: dict[str, Any], read
         for h, level in silenced:
             h.setLevel(level)
     run.result.values = _values_of(run, sa, values) if sa is not None else values
+    run.result.stand_in_modules = rt.report.stand_in_modules
     for key in ("model_path", "speculative_draft_model_path"):  # read by an earlier launch, kept by the tree
         text = getattr(rt, "answered", {}).get(values.get(key))
         if text is not None and not any(x.startswith(text.split(" by ddcheck")[0]) for x in run.result.limitations):

@@ -2,17 +2,43 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 import sys
 import time
 from pathlib import Path
 from typing import Literal
 
-from ddcheck.smoke.loader import BACKEND_RELPATH, HarnessError, LoadContext, SglangImporter
+from ddcheck.errors import EXIT_NOT_JUDGED, EXIT_USAGE, not_judged
+from ddcheck.smoke import requirements
+from ddcheck.smoke.loader import BACKEND_RELPATH, HarnessError, LoadContext, SglangImporter, SmokeUsageError
 from ddcheck.smoke.report import HarnessTrace, SmokeReport, render_text
 from ddcheck.target.names import SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE
 
 SEED_BUDGET, SEED_C = 7, 8  # the DDTree seed configuration: budget 7 verifies 8 = C tokens
 PATHS = ("eager", "graph")
+DEVICES = re.compile(r"cpu|cuda(:\d+)?")  # cpu: Triton's interpreter; cuda[:N]: a GPU
+
+
+def backend_name(name: str) -> str:
+    """The known backend called ``name``, in any case; ValueError with a "did you mean" and the choices."""
+    from ddcheck import backends
+
+    found = {b.lower(): b for b in backends.BACKENDS}
+    if name.lower() in found:
+        return found[name.lower()]
+    # a misspelt name, or one of the backend's file (flashattention_backend.py is fa3)
+    like = {**{b.relpath.rsplit("/", 1)[-1].removesuffix(".py").removesuffix("_backend"): b.name
+               for b in backends.BACKENDS.values()}, **found}
+    close = difflib.get_close_matches(name.lower(), list(like), n=1)
+    hint = f"; did you mean {like[close[0]]!r}?" if close else ""
+    raise ValueError(f"unknown backend {name!r}{hint} (known: {', '.join(backends.BACKENDS)})")
+
+
+def check_device(device: str) -> None:
+    """ValueError unless ``device`` is one smoke runs on."""
+    if not DEVICES.fullmatch(device):
+        raise ValueError(f"unknown device {device!r}: cpu (Triton's interpreter), cuda or cuda:N")
 
 
 def default_shape(device: str, dtype: str | None = None):
@@ -75,6 +101,10 @@ def run_smoke(
     rows, and rows a path writes past the batch are reported (``PathResult.out_of_bounds``) and make
     it wrong. ``allow_out_of_bounds`` is deprecated: accepted, and does nothing.
     """
+    try:
+        backend = backend_name(backend)  # in any case; an unknown name is the harness failure below
+    except ValueError:
+        pass
     args = dict(target=target, backend_file=backend_file, backend_source=backend_source, budget=budget,
                 num_draft_tokens=num_draft_tokens, device=device, seed=seed, allow_out_of_bounds=allow_out_of_bounds,
                 prefix_lens=prefix_lens, dtype=dtype, graph_capture_width=graph_capture_width, seed_case=seed_case,
@@ -83,9 +113,16 @@ def run_smoke(
     report = _blank_report(args)
     try:
         spec = _backend(backend)
+        try:
+            check_device(device)
+        except ValueError as exc:
+            raise SmokeUsageError(str(exc)) from None
+        missing = requirements.problem(device)
+        if missing:  # the line says what to install: could not judge here
+            raise HarnessError(missing, missing)
         _check_widths(budget, num_draft_tokens, allow_out_of_bounds)
         if graph_capture_width not in ("C", "W"):
-            raise HarnessError(f"graph_capture_width must be 'C' or 'W', not {graph_capture_width!r}")
+            raise SmokeUsageError(f"graph_capture_width must be 'C' or 'W', not {graph_capture_width!r}")
         if isolate:
             if backend_file is not None and backend_source is None:
                 try:
@@ -95,10 +132,12 @@ def run_smoke(
             return _isolated(args, timeout, report)
         _run(report, target, backend_file, backend_source, prefix_lens, dtype, allow_out_of_bounds,
              graph_capture_width, seed_case, launch, spec)
+    except SmokeUsageError as exc:
+        report.exit_code, report.verdict = EXIT_USAGE, f"usage: {exc}"
     except HarnessError as exc:
-        report.exit_code, report.verdict = 2, f"harness failure: {exc}"
+        _unjudged(report, f"harness failure: {exc}", exc.to_judge)
     except Exception as exc:  # never let a crash look like a verdict
-        report.exit_code, report.verdict = 2, f"harness failure: {type(exc).__name__}: {exc}"
+        _unjudged(report, f"harness failure: {type(exc).__name__}: {exc}")
     else:
         _verdict(report)
     report.seconds = round(time.perf_counter() - t0, 2)
@@ -110,11 +149,12 @@ def _backend(name: str):
     from ddcheck import backends
 
     try:
-        spec = backends.get(name)
-    except KeyError as exc:
-        raise HarnessError(exc.args[0]) from None
+        spec = backends.get(backend_name(name))
+    except ValueError as exc:
+        raise SmokeUsageError(str(exc)) from None
     if not spec.runs:
-        raise HarnessError(f"smoke cannot run the {name} backend here: {spec.why_not}")
+        raise HarnessError(f"smoke cannot run the {name} backend here: {spec.why_not}",
+                           "run it where its kernels run, or judge it with `ddcheck scan`")
     return spec
 
 
@@ -134,7 +174,7 @@ def _blank_report(args: dict) -> SmokeReport:
 def _check_widths(budget: int, c: int, allow_oob: bool = True) -> None:
     """W and C any size (``allow_oob`` is ignored: every width runs in padded buffers, see build_batch)."""
     if budget < 0 or c < 1:
-        raise HarnessError("budget must be >= 0 and num_draft_tokens >= 1")
+        raise SmokeUsageError("budget must be >= 0 and num_draft_tokens >= 1")
 
 
 def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
@@ -153,12 +193,13 @@ def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
             proc = subprocess.run([sys.executable, "-m", "ddcheck.smoke.worker", str(out)], input=json.dumps(args),
                                   capture_output=True, text=True, timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
-            fail.verdict = f"harness failure: the smoke worker did not finish within {timeout:.0f} s"
+            _unjudged(fail, f"harness failure: the smoke worker did not finish within {timeout:.0f} s",
+                      "a machine with more time (the worker's timeout), or a GPU (--device cuda)")
             return fail
         if proc.returncode == 0 and out.is_file():
             return SmokeReport.model_validate_json(out.read_text(encoding="utf-8"))
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        fail.verdict = f"harness failure: the smoke worker exited with {proc.returncode}: " + " | ".join(tail)
+        _unjudged(fail, f"harness failure: the smoke worker exited with {proc.returncode}: " + " | ".join(tail))
         return fail
 
 
@@ -168,7 +209,8 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
         import torch  # noqa: F401
         import triton  # noqa: F401
     except ImportError as exc:
-        raise HarnessError(f"{exc.name} is not installed (ddcheck smoke needs torch and triton)") from exc
+        raise HarnessError(f"{exc.name} is not installed: {requirements.EXTRA}",
+                           f"install torch and triton: {requirements.EXTRA}") from exc
     from ddcheck.target.sources import TargetError, installed_sglang, open_target
     from ddcheck.smoke.harness import Session, build_batch, pinned_memory_ignored, triton_interpreter
 
@@ -176,21 +218,22 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     if device == "cpu" and not _interpreted():
         raise HarnessError("triton was imported before TRITON_INTERPRET=1 was set; run with isolate=True")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise HarnessError(f"device {device} requested but torch sees no CUDA device")
+        raise HarnessError(f"device {device} requested but torch sees no CUDA device",
+                           "run on a machine with a CUDA device, or with --device cpu")
     if backend_file is not None:
         try:
             backend_source = Path(backend_file).read_text(encoding="utf-8")
         except OSError as exc:
-            raise HarnessError(f"--backend-file {backend_file}: {exc}") from exc
+            raise SmokeUsageError(f"--backend-file {backend_file}: {exc}") from exc
     if target == "installed":  # the installed sglang, located without importing it
         pkg = installed_sglang()
         if pkg is None:
-            raise HarnessError("no installed sglang found")
+            raise SmokeUsageError("no installed sglang found")
         target = str(pkg)
     try:
         tree = open_target(target)
     except TargetError as exc:
-        raise HarnessError(str(exc)) from exc
+        raise SmokeUsageError(str(exc)) from exc
 
     shape = default_shape(device, dtype)
     report.dtype = str(shape.dtype).replace("torch.", "")
@@ -335,8 +378,11 @@ def _verdict(report: SmokeReport) -> None:
     paths = report.paths
     # ddtree paths that fail with the mask the tree's own builder made, and pass with the reference layout
     refs = {p.path: p for p in paths if p.case == "ddtree-reference-mask"}
+    # ... and those that crash with the tree's mask and not with the reference layout (wrong there for
+    # another reason, such as a graph captured at C): the crash is the mask's, not the harness's
     mask_fault = [p for p in paths if p.case == "ddtree" and p.status in ("wrong", "crash")
-                  and refs.get(p.path) is not None and refs[p.path].status == "ok"]
+                  and refs.get(p.path) is not None and (refs[p.path].status == "ok" or p.status == "crash"
+                                                        and refs[p.path].status == "wrong")]
     crashed = [p for p in paths if p.status in ("crash", "pending") and p not in mask_fault]
     controls = [p for p in paths if p.case in ("control", "seed")]
     ddtree = [p for p in paths if p.case == "ddtree"]
@@ -358,11 +404,11 @@ def _verdict(report: SmokeReport) -> None:
                 f"DDTree with CUDA graphs needs the graph runner to capture at W (or CUDA graphs off for verify).")
     if crashed:
         p = crashed[0]
-        report.exit_code, report.verdict = 2, f"harness failure in {p.case}/{p.path}: {p.error}"
+        _unjudged(report, f"harness failure in {p.case}/{p.path}: {p.error}")
     elif any(p.status != "ok" for p in controls):
         bad = ", ".join(f"{p.case}/{p.path} (W = C = {p.width})" for p in controls if p.status != "ok")
-        report.exit_code = 2
-        report.verdict = f"control wrong: {bad}; the harness or this release is broken at W == C, no verdict"
+        _unjudged(report, f"control wrong: {bad}; the harness or this release is broken at W == C, no verdict",
+                  "a tree whose verify path is right at W == C (the controls), so W != C can be judged against it")
     elif any(p.status != "ok" for p in ddtree):
         bad = [p for p in ddtree if p.status != "ok"]
         diag = next((p for p in paths if p.case == "ddtree-capture-at-W"), None)
@@ -375,7 +421,12 @@ def _verdict(report: SmokeReport) -> None:
                               + ", ".join(f"{p.path} ({p.error})" if p.status == "crash" else
                                           f"{p.path} ({p.wrong_tokens} wrong of {p.tokens} tokens)" for p in bad)
                               + "; with the mask laid out as the backend reads it (W x (prefix + W) per request, "
-                                "packed) the same paths are right: the builder's layout is not the backend's")
+                                "packed) the same paths "
+                              + ("are right" if all(refs[p.path].status == "ok" for p in bad) else
+                                 "run, " + ", ".join(f"{p.path} {refs[p.path].status}" for p in bad)
+                                 + " (" + ", ".join(_fault(refs[p.path], report.kernels is not None) for p in bad
+                                                    if refs[p.path].status != "ok") + ")")
+                              + ": the builder's layout is not the backend's")
             return
         report.exit_code = 1
         faults = ", ".join(_fault(p, report.kernels is not None) for p in bad)
@@ -394,11 +445,14 @@ def _verdict(report: SmokeReport) -> None:
     for call in report.harness.stand_ins_called:  # what cannot run here, reached while the backend ran
         report.limitations.append(f"stand-in {call}: it cannot run on this machine; what it returned is "
                                   f"ddcheck's stand-in, so this verdict does not cover what it computes")
-    for p in paths:
-        if p.status == "ok" and p.violations and p.case == "ddtree":
-            report.limitations.append(
-                f"{p.path}: the attention numbers are right on this device, yet the metadata breaks the verify "
-                f"contract ({'; '.join(_violation(v) for v in p.violations)}): right here, not by design")
+
+
+def _unjudged(report: SmokeReport, why: str, to_judge: str = "") -> None:
+    """Exit 3, could not judge: the verdict says why, ``not_judged`` also what would make it judgeable."""
+    report.exit_code, report.verdict = EXIT_NOT_JUDGED, why
+    what = f"{report.attention_backend} verify path at W = {report.width}, C = {report.num_draft_tokens}"
+    report.not_judged = [not_judged(what, why, to_judge or "a run of the tree's verify path that does not fail "
+                                    "(the error above says where it stopped; DDCHECK_DEBUG=1 prints its stack)")]
 
 
 def _capture_verdict(bad: list, w: int, c: int, faults: str) -> str:
@@ -434,17 +488,23 @@ def _fault(p, numbers: bool) -> str:
         return f"{p.path} ({oob}{rest})"
     if numbers and p.status == "wrong" and (p.wrong_tokens or p.unwritten_tokens):
         return f"{p.path} ({p.wrong_tokens} wrong, {p.unwritten_tokens} unwritten of {p.tokens} tokens)"
+    if p.violations and numbers:  # the kernel happened to be right here (a row block wide enough): by luck
+        more = f"; {len(p.violations) - 1} more field(s)" if len(p.violations) > 1 else ""
+        return (f"{p.path} ({_violation(p.violations[0])}{more}; its attention numbers are right on this "
+                f"device, by luck, not by design)")
     if p.violations:
         more = f"; {len(p.violations) - 1} more field(s)" if len(p.violations) > 1 else ""
         return f"{p.path} ({_violation(p.violations[0])}{more})"
     return f"{p.path} ({p.wrong_tokens} wrong, {p.unwritten_tokens} unwritten of {p.tokens} tokens)"
 
 
-def smoke_main(target: str, backend_file: str | None = None, fmt: str = "text", **kwargs) -> int:
-    """CLI body: run, print text (rich) or JSON, return the exit code."""
+def smoke_main(target: str, backend_file: str | None = None, fmt: str = "text", console=None, **kwargs) -> int:
+    """CLI body: run, print text (rich, on ``console`` if given) or JSON, return the exit code."""
     report = run_smoke(target, backend_file=backend_file, **kwargs)
     if fmt == "json":
         sys.stdout.write(report.to_json() + "\n")
+    elif report.exit_code == EXIT_USAGE:  # a bad argument or target: one line, as every command says it
+        sys.stderr.write(f"ddcheck: {report.verdict.removeprefix('usage: ')}\n")
     else:
-        render_text(report)
+        render_text(report, console)
     return report.exit_code

@@ -54,7 +54,17 @@ def smoke_model_config(shape: Any = None) -> dict:
 
 
 class HarnessError(Exception):
-    """The harness could not run the target (bad tree, missing file, crash): exit code 2."""
+    """The harness could not run the target's verify path (torch missing, a crash, no CUDA device):
+    could not judge, exit code 3. ``to_judge``: what would make it judgeable."""
+
+    def __init__(self, message: str, to_judge: str = ""):
+        super().__init__(message)
+        self.to_judge = to_judge
+
+
+class SmokeUsageError(HarnessError):
+    """A bad argument, or a target the user named that cannot be obtained (missing, not an sglang
+    tree, an unknown version): exit code 2."""
 
 
 @dataclass
@@ -173,7 +183,7 @@ class SglangImporter:
     def __init__(self, tree: SourceTree, context: LoadContext, backend_source: str | None = None,
                  extra_real: set[str] | None = None, backend_module: str = BACKEND_MODULE):
         if tree.package_root("sglang") is None:
-            raise HarnessError(f"{tree.label}: no sglang package in this target")
+            raise SmokeUsageError(f"{tree.label}: no sglang package in this target")
         self.tree, self.context, self.trace = tree, context, Trace()
         self.backend_module = backend_module
         self.extra_real: set[str] = set(extra_real or ())  # imported before the backend (its verify input)

@@ -1,9 +1,11 @@
 """Result models for ``ddcheck smoke`` and their text rendering.
 
-Exit codes: 0 every path correct; 1 the controls (W == C) are right but a W != C path is wrong
-(wrong numbers, metadata that breaks the verify contract, or rows written past the verify batch) --
-the bug, or the capture width (the verdict says which); 2 the harness itself failed (a control
-wrong, a crash, a bad target). A crash is never reported as 1.
+Exit codes (the one contract, ddcheck.errors): 0 every path correct; 1 the controls (W == C) are right
+but a W != C path is wrong (wrong numbers, metadata that breaks the verify contract, or rows written
+past the verify batch) -- the bug, or the capture width (the verdict says which); 2 a bad argument or
+a target that cannot be obtained; 3 could not judge: the harness could not run the verify path (torch
+missing, a crash, a control wrong), ``not_judged`` says why and what would make it judgeable. A crash
+is never reported as 1.
 """
 
 from __future__ import annotations
@@ -69,8 +71,10 @@ class SmokeReport(BaseModel):
     seed: int = 0
     tolerance: dict[str, float] = Field(default_factory=dict)
     paths: list[PathResult] = Field(default_factory=list)
-    exit_code: int = 2
+    exit_code: int = 3
     verdict: str = ""
+    # exit 3: [{what, why, to_judge}] (ddcheck.errors.not_judged): what could not be judged and how it could be
+    not_judged: list[dict[str, str]] = Field(default_factory=list)
     limitations: list[str] = Field(default_factory=list)
     config_facts: dict[str, Any] = Field(default_factory=dict)  # for `ddcheck config`
     # "W=17 C=8" -> the tree's own verify-input class used for that case, where the tree has one
@@ -89,12 +93,26 @@ class SmokeReport(BaseModel):
         return json.dumps(self.model_dump(mode="json"), indent=indent)
 
 
+def text_console(stderr: bool = False):
+    """A rich console that wraps only on a terminal: in a pipe or a CI log a line, a list or a table
+    row stays whole, whatever the width the environment claims."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr, soft_wrap=True)
+    if not console.is_terminal:
+        console.width = UNWRAPPED
+    return console
+
+
+UNWRAPPED = 1 << 14  # columns of a console that is not a terminal: wider than any line ddcheck prints
+
+
 def render_text(report: SmokeReport, console=None) -> None:
     """Print a compact human summary with rich."""
-    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    console = console or Console()
+    console = console or text_console()
     console.print(f"[bold]ddcheck smoke[/] {report.target}  backend: {report.attention_backend} ({report.backend})"
                   + ("" if report.kernels else "; judged by the verify contract (its kernels do not run here)"))
     console.print(f"device {report.device} {report.dtype}, heads {report.heads}, prefixes {report.prefix_lens}, "
@@ -113,7 +131,8 @@ def render_text(report: SmokeReport, console=None) -> None:
             (f"{len(p.contract_fields)} fields right" if p.contract_fields else "")
         table.add_row(p.case, p.path + (f"@{p.capture_width}" if p.capture_width else ""), str(p.width),
                       str(p.num_draft_tokens), f"[{style}]{p.status}[/]", *cells, contract)
-    console.print(table)
+    if report.paths:  # none ran (torch missing, a bad target): no empty table
+        console.print(table)
     for p in report.paths:
         if p.error:
             console.print(f"[magenta]{p.case}/{p.path}[/]: {p.error}")
@@ -132,8 +151,11 @@ def render_text(report: SmokeReport, console=None) -> None:
         console.print(f"tree mask {case}: built by the tree's own {builder}", highlight=False)
     for note in report.limitations:
         console.print(f"[yellow]limitation[/]: {note}")
+    for n in report.not_judged:
+        console.print(f"[magenta]not judged[/]: {escape(n['what'])}; to judge it: {escape(n['to_judge'])}",
+                      highlight=False)
     colour = {0: "green", 1: "red"}.get(report.exit_code, "magenta")
-    console.print(f"[bold {colour}]exit {report.exit_code}[/]: {report.verdict}")
+    console.print(f"[bold {colour}]exit {report.exit_code}[/]: {escape(report.verdict)}")
 
 
 def _short(values: Any, n: int = 6) -> str:

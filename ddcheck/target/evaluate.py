@@ -25,6 +25,15 @@ from ddcheck.target.names import (MODEL_RUNNER_CLASS, MODEL_RUNNER_MODULE, PACKA
 
 UNKNOWN = object()
 _FELL_THROUGH = object()
+
+
+@dataclass(frozen=True)
+class Span:
+    """A value known only between bounds (``min(x, cap)`` with ``x`` decided per step): ``lo``/``hi``
+    None where that end is not known."""
+
+    lo: Any = None
+    hi: Any = None
 MAX_CALL_DEPTH = 8
 
 
@@ -82,8 +91,13 @@ _CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.Lt
 
 class Evaluator:
     def __init__(self, values: dict[str, Any], sa_name: str = "server_args", world: World | None = None,
-                 module: str = "", depth: int = 0):
+                 module: str = "", depth: int = 0, environ: dict[str, str] | None = None):
         self.values = values
+        # The launch's environment, as the tree's ``os.environ.get``/``os.getenv`` read it; None: not known.
+        self.environ = environ
+        self.forced: dict[int, bool] = {}  # id(test node) -> the branch a per-step test is taken as
+        self.spans = False  # min/max of an unknown and a known value give a Span
+        self.undecided: list[ast.expr] = []  # tests met that could not be decided (per-step ones)
         self.sa = {sa_name}
         self.self_env: dict[str, Any] = {}
         self.self_lines: dict[str, int] = {}  # self attribute -> line of the assignment that set it
@@ -108,7 +122,7 @@ class Evaluator:
         """What a tree function returns for these arguments, followed a few calls deep."""
         if self.depth >= MAX_CALL_DEPTH:
             return UNKNOWN
-        inner = Evaluator(self.values, world=self.world, module=module, depth=self.depth + 1)
+        inner = Evaluator(self.values, world=self.world, module=module, depth=self.depth + 1, environ=self.environ)
         inner.self_value = self_value
         a = fn.args
         positional = [p.arg for p in [*a.posonlyargs, *a.args]]
@@ -170,6 +184,8 @@ class Evaluator:
         return UNKNOWN
 
     def _e(self, n: ast.expr) -> Any:
+        if id(n) in self.forced:
+            return self.forced[id(n)]
         if isinstance(n, ast.Constant):
             return n.value
         if isinstance(n, ast.Name):
@@ -218,6 +234,8 @@ class Evaluator:
             return self._compare(n)
         if isinstance(n, ast.IfExp):
             t = self._e(n.test)
+            if t is UNKNOWN:
+                self.undecided.append(n.test)
             return UNKNOWN if t is UNKNOWN else self._e(n.body if t else n.orelse)
         if isinstance(n, (ast.List, ast.Tuple, ast.Set)):
             items = [self._e(e) for e in n.elts]
@@ -227,6 +245,9 @@ class Evaluator:
         if isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
             return self._comprehension(n)
         if isinstance(n, ast.Subscript):
+            if self.environ is not None and _is_environ(n.value):
+                key = self._e(n.slice)
+                return self.environ.get(key, UNKNOWN) if isinstance(key, str) else UNKNOWN
             base, index = self._e(n.value), self._e(n.slice)
             return UNKNOWN if UNKNOWN in (base, index) or isinstance(base, (_SA, Obj, Algo)) else base[index]
         if isinstance(n, ast.Call):
@@ -282,6 +303,13 @@ class Evaluator:
 
     def _call(self, n: ast.Call) -> Any:
         f = n.func
+        if self.environ is not None and (
+                isinstance(f, ast.Attribute) and f.attr == "get" and _is_environ(f.value)
+                or ast.unparse(f) in ("os.getenv", "getenv")) and 1 <= len(n.args) <= 2:
+            key = self._e(n.args[0])  # the launch's environment, as the tree reads it
+            if not isinstance(key, str):
+                return UNKNOWN
+            return self.environ[key] if key in self.environ else self._e(n.args[1]) if len(n.args) == 2 else None
         if isinstance(f, ast.Name) and f.id in SERVER_ARGS_GETTERS and not n.args:
             return SA
         if isinstance(f, ast.Name) and f.id == "getattr" and len(n.args) in (2, 3):
@@ -317,6 +345,11 @@ class Evaluator:
             args = [self._e(a) for a in n.args]
             kwargs = {k.arg: self._e(k.value) for k in n.keywords if k.arg}
             builtin = _BUILTINS.get(f.id)
+            if self.spans and f.id in ("min", "max") and f.id not in self.local and len(args) > 1 \
+                    and not n.keywords and UNKNOWN in args:
+                known = [a for a in args if isinstance(a, (int, float)) and not isinstance(a, bool)]
+                if known and len(known) + args.count(UNKNOWN) == len(args):  # a per-step value, bounded
+                    return Span(hi=min(known)) if f.id == "min" else Span(lo=max(known))
             if builtin is not None and f.id not in self.local:
                 if UNKNOWN in args or n.keywords or any(a is None for a in args):
                     return UNKNOWN
@@ -353,6 +386,7 @@ class Evaluator:
             elif isinstance(stmt, ast.If):
                 t = self(stmt.test)
                 if t is UNKNOWN:
+                    self.undecided.append(stmt.test)
                     before, before_self = dict(env), dict(self.self_env)
                     self.run(stmt.body, env)
                     after_body, after_self = dict(env), dict(self.self_env)
@@ -430,6 +464,10 @@ class Evaluator:
 
 _BUILTINS = {"int": int, "max": max, "min": min, "bool": bool, "abs": abs, "len": len, "sorted": sorted,
              "set": set, "list": list, "tuple": tuple, "any": any, "all": all}
+
+
+def _is_environ(node: ast.expr) -> bool:
+    return ast.unparse(node) in ("os.environ", "environ")
 
 
 def _ends_flow(body: list[ast.stmt]) -> bool:

@@ -117,7 +117,8 @@ REGISTRY_FUNCTION_HINTS = {"ngram": frozenset({NGRAM}), "eagle": EAGLE_FAMILY, "
 HANDLER_NAMES = ("handle_speculative_decoding",)
 HANDLER_METHOD_NAMES = ("_handle_speculative_decoding",)
 # Functions through which the tree's code reads the server arguments.
-SERVER_ARGS_GETTERS = ("get_server_args", "get_global_server_args")
+# ``get_spec()`` (0.5.23 runtime_context.py:1330) is the server arguments' speculative group, fields named alike.
+SERVER_ARGS_GETTERS = ("get_server_args", "get_global_server_args", "get_spec")
 
 # ----------------------------------------------------------------------------- the attention backends chosen at start-up
 # ServerArgs' backend fields: left None by a launch, the start-up code picks them (``_get_default_attn_backend``
@@ -131,3 +132,8 @@ ATTENTION_BACKEND_FIELDS = (ATTENTION_BACKEND, PREFILL_ATTENTION_BACKEND, DECODE
                             DRAFT_ATTENTION_BACKEND)
 # Where 0.5.16+ stashes start-up decisions (``(source, {field: value})`` entries) before it applies them.
 RESOLVED_OVERRIDES = "_resolved_overrides"
+
+# ----------------------------------------------------------------------------- the models a launch names
+# ServerArgs' model fields and the revision fields SGLang hands the hub reader with them: the target's,
+# the draft's. A hub id there is read from the Hugging Face cache (``ddcheck.launch.hub``).
+MODEL_FIELDS = (("model_path", "revision"), ("speculative_draft_model_path", "speculative_draft_model_revision"))

@@ -43,6 +43,14 @@ GPU_NAMES = {"sm80": "NVIDIA A100-SXM4-80GB", "sm86": "NVIDIA RTX A6000", "sm89"
              "sm90": "NVIDIA H100 80GB HBM3", "sm100": "NVIDIA B200", "sm120": "NVIDIA GeForce RTX 5090"}
 
 
+TREE_DIR_PREFIX = "ddcheck-tree-"  # the private folder the tree's files run from
+
+
+def runs_from_tree(filename: str) -> bool:
+    """Whether a code object's file is one of a tree's files, as a TreeRuntime runs them."""
+    return os.sep + TREE_DIR_PREFIX in filename
+
+
 @dataclass(frozen=True)
 class Platform:
     """The machine the tree's probes answer for, and where its tensors really live."""
@@ -129,7 +137,7 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
 
     # -- the block
     def __enter__(self):
-        self._tmp = Path(tempfile.mkdtemp(prefix="ddcheck-tree-"))
+        self._tmp = Path(tempfile.mkdtemp(prefix=TREE_DIR_PREFIX))
         self._environ = dict(os.environ)  # the tree's start-up writes the environment: put back on exit
         self.report.usage.where = self.caller_in_tree
         super().__enter__()

@@ -251,6 +251,8 @@ def download_wheel(version: str, dest: Path | None = None) -> Path:
             return found
         last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         last = last[0]
+    if "No matching distribution" in last:  # pip's words for a version the index does not have
+        raise TargetError(f"sglang=={version}: no such release on the package index (pip download found none)")
     raise TargetError(f"could not download sglang=={version}: {last}")
 
 

@@ -16,11 +16,12 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddcheck.target.evaluate import UNKNOWN, Evaluator, World, guards_to, statements_before
+from ddcheck.target.evaluate import SA, UNKNOWN, Algo, Evaluator, Span, World, guards_to, statements_before
 from ddcheck.target.modules import TreeModules
 from ddcheck.target.sources import SourceTree
 from ddcheck.target.names import (DRAFT_TOKEN_NUM, MODEL_EXECUTOR_DIR, NUM_TOKENS_PER_REQ,
-                                  SPEC_INFO_FILE as SPEC_INFO, SPEC_INFO_MODULE, VERIFY_FUNCTION_MARKERS)
+                                  SPEC_INFO_FILE as SPEC_INFO, SPEC_INFO_MODULE, SPECULATIVE_ALGORITHM_CLASS,
+                                  VERIFY_FUNCTION_MARKERS)
 
 
 
@@ -40,6 +41,10 @@ class VerifyChoice:
     kwargs: list[str] = field(default_factory=list)  # the fields the worker sets when it builds it
     input_type: str | None = None  # the SpecInputType member the class sets (``spec_input_type=``)
     per_step: bool = False  # W is computed in the step (a local of the method), not fixed at start-up
+    # The range W takes over the step's own decisions (its tests that depend on the batch taken both
+    # ways; ``min(x, cap)`` of a per-step x bounded by the cap), each end None where it cannot be evaluated.
+    width_min: int | None = None
+    width_max: int | None = None
     mask_from: "MaskSource | None" = None  # the tree function whose result the worker passes as custom_mask
 
 
@@ -71,11 +76,18 @@ class WorkerFacts:
 # --------------------------------------------------------------------------- the tree's modules
 
 
-def worker_class(mods: TreeModules, algorithm: str) -> tuple[str, str] | None:
-    """(class name, module) the tree's SpeculativeAlgorithm gives for ``algorithm``."""
+def worker_class(mods: TreeModules, algorithm: str, values: dict[str, Any] | None = None,
+                 environ: dict[str, str] | None = None) -> tuple[str, str] | None:
+    """(class name, module) the tree's SpeculativeAlgorithm gives for ``algorithm``: its method that
+    returns an imported worker class, run for this algorithm (``self.is_eagle()`` is the tree's own
+    test, so EAGLE3 gets what ``is_eagle`` says it shares) and these settings; else the return under
+    ``if self.is_<algorithm>():``."""
     hit = mods.module(SPEC_INFO_MODULE)
     if hit is None:
         return None
+    found = _worker_by_the_trees_tests(mods, algorithm, values or {}, environ)
+    if found is not None:
+        return found
     want = f"is_{algorithm.lower()}"
     for node in ast.walk(hit[1]):
         if not isinstance(node, ast.If):
@@ -89,6 +101,45 @@ def worker_class(mods: TreeModules, algorithm: str) -> tuple[str, str] | None:
                 if isinstance(n, ast.Return) and isinstance(n.value, ast.Name) and n.value.id in imports:
                     module, name = imports[n.value.id]
                     return name, module
+    return None
+
+
+def _worker_by_the_trees_tests(mods: TreeModules, algorithm: str, values: dict[str, Any],
+                               environ: dict[str, str] | None) -> tuple[str, str] | None:
+    hit = mods.find_class(SPECULATIVE_ALGORITHM_CLASS, SPEC_INFO_MODULE)
+    if hit is None:
+        return None
+    world = World(mods, algorithm)
+    for fn in (f for f in hit[1].body if isinstance(f, ast.FunctionDef)):
+        imports = {a.asname or a.name: (mods.imported(hit[2], n), a.name) for n in ast.walk(fn)
+                   if isinstance(n, ast.ImportFrom) and mods.imported(hit[2], n) for a in n.names}
+        if not imports:
+            continue
+        ev = Evaluator(values, world=world, module=hit[2], environ=environ)
+        ev.self_value = Algo(algorithm.upper())
+        ev.local = {a.arg: SA if "server_args" in a.arg else UNKNOWN for a in fn.args.args[1:]}
+        ret = _reached_return(ev, fn.body)
+        if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Name) and ret.value.id in imports:
+            module, name = imports[ret.value.id]
+            return name, module
+    return None
+
+
+def _reached_return(ev: Evaluator, body: list[ast.stmt]) -> ast.Return | None:
+    """The ``return`` the tree's code reaches in ``body`` for the evaluator's launch; a test it cannot
+    decide (a run-time switch) is taken as false, the way to the method's plain return."""
+    for stmt in body:
+        if isinstance(stmt, ast.Return):
+            return stmt
+        if isinstance(stmt, ast.If):
+            t = ev(stmt.test)
+            got = _reached_return(ev, stmt.orelse if t is UNKNOWN or not t else stmt.body)
+            if got is not None:
+                return got
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.ImportFrom, ast.Expr)):
+            ev.run([stmt], ev.local)
+        elif isinstance(stmt, ast.Raise):
+            return None
     return None
 
 
@@ -129,10 +180,14 @@ def class_input_type(mods: TreeModules, name: str, module: str) -> str | None:
     return None
 
 
-def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> WorkerFacts:
+def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any],
+                  environ: dict[str, str] | None = None) -> WorkerFacts:
+    """The verify inputs the tree's worker for ``algorithm`` builds for these settings (``values``:
+    server_args after start-up; ``environ``: the launch's environment, as the worker's
+    ``os.environ.get`` reads it, None when not known)."""
     mods = TreeModules.of(tree)
     facts = WorkerFacts()
-    found = worker_class(mods, algorithm)
+    found = worker_class(mods, algorithm, values, environ)
     if found is None:
         facts.note = f"no worker for {algorithm} found in {SPEC_INFO}"
         return facts
@@ -142,57 +197,160 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any]) -> W
         facts.note = f"worker class {name} not found in {module}"
         return facts
     facts.worker, facts.worker_path, facts.worker_line = chain[-1][1].name, chain[-1][0], chain[-1][1].lineno
-    ev = Evaluator(values)
-    for _, node, _ in chain:
-        init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
-        if init is not None:
-            params = [a.arg for a in init.args.args]
-            ev.sa = {params[1]} if len(params) > 1 else {"server_args"}
-            ev.run(init.body, {})
     seen: set[tuple] = set()
-    overridden: set[str] = set()  # methods a subclass redefines without calling the base's
-    for rel, node, mod in reversed(chain):  # the subclass first
-        imports = mods.imports_of(mod)
-        methods = [fn for fn in node.body if isinstance(fn, ast.FunctionDef) and fn.name != "__init__"]
-        live = [fn for fn in methods if fn.name not in overridden]
-        overridden |= {fn.name for fn in methods if not _calls_super(fn)}
-        for fn in live:
-            if any(word in fn.name.lower() for word in SPECIAL_PATHS):
-                continue  # an idle or 1-node placeholder input, not the launch's verify step
-            for call in ast.walk(fn):
-                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
-                        and call.func.id.endswith("VerifyInput")):
-                    continue
-                kw = next((k for k in call.keywords if k.arg == "draft_token_num"), None)
-                if kw is None or (isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, int)
-                                  and kw.value.value <= 1):
-                    continue
-                conds = guards_to(fn.body, call, [])
-                local_ev = Evaluator(values)
-                local_ev.sa, local_ev.self_env = ev.sa, ev.self_env
-                local_ev.run(statements_before(fn.body, call), local_ev.local)
-                results = [(c, pol, local_ev(c)) for c, pol in conds]
-                if any(v is not UNKNOWN and bool(v) != pol for _, pol, v in results):
-                    continue  # a test on the way is false for these settings
-                width = local_ev(kw.value)
-                cls_module = mods.imports_in(mod, fn).get(call.func.id) or imports.get(call.func.id, mod)
-                attrs, cls_rel, cls_line = class_fields(mods, call.func.id, cls_module)
-                input_type = class_input_type(mods, call.func.id, cls_module)
-                key = (call.func.id, width if width is not UNKNOWN else None)
-                if key in seen:
-                    continue
-                seen.add(key)
-                facts.choices.append(VerifyChoice(
-                    cls=call.func.id, width=width if isinstance(width, int) else None,
-                    width_expr=ast.unparse(kw.value), path=rel, line=call.lineno,
-                    when=[("" if pol else "not ") + f"({ast.unparse(c)})" for c, pol, v in results if v is not UNKNOWN],
-                    attrs=attrs, cls_path=cls_rel, cls_line=cls_line,
-                    kwargs=[k.arg for k in call.keywords if k.arg], input_type=input_type,
-                    per_step=width is UNKNOWN and _computed_in_step(kw.value),
-                    mask_from=mask_source(mods, fn, mod, call, imports)))
+
+    def scan(chain) -> Evaluator:
+        ev = Evaluator(values, environ=environ)
+        for _, node, _ in chain:
+            init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+            if init is not None:
+                params = [a.arg for a in init.args.args]
+                ev.sa = {params[1]} if len(params) > 1 else {"server_args"}
+                ev.run(init.body, {})
+        overridden: set[str] = set()  # methods a subclass redefines without calling the base's
+        for rel, node, mod in reversed(chain):  # the subclass first
+            imports = mods.imports_of(mod)
+            methods = [fn for fn in node.body if isinstance(fn, ast.FunctionDef) and fn.name != "__init__"]
+            live = [fn for fn in methods if fn.name not in overridden]
+            overridden |= {fn.name for fn in methods if not _calls_super(fn)}
+            for fn in live:
+                if any(word in fn.name.lower() for word in SPECIAL_PATHS):
+                    continue  # an idle or 1-node placeholder input, not the launch's verify step
+                for call in ast.walk(fn):
+                    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+                        continue
+                    built = call, mod, rel  # the VerifyInput call, the module it is in, its file
+                    width_node = None
+                    if not call.func.id.endswith("VerifyInput"):
+                        # A tree function the worker calls that builds it (``build_eagle_verify_input(...,
+                        # num_draft_tokens=self.x)``): W is what the worker hands that parameter.
+                        through = _built_through(mods, mod, fn, call, imports)
+                        if through is None:
+                            continue
+                        built, width_node = through[0], through[1]
+                    vcall = built[0]
+                    kw = next((k for k in vcall.keywords if k.arg == "draft_token_num"), None)
+                    if kw is None or (isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, int)
+                                      and kw.value.value <= 1):
+                        continue
+                    if width_node is not None:
+                        kw = ast.keyword(arg="draft_token_num", value=width_node)
+                    conds = guards_to(fn.body, call, [])
+                    local_ev = Evaluator(values, environ=environ)
+                    local_ev.sa, local_ev.self_env = ev.sa, dict(ev.self_env)
+                    local_ev.run(statements_before(fn.body, call), local_ev.local)
+                    results = [(c, pol, local_ev(c)) for c, pol in conds]
+                    if any(v is not UNKNOWN and bool(v) != pol for _, pol, v in results):
+                        continue  # a test on the way is false for these settings
+                    width = local_ev(kw.value)
+                    lo, hi = (width, width) if isinstance(width, int) else _width_range(values, environ, ev, fn, call, kw.value)
+                    if isinstance(lo, int) and lo == hi:
+                        width = lo  # every way through the step gives the same width
+                    vmod, vrel, vname = built[1], built[2], vcall.func.id
+                    cls_module = (mods.imports_in(mod, fn).get(vname) or imports.get(vname, mod)) if vcall is call \
+                        else mods.imports_of(vmod).get(vname, vmod)
+                    attrs, cls_rel, cls_line = class_fields(mods, vname, cls_module)
+                    input_type = class_input_type(mods, vname, cls_module)
+                    key = (vname, width if width is not UNKNOWN else None)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    facts.choices.append(VerifyChoice(
+                        cls=vname, width=width if isinstance(width, int) else None,
+                        width_expr=ast.unparse(kw.value), path=vrel, line=vcall.lineno,
+                        when=[("" if pol else "not ") + f"({ast.unparse(c)})" for c, pol, v in results if v is not UNKNOWN],
+                        attrs=attrs, cls_path=cls_rel, cls_line=cls_line,
+                        kwargs=[k.arg for k in vcall.keywords if k.arg], input_type=input_type,
+                        per_step=not isinstance(width, int) and (_computed_in_step(kw.value) or lo != hi),
+                        width_min=lo, width_max=hi,
+                        mask_from=mask_source(mods, fn, mod, call, imports) if vcall is call else None))
+        return ev
+
+    ev = scan(chain)
+    if not facts.choices:
+        # The worker may hand the step to a part it builds (``self.draft_worker = EagleDraftWorker(...)``):
+        # that part's methods build the verify input, with its own __init__'s attributes.
+        for part in _parts(mods, chain, ev):
+            scan(part)
+            if facts.choices:
+                break
     if not facts.choices:
         facts.note = f"{name} builds no verify input with draft_token_num= that these settings reach"
     return facts
+
+
+def _parts(mods: TreeModules, chain, ev: Evaluator) -> list:
+    """Class chains (base first) of the tree classes the worker's ``__init__`` builds into its attributes."""
+    out = []
+    for _, node, mod in chain:
+        init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+        for stmt in ast.walk(init) if init is not None else ():
+            if not (isinstance(stmt, ast.Assign) and any(
+                    isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+                    for t in stmt.targets)):
+                continue
+            for call in (n for n in ast.walk(stmt.value) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
+                name = call.func.id  # ``self.part = Part(...)``, also under a conditional expression
+                source = mods.imports_in(mod, init).get(name) or mods.imports_of(mod).get(name, mod)
+                part = _class_chain(mods, name, source)
+                if part and part not in out:
+                    out.append(part)
+    return out
+
+
+def _built_through(mods: TreeModules, mod: str, fn: ast.FunctionDef, call: ast.Call, imports: dict[str, str]):
+    """((VerifyInput call, its module, its file), the worker's argument for its width) when ``call`` is
+    of a tree function whose ``...VerifyInput(draft_token_num=p)`` takes ``p`` from its parameter."""
+    source = mods.imports_in(mod, fn).get(call.func.id) or imports.get(call.func.id)
+    hit = mods.find_function(call.func.id, source) if source else None
+    if hit is None:
+        return None
+    fdef, fmodule = hit
+    params = [a.arg for a in [*fdef.args.posonlyargs, *fdef.args.args]]
+    for inner in ast.walk(fdef):
+        if not (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id.endswith("VerifyInput")):
+            continue
+        kw = next((k for k in inner.keywords if k.arg == "draft_token_num"), None)
+        if kw is None or not isinstance(kw.value, ast.Name):
+            continue
+        p = kw.value.id
+        arg = next((k.value for k in call.keywords if k.arg == p), None)
+        if arg is None and p in params and params.index(p) < len(call.args):
+            arg = call.args[params.index(p)]
+        if arg is not None and not isinstance(arg, ast.Starred):
+            return (inner, fmodule, (mods.module(fmodule) or ("", None))[0]), arg
+    return None
+
+
+MAX_STEP_TESTS = 6  # per-step tests taken both ways when W's range is evaluated (2**6 runs at most)
+
+
+def _width_range(values: dict[str, Any], environ: dict[str, str] | None, init_ev: Evaluator,
+                 fn: ast.FunctionDef, call: ast.Call, expr: ast.expr) -> tuple[int | None, int | None]:
+    """The least and greatest width ``expr`` gives at ``call`` over the step's own decisions: each
+    test on the way that the launch does not decide (it reads the batch) is taken both ways, and a
+    ``min``/``max`` of a per-step value with known ones is bounded by them. An end is None where some
+    way through the step gives a width with no bound on that side."""
+
+    def run(forced: dict[int, bool]) -> tuple[Any, list[ast.expr]]:
+        e = Evaluator(values, environ=environ)
+        e.sa, e.self_env, e.spans, e.forced = init_ev.sa, dict(init_ev.self_env), True, forced
+        e.run(statements_before(fn.body, call), e.local)
+        return e(expr), e.undecided
+
+    first, tests = run({})
+    tests = list({id(t): t for t in tests}.values())[:MAX_STEP_TESTS]
+    outcomes = [first] if not tests else []
+    for mask in range(2 ** len(tests)) if tests else ():
+        outcomes.append(run({id(t): bool(mask >> i & 1) for i, t in enumerate(tests)})[0])
+    los, his = [], []
+    for v in outcomes:
+        if isinstance(v, bool) or not isinstance(v, (int, Span)):
+            return None, None
+        lo, hi = (v, v) if isinstance(v, int) else (v.lo, v.hi)
+        los.append(lo if isinstance(lo, int) else None)
+        his.append(hi if isinstance(hi, int) else None)
+    return (None if None in los else min(los)), (None if None in his else max(his))
 
 
 SPECIAL_PATHS = ("idle", "trivial", "dummy", "warmup", "fake", "placeholder")

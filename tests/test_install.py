@@ -1,0 +1,71 @@
+"""ddcheck installs next to SGLang: the ``[smoke]`` extra states ranges, the same ones ``ddcheck smoke``
+checks at run time (ddcheck/smoke/requirements.py), so ``pip install 'ddcheck[smoke]'`` in SGLang's
+environment keeps the torch and triton SGLang brought; the ``[test]`` extra keeps giving CI the build
+it always had (`.ci/run`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from ddcheck.smoke import requirements
+
+REPO = Path(__file__).resolve().parents[1]
+EXTRAS = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+
+
+def _bound(v: tuple[int, int]) -> str:
+    return f"{v[0]}.{v[1]}"
+
+
+def test_the_smoke_extra_states_the_ranges_smoke_checks():
+    wanted = {f"{m}>={_bound(lo)},<{_bound(hi)}" for m, (lo, hi) in requirements.SUPPORTED.items()}
+    wanted.add(f"numpy<{_bound(requirements.NUMPY_INTERPRETER_BREAK)}")
+    assert wanted <= set(EXTRAS["smoke"])
+    assert not [r for r in EXTRAS["smoke"] if "==" in r]  # no one build
+
+
+def _dry_run(python: Path, *requirements_: str, fresh: bool = False) -> dict[str, str]:
+    """What ``pip install --dry-run`` would install into ``python``'s environment: name -> version."""
+    report = python.parent.parent / "report.json"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--dry-run", "--quiet",
+                    "--report", str(report), *(["--ignore-installed"] if fresh else []), *requirements_],
+                   check=True, cwd=REPO, capture_output=True, timeout=600,
+                   env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    out = json.loads(report.read_text(encoding="utf-8"))
+    return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in out["install"]}
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_the_smoke_extra_keeps_sglangs_torch(tmp_path):
+    """A venv with the torch and triton of a serving machine (the H200's 2.11.0+cu130 and triton 3.6.0, the
+    build sglang 0.5.12-0.5.16 pin: metadata as pip records an installed distribution, which is all its
+    resolver reads): ``.[smoke]`` replaces neither; a pinned torch would (the old extra's torch==2.13.0);
+    and ``.[test]`` into a fresh venv picks the torch this suite runs on, as `.ci/run` always got."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    for name, version in (("torch", "2.11.0+cu130"), ("triton", "3.6.0")):
+        info = site / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", encoding="utf-8")
+        (info / "INSTALLER").write_text("pip\n", encoding="utf-8")
+        (info / "RECORD").write_text("", encoding="utf-8")
+
+    smoke = _dry_run(python, ".[smoke]")
+    assert "ddcheck" in smoke and "msgspec" in smoke
+    assert "torch" not in smoke and "triton" not in smoke, smoke
+    assert _dry_run(python, ".[smoke]", "torch==2.13.0").get("torch", "").startswith("2.13.0")  # the check can fail
+
+    from importlib.metadata import version
+
+    ci = _dry_run(python, ".[test]", fresh=True)
+    assert ci["torch"] == version("torch"), ci.get("torch")
