@@ -32,16 +32,37 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HUB_CACHE"] = str(Path(os.environ["DDCHECK_CACHE"]) / "hf-hub")
 
 
+def _one_download_at_a_time() -> None:
+    """The suite runs in two worker processes (pyproject's addopts, pytest-xdist): a wheel that is not yet
+    cached is downloaded by one of them while the other waits for it, never into the same file at once
+    (``pip download`` writes the wheel in place). Every in-process download goes through this lock."""
+    from filelock import FileLock
+
+    from ddcheck.target import sources
+
+    download = sources.download_wheel
+    lock = FileLock(str(Path(os.environ["DDCHECK_CACHE"]) / "wheels" / ".download.lock"))
+
+    def locked(version: str, dest: Path | None = None) -> Path:
+        with lock:
+            return download(version, dest)
+
+    sources.download_wheel = locked
+
+
+_one_download_at_a_time()
+
+
 @pytest.fixture(scope="session")
 def wheel():
     """``wheel("0.5.10") -> Path`` of the real sglang wheel, cached under DDCHECK_CACHE."""
-    from ddcheck.target.sources import download_wheel
+    from ddcheck.target import sources
 
     cache: dict[str, Path] = {}
 
     def get(version: str) -> Path:
         if version not in cache:
-            cache[version] = download_wheel(version)
+            cache[version] = sources.download_wheel(version)
         return cache[version]
 
     return get
@@ -61,3 +82,23 @@ def release_scan(wheel):
         return results[version]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def smoke(tmp_path_factory):
+    """``smoke(target, **kwargs) -> SmokeReport``: ``run_smoke`` (same arguments, same report), with the
+    calls on one tree run one after another in one process, forked for that tree from a server that has
+    imported torch and triton once (tests/smoke_server.py), instead of a fresh interpreter each; the
+    tree's code still runs afresh in every call."""
+    from smoke_server import SmokeServer
+
+    server = SmokeServer(tmp_path_factory.mktemp("smoke-server"))
+    yield server.run
+    server.stop()
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests kept on one worker (marked ``xdist_group``: minutes of smoke runs each) are handed out
+    first, so the two workers share the single tests after them evenly instead of one waiting for a
+    group handed out last (the longest first). Each group keeps its own order."""
+    items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)

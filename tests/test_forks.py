@@ -23,6 +23,8 @@ CORPUS = Path(os.environ.get("DDCHECK_FORKS", REPO.parent / "shared" / "corpus" 
 ARCHIVES = {"hz": "HaiyuZhou-sglang-ad7ab160.tar.gz", "dbg": "DB-Guo-sglang-ddtree-dev-514ea1f3.tar.gz"}
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no DDTree fork corpus at {CORPUS}")
+# The smoke tests of the forks run on one worker of the suite, sharing each fork's smoke server.
+SHARED_SMOKE = pytest.mark.xdist_group("smoke-forks")
 
 
 def _unpack(name: str, dest: Path) -> Path:
@@ -216,10 +218,9 @@ def test_checkout_package_without_init_is_a_tree(fork_dir, tmp_path):
 # ----------------------------------------------------------------------------------------- smoke
 
 
-def test_smoke_uses_the_forks_own_ddtree_verify_input(fork_dir):
-    from ddcheck.smoke import run_smoke
-
-    r = run_smoke(str(fork_dir("hz")), budget=16, num_draft_tokens=8)
+@SHARED_SMOKE
+def test_smoke_uses_the_forks_own_ddtree_verify_input(fork_dir, smoke):
+    r = smoke(str(fork_dir("hz")), budget=16, num_draft_tokens=8)
     assert r.verify_inputs["W=17 C=8"].startswith("DDTreeVerifyInput (sglang/srt/speculative/ddtree_worker.py:205)")
     reads = set().union(*(set(v) for k, v in r.harness.reads.items() if "DDTreeVerifyInput" in k))
     assert "tree_budget" in reads  # the fork's resolver dispatches on it (triton_backend.py:362)
@@ -242,13 +243,12 @@ def test_smoke_uses_the_forks_own_ddtree_verify_input(fork_dir):
     assert "graph wrong (graph (forward_metadata.max_extend_len: expected >= 17, got 8" in r.verdict, r.verdict
 
 
-def test_flashinfer_smoke_runs_the_forks_own_verify_input_layout(fork_dir):
+@SHARED_SMOKE
+def test_flashinfer_smoke_runs_the_forks_own_verify_input_layout(fork_dir, smoke):
     """FlashInfer takes the verify layout from the input itself: HaiyuZhou's DDTreeVerifyInput lays out
     qo_indptr stepping by its draft_token_num and KV as seq_lens + draft_token_num
     (ddtree_info.py:87-124): right at W = 17 with C = 8 (CPU: eager; its graph state is CUDA-only)."""
-    from ddcheck.smoke import run_smoke
-
-    r = run_smoke(str(fork_dir("hz")), backend="flashinfer", budget=16, num_draft_tokens=8, seed_case=False)
+    r = smoke(str(fork_dir("hz")), backend="flashinfer", budget=16, num_draft_tokens=8, seed_case=False)
     assert r.exit_code == 0, r.verdict
     assert "DDTreeVerifyInput" in r.verify_input_instances  # (the W == C control is the fork's chain-mode input)
     reads = set().union(*(set(v) for k, v in r.harness.reads.items() if "DDTreeVerifyInput" in k))
@@ -256,10 +256,9 @@ def test_flashinfer_smoke_runs_the_forks_own_verify_input_layout(fork_dir):
     assert all(p.status == "ok" and len(p.contract_fields) == 3 for p in r.paths)
 
 
-def test_smoke_chain_mode_agrees_with_config(fork_dir):
-    from ddcheck.smoke import run_smoke
-
-    r = run_smoke(str(fork_dir("hz")), budget=3, num_draft_tokens=16, allow_out_of_bounds=True)
+@SHARED_SMOKE
+def test_smoke_chain_mode_agrees_with_config(fork_dir, smoke):
+    r = smoke(str(fork_dir("hz")), budget=3, num_draft_tokens=16, allow_out_of_bounds=True)
     assert r.verify_inputs["W=4 C=16"].startswith("DFlashVerifyInput (sglang/srt/speculative/ddtree_worker.py:142)")
     assert r.exit_code == 1, r.verdict  # the resolver returns C for DFlashVerifyInput
     assert {p.status for p in r.paths if p.case == "ddtree"} == {"wrong"}
@@ -268,11 +267,10 @@ def test_smoke_chain_mode_agrees_with_config(fork_dir):
 # ------------------------------------------------------------------------------------------- fix
 
 
-def test_fix_repairs_the_launch_that_was_corrupt(fork_dir, tmp_path):
+def test_fix_repairs_the_launch_that_was_corrupt(fork_dir, tmp_path, smoke):
     """hz budget 3 on triton was CORRUPT (the resolver returned C for the chain-mode input): after
     `ddcheck fix --unsafe-fixes` config and smoke both find the width per step."""
     from ddcheck.fixer import fix_targets
-    from ddcheck.smoke import run_smoke
 
     out = tmp_path / "fixed" / "sglang"
     shutil.copytree(fork_dir("hz"), out)
@@ -281,12 +279,15 @@ def test_fix_repairs_the_launch_that_was_corrupt(fork_dir, tmp_path):
     assert [Path(fx.display).name for fx in changed] == ["triton_backend.py"]
     r = check_launch(ddtree(3, "triton", False), sglang=str(out))
     assert errors(r) == set() and r.settings.verify_input == "DFlashVerifyInput"
-    s = run_smoke(str(out), budget=3, num_draft_tokens=16, allow_out_of_bounds=True)
+    s = smoke(str(out), budget=3, num_draft_tokens=16, allow_out_of_bounds=True)
     assert s.exit_code == 0, s.verdict
 
 
-def test_config_smoke_runs_the_launch_at_its_c_and_w(fork):
-    """`ddcheck config --smoke`: the launch, run from the tree with its worker's verify-input class."""
+@SHARED_SMOKE
+def test_config_smoke_runs_the_launch_at_its_c_and_w(fork, smoke, monkeypatch):
+    """`ddcheck config --smoke`: the launch, run from the tree with its worker's verify-input class.
+    (launch_smoke's run_smoke answered by the suite's shared worker of each fork: the same report.)"""
+    monkeypatch.setattr("ddcheck.smoke.run_smoke", smoke)
     bad = check_launch(ddtree(3, "triton", False), tree=fork("hz"), smoke=launch_smoke)
     f = next(f for f in bad.findings if f.id == "launch-smoke")
     assert (f.level, f.consequence.value) == ("error", "CORRUPT")

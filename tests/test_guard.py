@@ -232,12 +232,33 @@ def test_a_bad_mode_in_the_environment_says_so_and_runs_the_program():
 # --------------------------------------------------------------------------- real releases
 
 
-def _step(target: str, backend: str, mode: str, fixed: bool = False) -> subprocess.CompletedProcess:
-    pytest.importorskip("triton")
-    pytest.importorskip("msgspec")
-    args = [sys.executable, str(HERE / "guard_step.py"), target, backend, mode] + (["fixed"] if fixed else [])
-    return subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=900,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+# The real-release runs: one guard_step.py process per release runs all of its backends (one worker of
+# the suite runs these tests, so each release's process runs once).
+GUARD_RUNS = {"sglang==0.5.10": ("triton", "fa3", "trtllm_mha", "triton:fixed"),
+              "sglang==0.5.23": ("triton", "fa3", "fa3:fixed")}
+RELEASE_RUNS = pytest.mark.xdist_group("guard-releases")
+
+
+@pytest.fixture(scope="module")
+def step():
+    """``step(target, "BACKEND[:fixed]") -> (that run's report as printed, its release process's exit and output)``;
+    a run with no report comes back empty, with the whole output to say why."""
+    done: dict[str, tuple[dict[str, str], str]] = {}
+
+    def get(target: str, run: str) -> tuple[str, str]:
+        pytest.importorskip("triton")
+        pytest.importorskip("msgspec")
+        if target not in done:
+            proc = subprocess.run([sys.executable, str(HERE / "guard_step.py"), target, "raise", *GUARD_RUNS[target]],
+                                  capture_output=True, text=True, cwd=ROOT, timeout=1800,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
+            chunks = ("\n" + proc.stdout).split("\n== ")[1:]
+            done[target] = ({c.partition("\n")[0]: c.partition("\n")[2] for c in chunks},
+                            f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        reports, output = done[target]
+        return reports.get(run, ""), output
+
+    return get
 
 
 def _paths(out: str) -> dict[str, str]:
@@ -245,33 +266,36 @@ def _paths(out: str) -> dict[str, str]:
     return {f"{r[0]}/{r[1]}": " ".join(r[2:]) for r in rows}
 
 
+@RELEASE_RUNS
 @pytest.mark.network
 @pytest.mark.parametrize("backend, field", [("triton", "qo_indptr"), ("fa3", "cu_seqlens_q"),
                                             ("trtllm_mha", "cu_seqlens_q")])
-def test_unfixed_0_5_10_raises_with_the_field_named(backend, field):
-    proc = _step("sglang==0.5.10", backend, "raise")
-    paths = _paths(proc.stdout)
-    assert paths["ddtree/eager"].startswith("crash GuardViolation"), proc.stdout + proc.stderr
+def test_unfixed_0_5_10_raises_with_the_field_named(backend, field, step):
+    out, err = step("sglang==0.5.10", backend)
+    paths = _paths(out)
+    assert paths["ddtree/eager"].startswith("crash GuardViolation"), out + err
     assert field in paths["ddtree/eager"] and "W = 17 (C = 8)" in paths["ddtree/eager"]
     assert paths["control/eager"] == "ok" and paths["control/graph"] == "ok"
 
 
+@RELEASE_RUNS
 @pytest.mark.network
-@pytest.mark.parametrize("target, fixed", [("sglang==0.5.10", True), ("sglang==0.5.23", False)])
-def test_fixed_and_later_triton_do_not_raise(target, fixed):
-    proc = _step(target, "triton", "raise", fixed)
-    assert proc.stdout.startswith("0 "), proc.stdout + proc.stderr
-    assert "4 verify step(s) checked, no violation" in proc.stdout
+@pytest.mark.parametrize("target, run", [("sglang==0.5.10", "triton:fixed"), ("sglang==0.5.23", "triton")])
+def test_fixed_and_later_triton_do_not_raise(target, run, step):
+    out, err = step(target, run)
+    assert out.startswith("0 "), out + err
+    assert "4 verify step(s) checked, no violation" in out
 
 
+@RELEASE_RUNS
 @pytest.mark.network
-def test_fa3_0_5_23_raises_and_after_fix_does_not():
-    proc = _step("sglang==0.5.23", "fa3", "raise")
-    assert _paths(proc.stdout)["ddtree/eager"].startswith("crash GuardViolation"), proc.stdout + proc.stderr
-    assert "cu_seqlens_q" in _paths(proc.stdout)["ddtree/eager"]
-    proc = _step("sglang==0.5.23", "fa3", "raise", fixed=True)
-    assert proc.stdout.startswith("0 "), proc.stdout + proc.stderr
-    assert "4 verify step(s) checked, no violation" in proc.stdout
+def test_fa3_0_5_23_raises_and_after_fix_does_not(step):
+    out, err = step("sglang==0.5.23", "fa3")
+    assert _paths(out)["ddtree/eager"].startswith("crash GuardViolation"), out + err
+    assert "cu_seqlens_q" in _paths(out)["ddtree/eager"]
+    out, err = step("sglang==0.5.23", "fa3:fixed")
+    assert out.startswith("0 "), out + err
+    assert "4 verify step(s) checked, no violation" in out
 
 
 def test_the_environment_variable_alone_turns_it_on_where_ddcheck_is_installed(tmp_path):

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.network
+# One worker of the suite runs this file: each release is scanned once (conftest's release_scan).
+pytestmark = [pytest.mark.network, pytest.mark.xdist_group("release-scans")]
 TRITON = "sglang/srt/layers/attention/triton_backend.py"
 
 

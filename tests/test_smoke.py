@@ -1,7 +1,9 @@
 """`ddcheck smoke`: the real Triton verify path of real SGLang releases, on CPU (Triton interpreter).
 
-Every run_smoke call runs in its own worker process (TRITON_INTERPRET=1 must precede triton's
-import), so this test process needs torch and triton only to know they are there.
+The runs go through the ``smoke`` fixture (tests/conftest.py): ``run_smoke``'s own report, from one
+process per tree for all of that tree's calls (tests/smoke_server.py); the tests of ``run_smoke``
+itself, its fresh worker process per call, call it directly. Either way TRITON_INTERPRET=1 precedes
+triton's import there, so this test process needs torch and triton only to know they are there.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ _spec = importlib.util.spec_from_file_location("proof_matrix", Path(__file__).wi
 proof_matrix = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(proof_matrix)
 ALL_RELEASES = os.environ.get("DDCHECK_SMOKE_ALL") == "1"
+# One worker of the suite runs this file: its calls on a release share that release's smoke process.
+pytestmark = pytest.mark.xdist_group("smoke-triton")
 BUGGY = proof_matrix.BUGGY if ALL_RELEASES else [proof_matrix.BUGGY[0], proof_matrix.BUGGY[-1]]
 GOOD = proof_matrix.GOOD if ALL_RELEASES else [proof_matrix.GOOD[0], proof_matrix.GOOD[-1]]
 
@@ -54,8 +58,8 @@ def statuses(report) -> dict[str, str]:
 
 @pytest.mark.network
 @pytest.mark.parametrize("version", BUGGY)
-def test_unfixed_buggy_release_is_caught(version):
-    r = run_smoke(f"sglang=={version}")
+def test_unfixed_buggy_release_is_caught(version, smoke):
+    r = smoke(f"sglang=={version}")
     assert r.exit_code == 1, r.verdict
     assert statuses(r) == {"ddtree/eager": "wrong", "ddtree/graph": "wrong",
                            "control/eager": "ok", "control/graph": "ok"}
@@ -69,11 +73,11 @@ def test_unfixed_buggy_release_is_caught(version):
 
 @pytest.mark.network
 @pytest.mark.parametrize("version", GOOD)
-def test_later_releases_pass_unfixed(version):
+def test_later_releases_pass_unfixed(version, smoke):
     """Right on every path at W, graphs captured at W included. A graph captured at C keeps
     max_extend_len = C = 8 < W: the path breaks the verify contract (right only within one row block),
     so it is the capture width, exit 1, never `ok` (issue 39)."""
-    r = run_smoke(f"sglang=={version}")
+    r = smoke(f"sglang=={version}")
     assert r.exit_code == 1 and r.verdict.startswith("capture width"), r.verdict
     assert statuses(r)["ddtree/eager"] == statuses(r)["ddtree-capture-at-W/graph"] == "ok"
     eager = next(p for p in r.paths if p.case == "ddtree" and p.path == "eager")
@@ -83,16 +87,16 @@ def test_later_releases_pass_unfixed(version):
 
 @pytest.mark.network
 @pytest.mark.parametrize("version", BUGGY)
-def test_ddcheck_fix_output_passes(version):
+def test_ddcheck_fix_output_passes(version, smoke):
     """The fixed backend is right at W on every path when graphs are captured at W. Captured at C (what
     SGLang's runner does) the graph keeps max_extend_len = C = 8 < W = 17: the kernel's numbers come out
     right only because W fits the same row block of 64, so the path breaks the verify contract and is
     never `ok`: the capture width, exit 1, as for FA3 (issue 39: smoke agrees with itself)."""
     fixer = pytest.importorskip("ddcheck.fixer")
     fixed = fixer.fixed_file_text(f"sglang=={version}", BACKEND_RELPATH)
-    r = run_smoke(f"sglang=={version}", backend_source=fixed, graph_capture_width="W")
+    r = smoke(f"sglang=={version}", backend_source=fixed, graph_capture_width="W")
     assert r.exit_code == 0, r.verdict
-    at_c = run_smoke(f"sglang=={version}", backend_source=fixed)
+    at_c = smoke(f"sglang=={version}", backend_source=fixed)
     assert at_c.exit_code == 1 and at_c.verdict.startswith("capture width"), at_c.verdict
     assert all(p.status != "ok" for p in at_c.paths if p.violations)
     graph = next(p for p in at_c.paths if p.case == "ddtree" and p.path == "graph")
@@ -102,10 +106,10 @@ def test_ddcheck_fix_output_passes(version):
 
 @pytest.mark.network
 @pytest.mark.parametrize("version", ["0.5.10", "0.5.16"])  # old and new CUDA-graph entry points
-def test_hand_fixed_copy_passes_through_backend_file(version, tmp_path):
+def test_hand_fixed_copy_passes_through_backend_file(version, tmp_path, smoke):
     path = tmp_path / "triton_backend.py"
     path.write_text(hand_fix(backend_text(version)))
-    r = run_smoke(f"sglang=={version}", backend_file=str(path), graph_capture_width="W")
+    r = smoke(f"sglang=={version}", backend_file=str(path), graph_capture_width="W")
     assert r.exit_code == 0, r.verdict
     assert r.backend == str(path)
 
@@ -116,18 +120,18 @@ def test_hand_fixed_copy_passes_through_backend_file(version, tmp_path):
     ("0.5.10", "replay", "ddtree/eager"),
     ("0.5.16", "capture", "ddtree/eager"),
 ])
-def test_fix_of_a_single_verify_site_is_still_caught(version, site, still_wrong):
-    r = run_smoke(f"sglang=={version}", backend_source=hand_fix(backend_text(version), (site,)))
+def test_fix_of_a_single_verify_site_is_still_caught(version, site, still_wrong, smoke):
+    r = smoke(f"sglang=={version}", backend_source=hand_fix(backend_text(version), (site,)))
     assert r.exit_code == 1, r.verdict
     assert statuses(r)[still_wrong] == "wrong"
 
 
 @pytest.mark.network
-def test_w_below_c_unfixed_writes_past_the_batch_and_fixed_passes():
+def test_w_below_c_unfixed_writes_past_the_batch_and_fixed_passes(smoke):
     """Budget 4 (W = 5 < C = 8), the width of every spine-mode step, by default: 0.5.10's triton verify
     lays out C rows per request (qo_indptr [0, 8, 16, 24]), so the kernel writes 3 x 8 - 3 x 5 = 9 rows
     past the batch's output; after `ddcheck fix` every path is right and nothing is written past it."""
-    r = run_smoke("sglang==0.5.10", budget=4)
+    r = smoke("sglang==0.5.10", budget=4)
     assert r.exit_code == 1, r.verdict
     assert statuses(r) == {"ddtree/eager": "wrong", "ddtree/graph": "wrong",
                            "control/eager": "ok", "control/graph": "ok"}
@@ -138,30 +142,30 @@ def test_w_below_c_unfixed_writes_past_the_batch_and_fixed_passes():
     assert "past the 15 of" in r.verdict and "3 x 5 = 15 tokens" in r.verdict
     assert all(not p.out_of_bounds for p in r.paths if p.case == "control")
     fixer = pytest.importorskip("ddcheck.fixer")
-    fixed = run_smoke("sglang==0.5.10", budget=4, backend_source=fixer.fixed_file_text("sglang==0.5.10",
-                                                                                       BACKEND_RELPATH))
+    fixed = smoke("sglang==0.5.10", budget=4, backend_source=fixer.fixed_file_text("sglang==0.5.10",
+                                                                                   BACKEND_RELPATH))
     assert fixed.exit_code == 0, fixed.verdict
     assert all(p.status == "ok" and not p.out_of_bounds for p in fixed.paths)
 
 
 @pytest.mark.network
-def test_seed_budget_7_is_the_control_and_passes_unfixed():
-    r = run_smoke("sglang==0.5.10", budget=7)  # W = 7 + 1 = C = 8
+def test_seed_budget_7_is_the_control_and_passes_unfixed(smoke):
+    r = smoke("sglang==0.5.10", budget=7)  # W = 7 + 1 = C = 8
     assert r.exit_code == 0, r.verdict
     assert {p.case for p in r.paths} == {"control"}
 
 
 @pytest.mark.network
-def test_seed_case_runs_when_c_is_not_8():
-    r = run_smoke("sglang==0.5.18", budget=16, num_draft_tokens=4)
+def test_seed_case_runs_when_c_is_not_8(smoke):
+    r = smoke("sglang==0.5.18", budget=16, num_draft_tokens=4)
     assert r.exit_code == 0, r.verdict
     assert statuses(r)["seed/eager"] == statuses(r)["seed/graph"] == "ok"
 
 
 @pytest.mark.network
-def test_graph_capture_at_c_cannot_cover_w_past_the_row_block():
+def test_graph_capture_at_c_cannot_cover_w_past_the_row_block(smoke):
     # CPU row block is 64: W = 72 needs two row blocks, a graph captured at C = 8 launches one.
-    r = run_smoke("sglang==0.5.18", budget=71)
+    r = smoke("sglang==0.5.18", budget=71)
     assert r.exit_code == 1
     s = statuses(r)
     assert s["ddtree/eager"] == "ok" and s["ddtree/graph"] == "wrong" and s["ddtree-capture-at-W/graph"] == "ok"
@@ -171,11 +175,11 @@ def test_graph_capture_at_c_cannot_cover_w_past_the_row_block():
     assert "capture the target-verify graphs at the verify width W = budget + 1 = 72" in r.verdict
     assert any("capture at W" in note for note in r.limitations)
     assert r.config_facts["cuda_graph_capture_at_C_covers_W"] is False
-    assert run_smoke("sglang==0.5.18", budget=71, graph_capture_width="W").exit_code == 0
+    assert smoke("sglang==0.5.18", budget=71, graph_capture_width="W").exit_code == 0
 
 
 @pytest.mark.network
-def test_fixed_backend_judged_by_the_contract_captured_at_c_is_the_capture_width_at_w_below_c():
+def test_fixed_backend_judged_by_the_contract_captured_at_c_is_the_capture_width_at_w_below_c(smoke):
     """FA3 (0.5.10) after the default `ddcheck fix`, at budget 4 (W = 5 < C = 8): eager is right; a graph
     captured at C keeps cu_seqlens_q stepping by C (the capture's layout, never refilled at replay), and the
     same graph captured at W is right. The verdict names the capture width, not the backend."""
@@ -183,14 +187,14 @@ def test_fixed_backend_judged_by_the_contract_captured_at_c_is_the_capture_width
 
     fixer = pytest.importorskip("ddcheck.fixer")
     fixed = fixer.fixed_file_text("sglang==0.5.10", backends.get("fa3").relpath)
-    r = run_smoke("sglang==0.5.10", backend="fa3", backend_source=fixed, budget=4, seed_case=False)
+    r = smoke("sglang==0.5.10", backend="fa3", backend_source=fixed, budget=4, seed_case=False)
     assert r.exit_code == 1, r.verdict
     s = statuses(r)
     assert s["ddtree/eager"] == "ok" and s["ddtree/graph"] == "wrong" and s["ddtree-capture-at-W/graph"] == "ok"
     assert r.verdict.startswith("capture width") and "not a bug of the backend" in r.verdict
     assert "cu_seqlens_q" in r.verdict and "W = budget + 1 = 5" in r.verdict and "bug:" not in r.verdict
     assert r.config_facts["capture_width_is_the_cause"] is True
-    w = run_smoke("sglang==0.5.10", backend="fa3", backend_source=fixed, budget=4, seed_case=False,
+    w = smoke("sglang==0.5.10", backend="fa3", backend_source=fixed, budget=4, seed_case=False,
                   graph_capture_width="W")
     assert w.exit_code == 0, w.verdict
 
@@ -324,25 +328,25 @@ def test_padded_allocations_report_the_rows_written_past_them():
 
 
 @pytest.mark.network
-def test_crash_in_the_backend_is_3_never_1():
+def test_crash_in_the_backend_is_3_never_1(smoke):
     text = backend_text("0.5.10").replace(
         '        """Init auxiliary variables for triton attention backend."""\n',
         '        """Init auxiliary variables for triton attention backend."""\n        raise RuntimeError("boom")\n', 1)
-    r = run_smoke("sglang==0.5.10", backend_source=text)
+    r = smoke("sglang==0.5.10", backend_source=text)
     assert r.exit_code == 3  # could not judge
     assert "boom" in r.verdict and "triton_backend.py" in r.verdict and r.not_judged[0]["why"] == r.verdict
-    assert run_smoke("sglang==0.5.10", backend_source="def broken(:\n").exit_code == 3
+    assert smoke("sglang==0.5.10", backend_source="def broken(:\n").exit_code == 3
 
 
 @pytest.mark.network
-def test_what_the_tree_lacks_is_a_limitation_of_the_verdict_not_a_harness_failure():
+def test_what_the_tree_lacks_is_a_limitation_of_the_verdict_not_a_harness_failure(smoke):
     # A backend that calls a module the tree does not have: the call is recorded with its line, the run
     # goes on, and the verdict (0.5.10's triton bug) says the call is not covered.
     text = backend_text("0.5.10").replace(
         "        super().__init__()\n",
         "        super().__init__()\n        from sglang.srt.brand_new import needed_now\n        needed_now(self)\n", 1)
     line = next(i for i, s in enumerate(text.splitlines(), 1) if "needed_now(self)" in s)
-    r = run_smoke("sglang==0.5.10", backend_source=text, seed_case=False)
+    r = smoke("sglang==0.5.10", backend_source=text, seed_case=False)
     assert r.exit_code == 1 and r.loader == "tree", r.verdict
     call = f"sglang.srt.brand_new.needed_now at sglang/srt/layers/attention/triton_backend.py:{line}"
     assert r.harness.stand_ins_called == [call]
@@ -350,10 +354,10 @@ def test_what_the_tree_lacks_is_a_limitation_of_the_verdict_not_a_harness_failur
 
 
 @pytest.mark.network
-def test_wrong_control_is_3_not_1():
+def test_wrong_control_is_3_not_1(smoke):
     # Break attention for every width: the control fails, so no verdict on W != C is possible.
     text = backend_text("0.5.10").replace("            layer.scaling,\n", "            layer.scaling * 0.5,\n")
-    r = run_smoke("sglang==0.5.10", backend_source=text)
+    r = smoke("sglang==0.5.10", backend_source=text)
     assert r.exit_code == 3 and r.verdict.startswith("control wrong")
 
 
@@ -392,3 +396,43 @@ def test_installed_target_with_only_the_verify_path_files(tmp_path, monkeypatch)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     r = run_smoke("installed")
     assert r.exit_code == 1, r.verdict
+
+
+# --------------------------------------------------------------------------- the suite's shared worker
+
+
+def _same_report(a, b) -> bool:
+    """Equal but for the seconds each run took (the tree's copy is removed with its run either way)."""
+    def strip(r):
+        d = r.model_dump(mode="json")
+        d.pop("seconds")
+        for p in d["paths"]:
+            p.pop("seconds", None)
+        return d
+
+    return strip(a) == strip(b)
+
+
+@pytest.mark.network
+def test_the_shared_worker_gives_run_smokes_own_report(smoke):
+    """The smoke fixture's server (tests/smoke_server.py) answers with the report run_smoke's fresh worker
+    gives, after the server has run other calls on the same tree (the 0.5.10 tests above)."""
+    smoke("sglang==0.5.10", budget=4, seed_case=False)
+    served = smoke("sglang==0.5.10", budget=7)
+    assert served.exit_code == 0 and served.paths, served.verdict
+    assert _same_report(served, run_smoke("sglang==0.5.10", budget=7))
+
+
+@pytest.mark.network
+def test_a_run_that_ends_its_process_is_judged_by_run_smoke(tmp_path):
+    """A segfault (here: reading address 0 once the backend module has loaded) ends the tree's process in
+    the server; the call runs again in run_smoke's own worker, which it ends too: exit 3 (not judged), as
+    without the server. The next call on that tree gets a new process."""
+    from smoke_server import SmokeServer
+
+    server = SmokeServer(tmp_path)
+    crash = backend_text("0.5.10") + "\nimport ctypes\nctypes.string_at(0)\n"
+    r = server.run("sglang==0.5.10", backend_source=crash, seed_case=False)
+    assert len(server.fallbacks) == 1 and r.exit_code == 3 and "smoke worker exited with" in r.verdict, r.verdict
+    assert server.run("sglang==0.5.10", budget=7).exit_code == 0 and len(server.fallbacks) == 1
+    server.stop()

@@ -33,6 +33,8 @@ from ddcheck.cli import app  # noqa: E402
 from ddcheck.smoke import run_smoke  # noqa: E402
 
 FA3_RELEASES = ["0.5.10", "0.5.16", "0.5.23"]
+# One worker of the suite runs this file: its calls on a release share that release's smoke server.
+pytestmark = pytest.mark.xdist_group("smoke-backends")
 
 
 def path(report, case, name):
@@ -63,8 +65,8 @@ def only_what_cannot_run_here(r) -> bool:
 
 @pytest.mark.network
 @pytest.mark.parametrize("version", FA3_RELEASES)
-def test_fa3_unfixed_breaks_the_contract_at_w_not_c(version):
-    r = run_smoke(f"sglang=={version}", backend="fa3", seed_case=False)
+def test_fa3_unfixed_breaks_the_contract_at_w_not_c(version, smoke):
+    r = smoke(f"sglang=={version}", backend="fa3", seed_case=False)
     assert r.exit_code == 1, r.verdict
     assert r.kernels is None and r.attention_backend == "fa3"
     for case in ("control",):
@@ -80,23 +82,23 @@ def test_fa3_unfixed_breaks_the_contract_at_w_not_c(version):
 
 @pytest.mark.network
 @pytest.mark.parametrize("version", FA3_RELEASES)
-def test_fa3_after_ddcheck_fix_is_right_when_graphs_capture_at_w(version):
+def test_fa3_after_ddcheck_fix_is_right_when_graphs_capture_at_w(version, smoke):
     from ddcheck.fixer import fixed_file_text
 
     fixed = fixed_file_text(f"sglang=={version}", backends.get("fa3").relpath, unsafe=True)
     assert "refilled stepping by this step's width" in fixed or version == "0.5.10"  # 0.5.10 has no such buffer
-    r = run_smoke(f"sglang=={version}", backend="fa3", backend_source=fixed, seed_case=False, graph_capture_width="W")
+    r = smoke(f"sglang=={version}", backend="fa3", backend_source=fixed, seed_case=False, graph_capture_width="W")
     assert r.exit_code == 0, r.verdict
     assert all(p.violations == [] for p in r.paths)
 
 
 @pytest.mark.network
-def test_fa3_fixed_but_captured_at_c_is_the_capture_width():
+def test_fa3_fixed_but_captured_at_c_is_the_capture_width(smoke):
     """max_seq_len_q is a scalar baked into the graph at capture: no backend edit can repair it."""
     from ddcheck.fixer import fixed_file_text
 
     fixed = fixed_file_text("sglang==0.5.23", backends.get("fa3").relpath, unsafe=True)
-    r = run_smoke("sglang==0.5.23", backend="fa3", backend_source=fixed, seed_case=False)
+    r = smoke("sglang==0.5.23", backend="fa3", backend_source=fixed, seed_case=False)
     assert r.exit_code == 1 and r.verdict.startswith("capture width"), r.verdict
     assert path(r, "ddtree", "eager").status == "ok"
     assert path(r, "ddtree-capture-at-W", "graph").status == "ok"
@@ -104,20 +106,20 @@ def test_fa3_fixed_but_captured_at_c_is_the_capture_width():
 
 @pytest.mark.network
 @pytest.mark.parametrize("version, eager", [("0.5.10", "wrong"), ("0.5.16", "ok"), ("0.5.23", "ok")])
-def test_trtllm_mha_unfixed_and_fixed(version, eager):
+def test_trtllm_mha_unfixed_and_fixed(version, eager, smoke):
     """TRT-LLM MHA, built on a real FlashInferAttnBackend with inert flashinfer wrappers. 0.5.10 lays
     verify out with C (trtllm_mha_backend.py:625-649); from 0.5.16 eager takes the width per step
     from the batch (`input_ids.shape[0] // batch_size`, 0.5.16 trtllm_mha_backend.py:828) while the
     graph path still reads C-laid-out buffers: exit 1. After `ddcheck fix` with graphs captured at W: 0."""
     from ddcheck.fixer import fixed_file_text
 
-    r = run_smoke(f"sglang=={version}", backend="trtllm_mha", seed_case=False)
+    r = smoke(f"sglang=={version}", backend="trtllm_mha", seed_case=False)
     assert r.exit_code == 1, r.verdict
     assert path(r, "ddtree", "eager").status == eager and path(r, "ddtree", "graph").status == "wrong"
     assert "forward_metadata.cu_seqlens_q" in [v["field"] for v in path(r, "ddtree", "graph").violations]
     assert only_what_cannot_run_here(r)
     fixed = fixed_file_text(f"sglang=={version}", backends.get("trtllm_mha").relpath, unsafe=True)
-    r = run_smoke(f"sglang=={version}", backend="trtllm_mha", backend_source=fixed, seed_case=False,
+    r = smoke(f"sglang=={version}", backend="trtllm_mha", backend_source=fixed, seed_case=False,
                   graph_capture_width="W")
     assert r.exit_code == 0, r.verdict
 
@@ -144,12 +146,12 @@ def test_a_backend_that_cannot_run_is_exit_3_with_its_reason(tmp_path):
 
 @pytest.mark.network
 @pytest.mark.parametrize("version", FA3_RELEASES)
-def test_flashinfer_plans_the_verify_layout_at_w(version):
+def test_flashinfer_plans_the_verify_layout_at_w(version, smoke):
     """FlashInfer's verify layout is computed by the verify input's own method (the tree's real
     EagleVerifyInput here: spec_info.generate_attn_arg_prefill, 0.5.10 flashinfer_backend.py:1448, which
     reads self.draft_token_num) and handed to the wrapper's plan (begin_forward, :1493): right at W in
     every release. Its graph state is allocated on "cuda" (:526): on a CPU only the eager path runs."""
-    r = run_smoke(f"sglang=={version}", backend="flashinfer", seed_case=False)
+    r = smoke(f"sglang=={version}", backend="flashinfer", seed_case=False)
     assert r.exit_code == 0, r.verdict
     assert {(p.case, p.path) for p in r.paths} == {("ddtree", "eager"), ("control", "eager")}
     assert all(p.status == "ok" and len(p.contract_fields) == 3 for p in r.paths)
@@ -158,7 +160,7 @@ def test_flashinfer_plans_the_verify_layout_at_w(version):
 
 
 @pytest.mark.network
-def test_flashinfer_planned_with_c_breaks_the_contract():
+def test_flashinfer_planned_with_c_breaks_the_contract(smoke):
     """The same backend handing the wrapper query offsets laid out with C = 8 (what a backend built for
     C would do): exit 1 at W = 17, the W == C control still right."""
     from ddcheck.target.sources import open_target
@@ -169,7 +171,7 @@ def test_flashinfer_planned_with_c_breaks_the_contract():
     assert call in source
     source = source.replace(call, "wrapper_paged.begin_forward(\n"
                                   "            torch.arange(0, 8 * len(qo_indptr), 8, dtype=qo_indptr.dtype),\n")
-    r = run_smoke("sglang==0.5.10", backend="flashinfer", backend_source=source, seed_case=False)
+    r = smoke("sglang==0.5.10", backend="flashinfer", backend_source=source, seed_case=False)
     assert r.exit_code == 1, r.verdict
     assert path(r, "control", "eager").status == "ok"
     (v,) = path(r, "ddtree", "eager").violations
@@ -178,7 +180,7 @@ def test_flashinfer_planned_with_c_breaks_the_contract():
 
 @pytest.mark.network
 @pytest.mark.parametrize("version", FA3_RELEASES)
-def test_trtllm_mla_unfixed_and_fixed(version):
+def test_trtllm_mla_unfixed_and_fixed(version, smoke):
     """TRT-LLM MLA on its real FlashInferMLAAttnBackend base (inert wrappers), judged at page size 1. Its
     eager verify metadata adds C: ``seq_lens = seq_lens + self.num_draft_tokens`` (0.5.10
     trtllm_mla_backend.py:636-638), so the KV lengths and the block table's rows are short by W - C:
@@ -187,7 +189,7 @@ def test_trtllm_mla_unfixed_and_fixed(version):
     (flashinfer_mla_backend.py:328): on a CPU the pinning is dropped."""
     from ddcheck.fixer import fixed_file_text
 
-    r = run_smoke(f"sglang=={version}", backend="trtllm_mla", seed_case=False)
+    r = smoke(f"sglang=={version}", backend="trtllm_mla", seed_case=False)
     assert r.exit_code == 1, r.verdict
     assert path(r, "control", "eager").status == "ok"
     got = {v["field"]: v["got"] for v in path(r, "ddtree", "eager").violations}
@@ -196,5 +198,5 @@ def test_trtllm_mla_unfixed_and_fixed(version):
     assert got["forward_decode_metadata.seq_lens_k"] == [p + 8 for p in r.prefix_lens]
     assert "forward_decode_metadata.block_kv_indices" in got and only_what_cannot_run_here(r)
     fixed = fixed_file_text(f"sglang=={version}", backends.get("trtllm_mla").relpath, unsafe=True)
-    r = run_smoke(f"sglang=={version}", backend="trtllm_mla", backend_source=fixed, seed_case=False)
+    r = smoke(f"sglang=={version}", backend="trtllm_mla", backend_source=fixed, seed_case=False)
     assert r.exit_code == 0, r.verdict
