@@ -377,8 +377,10 @@ def test_multi_layer_eagle_draft_tokens():
 def test_eagle_shape_flags_all_or_none():
     r = run("0.5.10", base("--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3"))
     # the release's own start-up code dies on the half-given shape (comparing None with an int): not a
-    # raise of its own, so the launch is not judged (the tables that named it eagle-params are gone)
-    assert r.exit_code == 3 and any("server_args.py" in x for x in r.not_judged), r.not_judged
+    # raise of its own, so the launch is not judged by it; the tree's guard for the shape (eagle-params)
+    # is still an error, and errors win
+    assert r.exit_code == 1 and "eagle-params" in ids(r, "error"), r.findings
+    assert any("server_args.py" in x for x in r.not_judged), r.not_judged
     r = run("0.5.10", base("--speculative-algorithm", "EAGLE"))
     assert r.exit_code == 0 and r.settings.auto_params
 

@@ -103,8 +103,9 @@ def test_good_launch_does_not_fire_it(rule_id, trees, monkeypatch):
 
 # EAGLE topk 2 on torch_native, whose modules never read the custom mask (DD202, 0.5.10's
 # torch_native_backend.py), and 0.5.10's start-up code resets max running requests (DD232, info)
-LAUNCH_YAML = """\
-model-path: m
+LLAMA = REPO / "fixtures" / "launch" / "models" / "llama"  # a local model folder: the tree's start-up reads it
+LAUNCH_YAML = f"""\
+model-path: {LLAMA}
 speculative-algorithm: EAGLE
 speculative-num-steps: 3
 speculative-eagle-topk: 2
@@ -114,7 +115,7 @@ attention-backend: torch_native
 NEWER = REPO / "fixtures" / "trees" / "newer_ddtree" / "sglang"
 # on the minimal DDTree tree: fa3 lays out verify at C (the fixture's flashattention_backend.py), W = 4,
 # C = 16 (DD200); its handler warns that max_running_requests is reset (DD213, info)
-NEWER_LAUNCH = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "DDTREE",
+NEWER_LAUNCH = ["python", "-m", "sglang.launch_server", "--model-path", str(LLAMA), "--speculative-algorithm", "DDTREE",
                 "--speculative-ddtree-budget", "3", "--speculative-num-draft-tokens", "16", "--disable-cuda-graph"]
 
 
@@ -145,6 +146,21 @@ def newer(capsys, tmp_path, *options, backend="fa3", fmt="text", smoke=None):
         _TREES["newer"] = open_target(str(NEWER))
     return config(capsys, tmp_path, *options, argv=NEWER_LAUNCH + ["--attention-backend", backend],
                   tree=_TREES["newer"], fmt=fmt, smoke=smoke)
+
+
+FLAG_FORK = REPO / "fixtures" / "trees" / "flag_fork" / "sglang"
+# fixtures/trees/flag_fork: the tree flag makes the worker verify W = 32 (budget_worker.py:12) on a triton
+# backend laid out with C = 16 (DD200); C set by the tree's start-up code (DD212, info); fully judged
+FLAG_LAUNCH = ["python", "-m", "sglang.launch_server", "--model-path", str(LLAMA), "--speculative-algorithm",
+               "BUDGETTREE", "--speculative-tree-budget", "32", "--disable-cuda-graph", "--attention-backend", "triton"]
+
+
+def flagfork(capsys, tmp_path, *options, fmt="text"):
+    from ddcheck.target.sources import open_target
+
+    if "flag_fork" not in _TREES:
+        _TREES["flag_fork"] = open_target(str(FLAG_FORK))
+    return config(capsys, tmp_path, *options, argv=FLAG_LAUNCH, tree=_TREES["flag_fork"], fmt=fmt)
 
 
 def smoke_once():
@@ -219,19 +235,23 @@ def test_a_launch_file_suppression_with_a_reason(capsys, tmp_path):
 def test_select_ignore_fail_on_and_suppress_change_the_exit_code_as_for_scan(capsys, tmp_path):
     import json
 
-    assert newer(capsys, tmp_path)[0] == 1
-    assert newer(capsys, tmp_path, ("ignore", "DD200"))[0] == 0
-    assert newer(capsys, tmp_path, ("ignore", "verify-width"))[0] == 0  # by name too
-    assert newer(capsys, tmp_path, ("ignore", "DD200"), ("fail_on", Severity.info))[0] == 1  # DD213 is info
-    assert newer(capsys, tmp_path, ("select", "sglang-warning"))[0] == 0
-    code, out = newer(capsys, tmp_path, ("select", "DD200"), fmt="json")
+    assert flagfork(capsys, tmp_path)[0] == 1
+    assert flagfork(capsys, tmp_path, ("ignore", "DD200"))[0] == 0
+    assert flagfork(capsys, tmp_path, ("ignore", "verify-width"))[0] == 0  # by name too
+    assert flagfork(capsys, tmp_path, ("ignore", "DD200"), ("fail_on", Severity.info))[0] == 1  # DD212 is info
+    assert flagfork(capsys, tmp_path, ("select", "sglang-num-draft-tokens"))[0] == 0
+    code, out = flagfork(capsys, tmp_path, ("select", "DD200"), fmt="json")
     assert code == 1 and [f["rule"] for f in json.loads(out)["findings"]] == ["DD200"]
     # the command line's suppression, by id or name; without a reason it is DD100
-    assert newer(capsys, tmp_path, ("suppress", "verify-width:fixed in our build"))[0] == 0
-    code, out = newer(capsys, tmp_path, ("suppress", "DD200"), fmt="github")
+    assert flagfork(capsys, tmp_path, ("suppress", "verify-width:fixed in our build"))[0] == 0
+    code, out = flagfork(capsys, tmp_path, ("suppress", "DD200"), fmt="github")
     assert code == 1 and "title=DD100::" in out and "title=DD200::" in out
-    code, out = newer(capsys, tmp_path, ("suppress", "DD201:graphs are off"), ("fail_on", Severity.warning), fmt="json")
+    code, out = flagfork(capsys, tmp_path, ("suppress", "DD201:graphs are off"), ("fail_on", Severity.warning),
+                         fmt="json")
     assert code == 1 and "DD101" in {f["rule"] for f in json.loads(out)["findings"]}
+    # a launch whose W the tree's worker leaves open at its upper end (newer_ddtree) is not judged: ignoring
+    # its one error leaves a 3, never a 0
+    assert newer(capsys, tmp_path)[0] == 1 and newer(capsys, tmp_path, ("ignore", "DD200"))[0] == 3
     with pytest.raises(UsageError, match="unknown rule"):
         newer(capsys, tmp_path, ("ignore", "DD999"))
 
@@ -246,7 +266,7 @@ def test_nothing_turns_a_could_not_judge_into_a_0(capsys, tmp_path):
     smoke = smoke_once()
     code, out = newer(capsys, tmp_path, backend="triton", fmt="json", smoke=smoke)
     runs = [f for f in json.loads(out)["findings"] if f["rule"] == "DD250"]
-    assert runs and runs[0]["judged"] is False and "could not run" in runs[0]["message"], runs
+    assert runs and runs[0]["judged"] is False and "not run" in runs[0]["message"], runs
     assert code == EXIT_NOT_JUDGED
     for opts in ((("ignore", "DD250"),), (("suppress", "DD250:known"),), (("select", "DD200"),),
                  (("fail_on", Severity.error),)):

@@ -459,7 +459,9 @@ def tree_run_findings(run, explicit: dict, release: str) -> list[ConfigFinding]:
 
 
 # What is still said when the tree's start-up code could not run: facts of the backend's own code.
-SCAN_ONLY_CHECKS = (check_scan_layout, check_tree_mask)
+# What is still said when the tree's start-up code could not run: what the scan says of the backend, and
+# a half-given EAGLE shape where the tree has its guard (its start-up code dies there: an error either way)
+SCAN_ONLY_CHECKS = (check_scan_layout, check_tree_mask, check_eagle_params)
 
 ALL_CHECKS = (check_eagle_params, check_startup, check_verify_width, check_verify_graph, check_tree_mask,
               check_eagle_tree_size, check_mla_topk, check_multi_layer_eagle)
