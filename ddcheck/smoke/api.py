@@ -263,6 +263,8 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                     if note not in report.limitations:
                         report.limitations.append(note)
                 report.verify_input_instances = sorted(set(report.verify_input_instances) | session.instances)
+                for width, missed in session.unevaluated.items():
+                    report.worker_call[f"W={width} C={cfg_c}"] = missed
                 for width, builder in session.tree_masks.items():
                     report.tree_masks[f"W={width} C={cfg_c}"] = builder
     report.harness = trace
@@ -277,6 +279,8 @@ def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback
     (``module.Class``): where the tree has no DDTREE input, that class of the tree, built at the width,
     for a backend that calls the input's methods."""
     from ddcheck.target.modules import TreeModules
+    from ddcheck.target.names import SPECULATIVE_PREFIX
+    from ddcheck.target.verify_call import find_call
     from ddcheck.target.worker import class_fields, verify_inputs
 
     memo: dict[tuple[int, int], object] = {}
@@ -297,12 +301,16 @@ def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback
                 if tree.module_file(module) is None:  # the class lives elsewhere in this tree (eagle_utils, 0.4.10)
                     module = tree.module_defining(cls) or module
                 attrs, rel, line = class_fields(TreeModules.of(tree), cls, module)
-                memo[(width, c)] = (cls, attrs, module, None) if rel else None
+                memo[(width, c)] = (cls, attrs, module, None, None, {}) if rel else None
                 if rel:
                     report.verify_inputs[f"W={width} C={c}"] = f"{cls} ({rel}:{line}; the tree has no DDTree input)"
                 return memo[(width, c)]
             module = tree.module_name(hit.cls_path) if hit else ""
-            memo[(width, c)] = (hit.cls, hit.attrs, module, hit.mask_from) if hit else None
+            # the worker's own call, whose keywords the session evaluates for each batch (target.verify_call)
+            site = find_call(tree, algorithm, values, hit.path, hit.line, hit.cls) if hit else None
+            # the launch values of this case (its algorithm and budget), which the backend is built for
+            launch_values = {k: v for k, v in values.items() if k.startswith(SPECULATIVE_PREFIX)}
+            memo[(width, c)] = (hit.cls, hit.attrs, module, hit.mask_from, site, launch_values) if hit else None
             if hit is not None:
                 report.verify_inputs[f"W={width} C={c}"] = f"{hit.cls} ({hit.path}:{hit.line})"
         return memo[(width, c)]
