@@ -56,13 +56,25 @@ class VerifyLayout:
     # tokens per KV page: page tables hold page ids (req_to_token[req, j * page_size] // page_size), as
     # FA3 and TRT-LLM MLA lay them out when the server runs with --page-size > 1
     page_size: int = 1
+    # each request's tree, W rows of W booleans (row j: the nodes query j sees, itself included); with it, a
+    # backend that lays the batch out one query per row (each query its own sequence of its prefix and the
+    # tree nodes it sees, max_seq_len_q = 1: a one-pass tree verify) is judged in those terms
+    visible: Any = None
+    per_query: bool = False  # judged one query per row (set by :func:`check` from the query offsets)
 
     @property
     def bs(self) -> int:
         return len(self.seq_lens)
 
+    def row_lens(self) -> list[int]:
+        """One query per row: each row's KV length, its request's prefix and the nodes it sees."""
+        return [p + sum(bool(x) for x in row) for p, rows in zip(self.seq_lens, self.visible) for row in rows]
+
     def expected(self, term: Term) -> list[int] | int:
         w, lens = self.width, self.seq_lens
+        if self.per_query and term in (Term.QUERY_OFFSETS, Term.KV_LENS, Term.KV_OFFSETS, Term.MAX_QUERY_LEN):
+            return {Term.QUERY_OFFSETS: list(range(self.bs * w + 1)), Term.KV_LENS: self.row_lens(),
+                    Term.KV_OFFSETS: _offsets(self.row_lens()), Term.MAX_QUERY_LEN: 1}[term]
         if term is Term.QUERY_OFFSETS:
             return [w * i for i in range(self.bs + 1)]
         if term is Term.KV_LENS:
@@ -128,6 +140,13 @@ def check(owner: Any, table: Mapping[str, Term], layout: VerifyLayout) -> Checke
     with ``layout``. A field the object does not have (or holds None) is listed as absent, not judged:
     one table serves every release of a backend."""
     violations, checked, absent = [], [], []
+    if layout.visible is not None and layout.width > 1 and not layout.per_query:
+        offsets = next((read_field(owner, f) for f, t in table.items() if t is Term.QUERY_OFFSETS), None)
+        if offsets is not None and _vector(offsets, layout.bs * layout.width + 1) == list(
+                range(layout.bs * layout.width + 1)):
+            from dataclasses import replace
+
+            layout = replace(layout, per_query=True)
     for path, term in table.items():
         value = read_field(owner, path)
         if value is None:
@@ -155,7 +174,27 @@ def judge(term: Term, value: Any, layout: VerifyLayout) -> tuple[Any, Any] | Non
     return None if got == want else (want, got)
 
 
+def _query_rows(value: Any, layout: VerifyLayout) -> tuple[Any, Any] | None:
+    """One query per row: row (request i, node j) holds request i's prefix slots, then the slots of the
+    nodes query j sees, in node order."""
+    rows = _rows(value, layout.bs * layout.width)
+    w = layout.width
+    for r, row in enumerate(rows):
+        i, j = divmod(r, w)
+        p, req = layout.seq_lens[i], layout.req_pool_indices[i]
+        slots = layout.row(req, p + w)
+        want = slots[:p] + [slots[p + k] for k, seen in enumerate(layout.visible[i][j]) if seen]
+        if row[: len(want)] != want:
+            return (f"row {r}: req_to_token[{req}, :{p}] and the slots of the nodes query {j} of request {i} "
+                    f"sees", f"row {r} differs")
+    if len(rows) < layout.bs * w:
+        return (f"{layout.bs * w} rows (one per query)", f"{len(rows)} rows")
+    return None
+
+
 def _page_table(value: Any, layout: VerifyLayout) -> tuple[Any, Any] | None:
+    if layout.per_query and layout.req_to_token is not None and layout.req_pool_indices and layout.page_size == 1:
+        return _query_rows(value, layout)
     need = layout.expected(Term.PAGE_TABLE)
     tensors = _is_tensor(value) and _is_tensor(layout.req_to_token)
     rows = None if _is_tensor(value) else _rows(value, layout.bs)

@@ -265,6 +265,10 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                 report.verify_input_instances = sorted(set(report.verify_input_instances) | session.instances)
                 for width, missed in session.unevaluated.items():
                     report.worker_call[f"W={width} C={cfg_c}"] = missed
+                    note = (f"W={width} C={cfg_c}: keywords of the tree's verify-input call not evaluated here, "
+                            f"given the harness's value (None where it has none): "
+                            + "; ".join(f"{k} ({why})" for k, why in sorted(missed.items())))
+                    report.limitations.append(note)
                 for width, builder in session.tree_masks.items():
                     report.tree_masks[f"W={width} C={cfg_c}"] = builder
     report.harness = trace
@@ -348,6 +352,29 @@ def _verdict(report: SmokeReport) -> None:
     crashed = [p for p in paths if p.status in ("crash", "pending") and p not in mask_fault]
     controls = [p for p in paths if p.case in ("control", "seed")]
     ddtree = [p for p in paths if p.case == "ddtree"]
+    refused = [p for p in ddtree if p.status == "refused"]
+    if refused and len(refused) == len(ddtree) and not crashed:
+        # the tree's worker raises before building a verify input for this backend: nothing reaches it
+        report.exit_code = 0
+        report.verdict = (f"refused by the tree: {refused[0].error}; no verify batch of this launch (W = "
+                          f"{report.width}) reaches the {report.attention_backend} backend, so there is no "
+                          f"layout to judge")
+        return
+    tree_crash = [p for p in ddtree if p.status == "tree_crash"]
+    controls_ok = all(p.status == "ok" for p in controls)
+    if tree_crash and not crashed and controls_ok:
+        p = tree_crash[0]
+        others = [q for q in ddtree if q.status not in ("ok", "tree_crash")]
+        report.exit_code = 1
+        how = "init_cuda_graph_state, capture and replay" if p.path == "graph" else "init_forward_metadata"
+        report.verdict = (f"tree crash: the W == C controls are right, but at W = {report.width} the tree's own "
+                          f"{p.path} path fails: {p.error}: the backend reads state of its own that neither its "
+                          f"constructor nor its entry points ({how}, called as the tree's runner calls them) set "
+                          f"for this launch's verify input; the launch fails loudly there (not a width bug, and "
+                          f"not the harness)")
+        if others:
+            report.verdict += "; also wrong: " + ", ".join(_fault(q, report.kernels is not None) for q in others)
+        return
     w, c, bm = report.width, report.num_draft_tokens, report.block_m
     if bm:
         need, have = -(-w // bm), -(-c // bm)

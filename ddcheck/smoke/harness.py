@@ -309,7 +309,7 @@ class Session:
         from ddcheck.contract import VerifyLayout, check
 
         layout = VerifyLayout(batch.width, tuple(batch.prefix_lens), tuple(batch.req_pool_indices.tolist()),
-                              batch.req_to_token.cpu())
+                              batch.req_to_token.cpu(), visible=batch.tree_mask.tolist())
         verdict = check(backend, self.spec.contract_fields(graph=result.path != "eager"), layout)
         if not verdict.checked:
             raise HarnessError(f"none of {self.spec.name}'s contract fields is set after this path "
