@@ -364,7 +364,7 @@ def _verdict(report: SmokeReport) -> None:
     controls_ok = all(p.status == "ok" for p in controls)
     if tree_crash and not crashed and controls_ok:
         p = tree_crash[0]
-        others = [q for q in ddtree if q.status not in ("ok", "tree_crash")]
+        others = [q for q in ddtree if q.status not in ("ok", "tree_crash") and q not in mask_fault]
         report.exit_code = 1
         how = "init_cuda_graph_state, capture and replay" if p.path == "graph" else "init_forward_metadata"
         report.verdict = (f"tree crash: the W == C controls are right, but at W = {report.width} the tree's own "
@@ -374,6 +374,11 @@ def _verdict(report: SmokeReport) -> None:
                           f"not the harness)")
         if others:
             report.verdict += "; also wrong: " + ", ".join(_fault(q, report.kernels is not None) for q in others)
+        if mask_fault:
+            builder = report.tree_masks.get(f"W={report.width} C={report.num_draft_tokens}", "mask builder")
+            report.verdict += (f"; and with the mask the tree's own {builder} builds, "
+                               + ", ".join(f"{q.path} fails ({q.error or 'wrong'})" for q in mask_fault)
+                               + ", right with the mask laid out as the backend reads it (tree mask)")
         return
     w, c, bm = report.width, report.num_draft_tokens, report.block_m
     if bm:

@@ -175,10 +175,12 @@ def tree_verify_input(cls: type, width: int, custom_mask: torch.Tensor | None, t
 
 
 def forward_batch(batch: VerifyBatch, mode: Any, spec_info: Recording, pool: Recording, trace: Trace,
-                  label: str = "forward_batch") -> Recording:
-    """A TARGET_VERIFY ForwardBatch: seq_lens are the prefix lengths, extend_* are unset."""
+                  label: str = "forward_batch", spec_algorithm: Any = None) -> Recording:
+    """A TARGET_VERIFY ForwardBatch: seq_lens are the prefix lengths, extend_* are unset; ``spec_algorithm``:
+    the launch's algorithm, the tree's own member (else the class's default answers)."""
+    launch = {} if spec_algorithm is None else {"spec_algorithm": spec_algorithm}
     return Recording(
-        label, trace, tree_class(names.FORWARD_BATCH_MODULE, names.FORWARD_BATCH_CLASS),
+        label, trace, tree_class(names.FORWARD_BATCH_MODULE, names.FORWARD_BATCH_CLASS), **launch,
         batch_size=batch.bs, forward_mode=mode, spec_info=spec_info,
         req_pool_indices=batch.req_pool_indices, seq_lens=batch.seq_lens,
         seq_lens_sum=int(batch.seq_lens.sum()), seq_lens_cpu=batch.seq_lens.cpu(),

@@ -209,6 +209,7 @@ class Session:
         # width -> {keyword of the worker's verify-input call: why it was not evaluated here}
         self.unevaluated: dict[int, dict[str, str]] = {}
         self.runner = None  # the model runner of the backend last built
+        self.algorithm = None  # the tree's algorithm member of that backend's launch
         self.module = importer.load_backend()
         self.backend_cls = importer.backend_class(self.module, self.spec.cls)
         self.mode = importer.forward_mode().TARGET_VERIFY
@@ -233,7 +234,7 @@ class Session:
     def _backend(self, batch: VerifyBatch):
         pool = fakes.kv_pool(batch, self.trace)
         server_args = self.importer.server_args()
-        algorithm = self._launch_for(batch.width, server_args)
+        algorithm = self.algorithm = self._launch_for(batch.width, server_args)
         runner = fakes.model_runner(batch, self.shape, self.c, self.device, self.trace, pool,
                                     server_args, self.importer.tree, algorithm)
         self.importer.start_up(runner.model_config)
@@ -291,7 +292,7 @@ class Session:
         backend, pool = self._backend(batch)
         layer = fakes.layer(self.shape, self.trace)
         spec = self._spec(batch.width, batch.custom_mask, "spec_info", batch, backend)
-        fb = fakes.forward_batch(batch, self.mode, spec, pool, self.trace)
+        fb = fakes.forward_batch(batch, self.mode, spec, pool, self.trace, spec_algorithm=self.algorithm)
         if path == "eager":
             backend.init_forward_metadata(fb)
             entry = [INIT_FORWARD_METADATA, "forward_extend"]
@@ -308,9 +309,26 @@ class Session:
     def _contract(self, result: PathResult, backend, batch: VerifyBatch) -> None:
         from ddcheck.contract import VerifyLayout, check
 
+        from dataclasses import replace
+
+        from ddcheck.contract import read_field
+
         layout = VerifyLayout(batch.width, tuple(batch.prefix_lens), tuple(batch.req_pool_indices.tolist()),
                               batch.req_to_token.cpu(), visible=batch.tree_mask.tolist())
-        verdict = check(backend, self.spec.contract_fields(graph=result.path != "eager"), layout)
+        table = self.spec.contract_fields(graph=result.path != "eager")
+        cascade = self.spec.cascade and read_field(backend, self.spec.cascade)
+        if cascade is not None and cascade is not False:
+            # the cascade's first part attends the prefix, its second the tree (one query per row)
+            verdict = check(backend, table, replace(layout, kv="prefix"))
+            top = next(iter(table)).split(".", 1)[0]
+            # (not the fields its kernels are never handed: left at their defaults in the second part)
+            expand = {f"{self.spec.cascade}.{f.split('.', 1)[1]}": t for f, t in table.items()
+                      if f.startswith(top) and f not in self.spec.graph_host_only}
+            second = check(backend, expand, replace(layout, kv="tree"))
+            verdict.violations += second.violations
+            verdict.checked += second.checked
+        else:
+            verdict = check(backend, table, layout)
         if not verdict.checked:
             raise HarnessError(f"none of {self.spec.name}'s contract fields is set after this path "
                                f"({', '.join(self.spec.fields)})")
@@ -426,7 +444,8 @@ class Session:
             return captured, [OLD_CAPTURE, OLD_REPLAY, "forward_extend"]
         if hasattr(backend, OUT_GRAPH):
             cap_batch = _CaptureBatch(batch, cap_seq, cap_req, cw)
-            cap_fb = fakes.forward_batch(cap_batch, self.mode, cap_spec, pool, self.trace, "capture forward_batch")
+            cap_fb = fakes.forward_batch(cap_batch, self.mode, cap_spec, pool, self.trace, "capture forward_batch",
+                                         self.algorithm)
             getattr(backend, OUT_GRAPH)(cap_fb, in_capture=True)
             getattr(backend, IN_GRAPH)(cap_fb)
             captured = copy.copy(backend.forward_metadata)
