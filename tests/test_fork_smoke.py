@@ -68,12 +68,15 @@ def test_haiyuzhou_fa3_graph_capture_crash_is_the_trees_not_the_harness(fork):
     (:1751); DDTREE forces topk 1 (arg_groups/speculative_hook.py:293-301), and the fork's graph runner
     calls `init_cuda_graph_state(max_bs, max_num_token)` (cuda_graph_runner.py:543) and captures with a
     `DDTreeVerifyInput(tree_budget=...)` (:1335-1343), as smoke does: the launch with graphs fails at
-    capture. Eager is judged (right: W from the input, :536-541)."""
+    capture. Eager takes the cascade branch with W from the input (:495-541): right with the mask laid out
+    as it reads it (flat, :575-597), not with the [bs, W, max_past + W] mask of the fork's builder
+    (ddtree_utils.py:274-283)."""
     from ddcheck.smoke import run_smoke
 
     r = run_smoke(fork("hz"), backend="fa3", budget=16, num_draft_tokens=8, graph_capture_width="W")
     assert r.exit_code == 1 and r.verdict.startswith("tree crash:"), r.verdict
     assert "target_verify_metadata_topk_normal" in r.verdict and "flashattention_backend.py:323" in r.verdict
     status = {(p.case, p.path): p.status for p in r.paths}
-    assert status[("ddtree", "eager")] == "ok" and status[("ddtree", "graph")] == "tree_crash"
+    assert status[("ddtree", "graph")] == "tree_crash" and status[("ddtree-reference-mask", "eager")] == "ok"
+    assert "compile_ddtree_tree" in r.verdict  # the eager path fails only with the fork's own mask layout
     assert status[("control", "eager")] == status[("control", "graph")] == "ok"

@@ -9,7 +9,7 @@ from typing import Literal
 
 from ddcheck.smoke.loader import BACKEND_RELPATH, HarnessError, LoadContext, SglangImporter
 from ddcheck.smoke.report import HarnessTrace, SmokeReport, render_text
-from ddcheck.target.names import SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE
+from ddcheck.target.names import INIT_CUDA_GRAPH_STATE, INIT_FORWARD_METADATA, SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE
 
 SEED_BUDGET, SEED_C = 7, 8  # the DDTree seed configuration: budget 7 verifies 8 = C tokens
 PATHS = ("eager", "graph")
@@ -311,7 +311,12 @@ def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback
                 return memo[(width, c)]
             module = tree.module_name(hit.cls_path) if hit else ""
             # the worker's own call, whose keywords the session evaluates for each batch (target.verify_call)
-            site = find_call(tree, algorithm, values, hit.path, hit.line, hit.cls) if hit else None
+            try:
+                site = find_call(tree, algorithm, values, hit.path, hit.line, hit.cls) if hit else None
+            except Exception as exc:  # noqa: BLE001 - the input is then built from its fields alone, said so
+                site = None
+                report.limitations.append(f"the worker's verify-input call ({hit.path}:{hit.line}) could not be "
+                                          f"read: {type(exc).__name__}: {exc}")
             # the launch values of this case (its algorithm and budget), which the backend is built for
             launch_values = {k: v for k, v in values.items() if k.startswith(SPECULATIVE_PREFIX)}
             memo[(width, c)] = (hit.cls, hit.attrs, module, hit.mask_from, site, launch_values) if hit else None
@@ -366,7 +371,7 @@ def _verdict(report: SmokeReport) -> None:
         p = tree_crash[0]
         others = [q for q in ddtree if q.status not in ("ok", "tree_crash") and q not in mask_fault]
         report.exit_code = 1
-        how = "init_cuda_graph_state, capture and replay" if p.path == "graph" else "init_forward_metadata"
+        how = f"{INIT_CUDA_GRAPH_STATE}, capture and replay" if p.path == "graph" else INIT_FORWARD_METADATA
         report.verdict = (f"tree crash: the W == C controls are right, but at W = {report.width} the tree's own "
                           f"{p.path} path fails: {p.error}: the backend reads state of its own that neither its "
                           f"constructor nor its entry points ({how}, called as the tree's runner calls them) set "
