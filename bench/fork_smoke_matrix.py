@@ -152,11 +152,18 @@ def main() -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--prepare-only", action="store_true")
-    ap.add_argument("--table", type=Path, default=None, help="print the table of this record (no runs)")
+    ap.add_argument("--table", type=Path, nargs="+", default=None,
+                    help="print the table of these records, later runs of a cell winning (no runs)")
+    ap.add_argument("--record", default="record.json", help="the record's name under DEST")
     ap.add_argument("--doc", type=Path, default=None)
     args = ap.parse_args()
     if args.table is not None:
-        record = json.loads(args.table.read_text())
+        records = [json.loads(p.read_text()) for p in args.table]
+        cells = {}
+        for rec in records:
+            cells.update({r["label"]: r for r in rec["runs"]})
+        record = {**records[-1], "runs": list(cells.values()),
+                  "seconds": round(sum(r.get("seconds") or 0 for r in records), 1)}
     else:
         args.dest.mkdir(parents=True, exist_ok=True)
         spec = prepare(args.dest, args.forks, args.backends, tuple(args.budgets), args.device)
@@ -167,7 +174,7 @@ def main() -> int:
         from ddcheck.smoke.matrix import run_matrix
 
         record = run_matrix(spec, args.jobs)
-        (args.dest / "record.json").write_text(json.dumps(record, indent=1) + "\n")
+        (args.dest / args.record).write_text(json.dumps(record, indent=1) + "\n")
     text, ok = table(record)
     print(text)
     if args.doc is not None:

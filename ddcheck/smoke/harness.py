@@ -405,7 +405,12 @@ class Session:
         if built.unevaluated:
             self.unevaluated[batch.width] = dict(built.unevaluated)
         kwargs = dict(built.kwargs)
-        if kwargs.get("custom_mask") is not None:
+        if "custom_mask" in kwargs:
+            # the session's mask (the tree's builder's, or the reference layout): the batch is a tree, and a
+            # worker that passes none verifies a chain causally (DFlash), which the batch's tree is not
+            if kwargs["custom_mask"] is None and mask is not None:
+                self.unevaluated.setdefault(batch.width, {})["custom_mask"] = (
+                    "the worker passes None (a chain, attended causally); the batch's tree mask was given")
             kwargs["custom_mask"] = mask
         return kwargs
 
