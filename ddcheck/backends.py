@@ -69,6 +69,10 @@ class Backend:
     # the longest request (prefix + verify tokens) the backend handles at the harness's page size 1,
     # where its kernels assume pages are larger (the default batch's requests are shortened to fit)
     max_request_len: int | None = None
+    # where the backend splits verify into a cascade (prefix attention, then one query per row over the tree
+    # nodes it sees), the metadata of its second part: set, the first part is judged over the prefix only
+    # and this one, with the same fields, over the tree
+    cascade: str | None = None
     # False when its fields are the harness's record (flashinfer's plan inputs, which the real wrapper
     # keeps to itself): ``ddcheck guard`` has nothing to read in a running server
     live: bool = True
@@ -95,7 +99,10 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
         "forward_metadata.mask_indptr": Term.MASK_OFFSETS,
         "forward_metadata.max_extend_len": Term.MAX_QUERY_LEN,
     }, kernels="triton"),
+    # topk > 1, and a DDTree tree in HaiyuZhou's fork (flashattention_backend.py:536-620): verify is a cascade,
+    # forward_metadata over the prefix, forward_metadata_spec_decode_expand over the tree (0.5.10 :571-660)
     Backend("fa3", f"{ATTENTION}.flashattention_backend", "FlashAttentionBackend", _VARLEN,
+            cascade="forward_metadata_spec_decode_expand",
             graph_host_only={"forward_metadata.max_seq_len_k":
                              "forward_extend calls flash_attn_with_kvcache(page_table, cache_seqlens, cu_seqlens_q, "
                              "cu_seqlens_k_new, max_seqlen_q) with no max_seqlen_k (0.5.10 "

@@ -56,19 +56,46 @@ class VerifyLayout:
     # tokens per KV page: page tables hold page ids (req_to_token[req, j * page_size] // page_size), as
     # FA3 and TRT-LLM MLA lay them out when the server runs with --page-size > 1
     page_size: int = 1
+    # each request's tree, W rows of W booleans (row j: the nodes query j sees, itself included); with it, a
+    # backend that lays the batch out one query per row (each query its own sequence of its prefix and the
+    # tree nodes it sees, max_seq_len_q = 1: a one-pass tree verify) is judged in those terms
+    visible: Any = None
+    per_query: bool = False  # judged one query per row (set by :func:`check` from the query offsets)
+    # what a request's KV holds: "all" (its prefix and its W tokens); a cascade splits verify in two
+    # attentions, "prefix" (request-major over the prefix only) and "tree" (one query per row over the
+    # tree nodes it sees)
+    kv: str = "all"
+
+    @property
+    def prefix(self) -> bool:
+        return self.kv in ("all", "prefix")
+
+    @property
+    def tree(self) -> int:
+        """Tokens of the tree a request's KV adds (request-major): W, or none in a cascade's prefix part."""
+        return self.width if self.kv in ("all", "tree") else 0
 
     @property
     def bs(self) -> int:
         return len(self.seq_lens)
 
+    def row_lens(self) -> list[int]:
+        """One query per row: each row's KV length, its request's prefix and the nodes it sees."""
+        return [(p if self.prefix else 0) + sum(bool(x) for x in row)
+                for p, rows in zip(self.seq_lens, self.visible) for row in rows]
+
     def expected(self, term: Term) -> list[int] | int:
         w, lens = self.width, self.seq_lens
+        if self.per_query and term in (Term.QUERY_OFFSETS, Term.KV_LENS, Term.KV_OFFSETS, Term.MAX_QUERY_LEN):
+            return {Term.QUERY_OFFSETS: list(range(self.bs * w + 1)), Term.KV_LENS: self.row_lens(),
+                    Term.KV_OFFSETS: _offsets(self.row_lens()), Term.MAX_QUERY_LEN: 1}[term]
         if term is Term.QUERY_OFFSETS:
             return [w * i for i in range(self.bs + 1)]
+        t = self.tree
         if term is Term.KV_LENS:
-            return [p + w for p in lens]
+            return [p + t for p in lens]
         if term is Term.KV_OFFSETS:
-            return _offsets(p + w for p in lens)
+            return _offsets(p + t for p in lens)
         if term is Term.PREFIX_KV_OFFSETS:
             return _offsets(lens)
         if term is Term.MASK_OFFSETS:
@@ -76,9 +103,9 @@ class VerifyLayout:
         if term is Term.MAX_QUERY_LEN:
             return w
         if term is Term.MAX_KV_LEN:
-            return max(lens, default=0) + w
+            return max(lens, default=0) + t
         if term is Term.PAGE_TABLE:
-            return self.pages(max(lens, default=0) + w)  # the columns a row needs
+            return self.pages(max(lens, default=0) + t)  # the columns a row needs
         if term is Term.KV_INDICES:
             if self.req_to_token is None or not self.req_pool_indices:
                 return sum(self.pages(p + w) for p in lens)  # the length only
@@ -128,6 +155,13 @@ def check(owner: Any, table: Mapping[str, Term], layout: VerifyLayout) -> Checke
     with ``layout``. A field the object does not have (or holds None) is listed as absent, not judged:
     one table serves every release of a backend."""
     violations, checked, absent = [], [], []
+    if layout.visible is not None and layout.width > 1 and not layout.per_query:
+        offsets = next((read_field(owner, f) for f, t in table.items() if t is Term.QUERY_OFFSETS), None)
+        if offsets is not None and _vector(offsets, layout.bs * layout.width + 1) == list(
+                range(layout.bs * layout.width + 1)):
+            from dataclasses import replace
+
+            layout = replace(layout, per_query=True)
     for path, term in table.items():
         value = read_field(owner, path)
         if value is None:
@@ -155,7 +189,28 @@ def judge(term: Term, value: Any, layout: VerifyLayout) -> tuple[Any, Any] | Non
     return None if got == want else (want, got)
 
 
+def _query_rows(value: Any, layout: VerifyLayout) -> tuple[Any, Any] | None:
+    """One query per row: row (request i, node j) holds request i's prefix slots, then the slots of the
+    nodes query j sees, in node order."""
+    rows = _rows(value, layout.bs * layout.width)
+    w = layout.width
+    for r, row in enumerate(rows):
+        i, j = divmod(r, w)
+        p, req = layout.seq_lens[i], layout.req_pool_indices[i]
+        slots = layout.row(req, p + w)
+        want = (slots[:p] if layout.prefix else []) + [slots[p + k] for k, seen in enumerate(layout.visible[i][j])
+                                                        if seen]
+        if row[: len(want)] != want:
+            return (f"row {r}: req_to_token[{req}, :{p}] and the slots of the nodes query {j} of request {i} "
+                    f"sees", f"row {r} differs")
+    if len(rows) < layout.bs * w:
+        return (f"{layout.bs * w} rows (one per query)", f"{len(rows)} rows")
+    return None
+
+
 def _page_table(value: Any, layout: VerifyLayout) -> tuple[Any, Any] | None:
+    if layout.per_query and layout.req_to_token is not None and layout.req_pool_indices and layout.page_size == 1:
+        return _query_rows(value, layout)
     need = layout.expected(Term.PAGE_TABLE)
     tensors = _is_tensor(value) and _is_tensor(layout.req_to_token)
     rows = None if _is_tensor(value) else _rows(value, layout.bs)
@@ -171,17 +226,17 @@ def _page_table(value: Any, layout: VerifyLayout) -> tuple[Any, Any] | None:
         table, got = layout.req_to_token, value[: layout.bs, :need]
         ref = table[torch.tensor(layout.req_pool_indices, device=table.device)][:, : need * size: size]
         ref = (ref // size if size > 1 else ref).to(got.device, got.dtype)
-        lens = torch.tensor([layout.pages(p + layout.width) for p in layout.seq_lens], device=got.device)
+        lens = torch.tensor([layout.pages(p + layout.tree) for p in layout.seq_lens], device=got.device)
         inside = torch.arange(need, device=got.device)[None, :] < lens[:, None]
         bad = ((got != ref) & inside).any(dim=1).nonzero().flatten().tolist()
         r = bad[0] if bad else None
     else:
         r = next((r for r, (row, p) in enumerate(zip(rows, layout.seq_lens))
-                  if row[: layout.pages(p + layout.width)]
-                  != layout.row(layout.req_pool_indices[r], p + layout.width)), None)
+                  if row[: layout.pages(p + layout.tree)]
+                  != layout.row(layout.req_pool_indices[r], p + layout.tree)), None)
     if r is None:
         return None
-    n = layout.seq_lens[r] + layout.width
+    n = layout.seq_lens[r] + layout.tree
     what = f"req_to_token[{layout.req_pool_indices[r]}, :{n}]"
     if size > 1:
         what = f"the page ids of {what} (page size {size})"

@@ -154,3 +154,36 @@ def test_plain_lists_are_judged_like_tensors():
     got = {v.field: v.expected for v in check(bad, table, layout(req_to_token=rows)).violations}
     assert got == {"forward_metadata.page_table": "row 0: req_to_token[1, :8]",
                    "forward_metadata.cu_seqlens_q": [0, 5, 10]}
+
+
+def _one_query_per_row(width: int) -> SimpleNamespace:
+    """FA3-style metadata laid out one query per row, as a one-pass tree verify does (each query its own
+    sequence: its request's prefix, then the tree nodes it sees), for two chains of W = 5 nodes; rows
+    are laid out ``width`` per request (W: right; C: a start-up width)."""
+    visible = [[[k <= j for k in range(W)] for j in range(W)] for _ in LENS]
+    rows, lens = [], []
+    for i, (p, req) in enumerate(zip(LENS, REQ)):
+        for j in range(width):
+            seen = [REQ_TO_TOKEN[req, p + k].item() for k in range(W) if j < W and visible[i][j][k]]
+            row = REQ_TO_TOKEN[req, :p].tolist() + seen
+            rows.append(row + [0] * (12 - len(row)))
+            lens.append(len(row))
+    kv = torch.tensor(lens, dtype=torch.int32)
+    return SimpleNamespace(forward_metadata=SimpleNamespace(
+        cu_seqlens_q=torch.arange(0, len(lens) + 1, dtype=torch.int32), cache_seqlens_int32=kv,
+        cu_seqlens_k=torch.cat([torch.zeros(1, dtype=torch.int32), kv.cumsum(0).int()]), max_seq_len_q=1,
+        max_seq_len_k=12, page_table=torch.tensor(rows, dtype=torch.int32))), visible
+
+
+def test_one_query_per_row_is_judged_in_its_own_terms():
+    """A one-pass tree verify (Rancy-Wang ddtree-v2 @ 433c58ed, flashattention_backend.py:422-520: rows =
+    bs * q_len, max_seq_len_q = 1, each row's KV the prefix and the visible nodes) is right by its own
+    layout; laid out with C = 8 rows per request, its rows shift and the KV lengths say so."""
+    meta, visible = _one_query_per_row(W)
+    tree = VerifyLayout(W, LENS, REQ, REQ_TO_TOKEN, visible=visible)
+    assert check(meta, backends.get("fa3").fields, tree).ok
+    assert not check(meta, backends.get("fa3").fields, layout()).ok  # without the tree: request-major terms
+    shifted, _ = _one_query_per_row(8)
+    bad = check(shifted, backends.get("fa3").fields, tree)
+    assert {v.field for v in bad.violations} >= {"forward_metadata.cache_seqlens_int32",
+                                                  "forward_metadata.page_table"}

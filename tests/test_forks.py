@@ -225,7 +225,9 @@ def test_smoke_uses_the_forks_own_ddtree_verify_input(fork_dir, smoke):
     reads = set().union(*(set(v) for k, v in r.harness.reads.items() if "DDTreeVerifyInput" in k))
     assert "tree_budget" in reads  # the fork's resolver dispatches on it (triton_backend.py:362)
     # a real instance: the fork's own dataclass (ddtree_info.py:16) with its __post_init__ run
-    assert "DDTreeVerifyInput" in r.verify_input_instances and not r.limitations[1:]
+    assert "DDTreeVerifyInput" in r.verify_input_instances
+    # (besides the worker's keywords that need the draft model's logits: child_maps, tree_is_spine)
+    assert not [note for note in r.limitations[1:] if "not evaluated here" not in note], r.limitations
     # The width is right (as `ddcheck config` says), but the tree's own mask builder lays the mask out
     # [bs, W, max_past + W] (ddtree_utils.py:274-283) while triton reads it packed per request
     # (triton_backend.py:659-663): wrong attention eagerly, and a crash copying it into the graph

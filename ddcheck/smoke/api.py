@@ -13,7 +13,7 @@ from ddcheck.errors import EXIT_NOT_JUDGED, EXIT_USAGE, not_judged
 from ddcheck.smoke import requirements
 from ddcheck.smoke.loader import BACKEND_RELPATH, HarnessError, LoadContext, SglangImporter, SmokeUsageError
 from ddcheck.smoke.report import HarnessTrace, SmokeReport, render_text
-from ddcheck.target.names import SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE
+from ddcheck.target.names import INIT_CUDA_GRAPH_STATE, INIT_FORWARD_METADATA, SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE
 
 SEED_BUDGET, SEED_C = 7, 8  # the DDTree seed configuration: budget 7 verifies 8 = C tokens
 PATHS = ("eager", "graph")
@@ -306,6 +306,12 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                     if note not in report.limitations:
                         report.limitations.append(note)
                 report.verify_input_instances = sorted(set(report.verify_input_instances) | session.instances)
+                for width, missed in session.unevaluated.items():
+                    report.worker_call[f"W={width} C={cfg_c}"] = missed
+                    note = (f"W={width} C={cfg_c}: keywords of the tree's verify-input call not evaluated here, "
+                            f"given the harness's value (None where it has none): "
+                            + "; ".join(f"{k} ({why})" for k, why in sorted(missed.items())))
+                    report.limitations.append(note)
                 for width, builder in session.tree_masks.items():
                     report.tree_masks[f"W={width} C={cfg_c}"] = builder
     report.harness = trace
@@ -320,6 +326,8 @@ def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback
     (``module.Class``): where the tree has no DDTREE input, that class of the tree, built at the width,
     for a backend that calls the input's methods."""
     from ddcheck.target.modules import TreeModules
+    from ddcheck.target.names import SPECULATIVE_PREFIX
+    from ddcheck.target.verify_call import find_call
     from ddcheck.target.worker import class_fields, verify_inputs
 
     memo: dict[tuple[int, int], object] = {}
@@ -340,12 +348,21 @@ def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback
                 if tree.module_file(module) is None:  # the class lives elsewhere in this tree (eagle_utils, 0.4.10)
                     module = tree.module_defining(cls) or module
                 attrs, rel, line = class_fields(TreeModules.of(tree), cls, module)
-                memo[(width, c)] = (cls, attrs, module, None) if rel else None
+                memo[(width, c)] = (cls, attrs, module, None, None, {}) if rel else None
                 if rel:
                     report.verify_inputs[f"W={width} C={c}"] = f"{cls} ({rel}:{line}; the tree has no DDTree input)"
                 return memo[(width, c)]
             module = tree.module_name(hit.cls_path) if hit else ""
-            memo[(width, c)] = (hit.cls, hit.attrs, module, hit.mask_from) if hit else None
+            # the worker's own call, whose keywords the session evaluates for each batch (target.verify_call)
+            try:
+                site = find_call(tree, algorithm, values, hit.path, hit.line, hit.cls) if hit else None
+            except Exception as exc:  # noqa: BLE001 - the input is then built from its fields alone, said so
+                site = None
+                report.limitations.append(f"the worker's verify-input call ({hit.path}:{hit.line}) could not be "
+                                          f"read: {type(exc).__name__}: {exc}")
+            # the launch values of this case (its algorithm and budget), which the backend is built for
+            launch_values = {k: v for k, v in values.items() if k.startswith(SPECULATIVE_PREFIX)}
+            memo[(width, c)] = (hit.cls, hit.attrs, module, hit.mask_from, site, launch_values) if hit else None
             if hit is not None:
                 report.verify_inputs[f"W={width} C={c}"] = f"{hit.cls} ({hit.path}:{hit.line})"
         return memo[(width, c)]
@@ -386,6 +403,34 @@ def _verdict(report: SmokeReport) -> None:
     crashed = [p for p in paths if p.status in ("crash", "pending") and p not in mask_fault]
     controls = [p for p in paths if p.case in ("control", "seed")]
     ddtree = [p for p in paths if p.case == "ddtree"]
+    refused = [p for p in ddtree if p.status == "refused"]
+    if refused and len(refused) == len(ddtree) and not crashed:
+        # the tree's worker raises before building a verify input for this backend: nothing reaches it
+        report.exit_code = 0
+        report.verdict = (f"refused by the tree: {refused[0].error}; no verify batch of this launch (W = "
+                          f"{report.width}) reaches the {report.attention_backend} backend, so there is no "
+                          f"layout to judge")
+        return
+    tree_crash = [p for p in ddtree if p.status == "tree_crash"]
+    controls_ok = all(p.status == "ok" for p in controls)
+    if tree_crash and not crashed and controls_ok:
+        p = tree_crash[0]
+        others = [q for q in ddtree if q.status not in ("ok", "tree_crash") and q not in mask_fault]
+        report.exit_code = 1
+        how = f"{INIT_CUDA_GRAPH_STATE}, capture and replay" if p.path == "graph" else INIT_FORWARD_METADATA
+        report.verdict = (f"tree crash: the W == C controls are right, but at W = {report.width} the tree's own "
+                          f"{p.path} path fails: {p.error}: the backend reads state of its own that neither its "
+                          f"constructor nor its entry points ({how}, called as the tree's runner calls them) set "
+                          f"for this launch's verify input; the launch fails loudly there (not a width bug, and "
+                          f"not the harness)")
+        if others:
+            report.verdict += "; also wrong: " + ", ".join(_fault(q, report.kernels is not None) for q in others)
+        if mask_fault:
+            builder = report.tree_masks.get(f"W={report.width} C={report.num_draft_tokens}", "mask builder")
+            report.verdict += (f"; and with the mask the tree's own {builder} builds, "
+                               + ", ".join(f"{q.path} fails ({q.error or 'wrong'})" for q in mask_fault)
+                               + ", right with the mask laid out as the backend reads it (tree mask)")
+        return
     w, c, bm = report.width, report.num_draft_tokens, report.block_m
     if bm:
         need, have = -(-w // bm), -(-c // bm)

@@ -16,7 +16,7 @@ from ddcheck.smoke.batch import Shape, VerifyBatch
 from ddcheck.smoke.loader import Trace, Recording, smoke_model_config, tree_class
 from ddcheck.target import names
 from ddcheck.target.models import ModelConfig
-from ddcheck.target.names import FP4_KV_CACHE_MODULE, MODEL_CONFIG_MODULE, RADIX_ATTENTION_MODULE
+from ddcheck.target.names import FP4_KV_CACHE_MODULE, MODEL_CONFIG_MODULE, RADIX_ATTENTION_MODULE, WIDTH_FIELDS
 
 
 def kv_pool(batch: VerifyBatch, trace: Trace) -> Recording:
@@ -46,9 +46,10 @@ def kv_pool(batch: VerifyBatch, trace: Trace) -> Recording:
 
 
 def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device: str, trace: Trace,
-                 pool: Recording, server_args: Any = None, tree: Any = None) -> Recording:
+                 pool: Recording, server_args: Any = None, tree: Any = None, spec_algorithm: Any = None) -> Recording:
     """A target-model runner configured with ``speculative_num_draft_tokens = C``; ``server_args``:
-    the tree's own ServerArgs for this launch (:meth:`SglangImporter.server_args`)."""
+    the tree's own ServerArgs for this launch (:meth:`SglangImporter.server_args`); ``spec_algorithm``:
+    the tree's own algorithm member of the launch (else one that answers as EAGLE)."""
     attn_arch = _attr_of_stand_in(MODEL_CONFIG_MODULE, "AttentionArch", "MHA")
     server_args = server_args if server_args is not None else Recording(
         "model_runner.server_args", trace,
@@ -91,8 +92,9 @@ def model_runner(batch: VerifyBatch, shape: Shape, num_draft_tokens: int, device
         gpu_id=torch.device(device).index or 0, is_draft_worker=False, page_size=1,
         dtype=shape.dtype, kv_cache_dtype=shape.dtype, linear_attn_model_spec=None,
         decode_num_tokens_per_req=lambda: num_draft_tokens,
-        spec_algorithm=Recording("model_runner.spec_algorithm", trace, is_dspark=lambda: False,
-                                 is_eagle=lambda: True, is_ddtree=lambda: False, is_frozen_kv_mtp=lambda: False),
+        spec_algorithm=spec_algorithm if spec_algorithm is not None else Recording(
+            "model_runner.spec_algorithm", trace, is_dspark=lambda: False, is_eagle=lambda: True,
+            is_ddtree=lambda: False, is_frozen_kv_mtp=lambda: False),
         attn_cp_size=1, attention_chunk_size=None, kv_cache_dtype_str="auto", prefill_aware_swa=False,
         prefill_attention_backend_str="triton", decode_attention_backend_str="triton",
         model=Recording("model_runner.model", trace, modules=lambda: []),
@@ -131,10 +133,13 @@ def verify_input(width: int, custom_mask: torch.Tensor | None, trace: Trace, lab
     return Recording(label, trace, **known)
 
 
-def tree_verify_input(cls: type, width: int, custom_mask: torch.Tensor | None, trace: Trace, label: str) -> Any:
+def tree_verify_input(cls: type, width: int, custom_mask: torch.Tensor | None, trace: Trace, label: str,
+                      given: dict[str, Any] | None = None) -> Any:
     """An instance of the tree's own verify-input class (its ``__init__``/``__post_init__`` run, so
-    ``spec_input_type`` and its methods are the tree's), holding this batch's width and mask; fields
-    the harness has no value for are None. Attribute reads after construction are recorded."""
+    ``spec_input_type`` and its methods are the tree's), holding this batch's width and mask; ``given``:
+    the keywords the tree's worker passes, evaluated for this batch (they win over the harness's
+    values, the width and mask excepted); fields nobody has a value for are None. Attribute reads after
+    construction are recorded."""
     import dataclasses
     import inspect
 
@@ -149,6 +154,7 @@ def tree_verify_input(cls: type, width: int, custom_mask: torch.Tensor | None, t
         names = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
         required = {p.name for p in params if p.default is inspect.Parameter.empty and p.name in names}
     kwargs = {n: known[n] for n in names if n in known}
+    kwargs.update({n: v for n, v in (given or {}).items() if n in names and n not in WIDTH_FIELDS})
     kwargs.update({n: None for n in required if n not in kwargs})
 
     class Recorded(cls):  # noqa: D401 - the tree's class, reads recorded once built
@@ -169,10 +175,12 @@ def tree_verify_input(cls: type, width: int, custom_mask: torch.Tensor | None, t
 
 
 def forward_batch(batch: VerifyBatch, mode: Any, spec_info: Recording, pool: Recording, trace: Trace,
-                  label: str = "forward_batch") -> Recording:
-    """A TARGET_VERIFY ForwardBatch: seq_lens are the prefix lengths, extend_* are unset."""
+                  label: str = "forward_batch", spec_algorithm: Any = None) -> Recording:
+    """A TARGET_VERIFY ForwardBatch: seq_lens are the prefix lengths, extend_* are unset; ``spec_algorithm``:
+    the launch's algorithm, the tree's own member (else the class's default answers)."""
+    launch = {} if spec_algorithm is None else {"spec_algorithm": spec_algorithm}
     return Recording(
-        label, trace, tree_class(names.FORWARD_BATCH_MODULE, names.FORWARD_BATCH_CLASS),
+        label, trace, tree_class(names.FORWARD_BATCH_MODULE, names.FORWARD_BATCH_CLASS), **launch,
         batch_size=batch.bs, forward_mode=mode, spec_info=spec_info,
         req_pool_indices=batch.req_pool_indices, seq_lens=batch.seq_lens,
         seq_lens_sum=int(batch.seq_lens.sum()), seq_lens_cpu=batch.seq_lens.cpu(),

@@ -37,6 +37,7 @@ from ddcheck.smoke.batch import Shape, VerifyBatch, make_batch, reference
 from ddcheck.smoke.loader import HarnessError, SglangImporter
 from ddcheck.smoke.report import PathResult
 from ddcheck.target.names import (CAPTURE_CUDA_GRAPH as OLD_CAPTURE, EXTEND_ATTENTION_MODULES,
+                                  SPECULATIVE_ALGORITHM, SPECULATIVE_NUM_DRAFT_TOKENS,
                                   INIT_FORWARD_METADATA, IN_GRAPH, OUT_GRAPH,
                                   REPLAY_CUDA_GRAPH as OLD_REPLAY)
 
@@ -205,6 +206,10 @@ class Session:
         self.instances: set[str] = set()  # tree verify-input classes built as real instances
         self.use_tree_mask = True  # build the tree mask with the tree's own builder, where it has one
         self.tree_masks: dict[int, str] = {}  # width -> the tree function that built the mask
+        # width -> {keyword of the worker's verify-input call: why it was not evaluated here}
+        self.unevaluated: dict[int, dict[str, str]] = {}
+        self.runner = None  # the model runner of the backend last built
+        self.algorithm = None  # the tree's algorithm member of that backend's launch
         self.module = importer.load_backend()
         self.backend_cls = importer.backend_class(self.module, self.spec.cls)
         self.mode = importer.forward_mode().TARGET_VERIFY
@@ -228,9 +233,12 @@ class Session:
 
     def _backend(self, batch: VerifyBatch):
         pool = fakes.kv_pool(batch, self.trace)
+        server_args = self.importer.server_args()
+        algorithm = self.algorithm = self._launch_for(batch.width, server_args)
         runner = fakes.model_runner(batch, self.shape, self.c, self.device, self.trace, pool,
-                                    self.importer.server_args(), self.importer.tree)
+                                    server_args, self.importer.tree, algorithm)
         self.importer.start_up(runner.model_config)
+        self.runner = runner
         return self.backend_cls(runner), pool
 
     def run(self, case: str, path: str, batch: VerifyBatch, tol: tuple[float, float], capture_width: int,
@@ -239,6 +247,7 @@ class Session:
                             capture_width=capture_width if path == "graph" else None, tokens=batch.num_tokens)
         start = time.perf_counter()
         made: list = []  # the backend's padded allocations on this path
+        backend = None
         try:
             out, backend, entry = self._run_standing_in(path, batch, capture_width, pad_rows, made)
             result.entry_points = entry
@@ -250,8 +259,10 @@ class Session:
             # a path that breaks the verify contract is never ok, even where its numbers came out right
             # (max_extend_len 8 < W = 17 within one row block of the kernel)
             result.status = "wrong" if result.violations or result.status == "wrong" else "ok"
+        except WorkerRefused as exc:  # the tree's worker does not build a verify input for this backend
+            result.status, result.error = "refused", str(exc)
         except Exception as exc:  # any failure of the harness or the backend: never a verdict of 1
-            result.status = "crash"
+            result.status = "tree_crash" if _own_state_missing(exc, self.importer.backend_module) else "crash"
             result.error = f"{type(exc).__name__}: {exc} (at {_where(exc)})"
             if os.environ.get("DDCHECK_DEBUG"):  # the whole stack, for whoever debugs a harness failure
                 traceback.print_exc()
@@ -281,8 +292,8 @@ class Session:
     def _run(self, path: str, batch: VerifyBatch, capture_width: int, pad_rows: int, made: list | None = None):
         backend, pool = self._backend(batch)
         layer = fakes.layer(self.shape, self.trace)
-        spec = self._spec(batch.width, batch.custom_mask, "spec_info", batch)
-        fb = fakes.forward_batch(batch, self.mode, spec, pool, self.trace)
+        spec = self._spec(batch.width, batch.custom_mask, "spec_info", batch, backend)
+        fb = fakes.forward_batch(batch, self.mode, spec, pool, self.trace, spec_algorithm=self.algorithm)
         if path == "eager":
             backend.init_forward_metadata(fb)
             entry = [INIT_FORWARD_METADATA, "forward_extend"]
@@ -299,20 +310,37 @@ class Session:
     def _contract(self, result: PathResult, backend, batch: VerifyBatch) -> None:
         from ddcheck.contract import VerifyLayout, check
 
+        from dataclasses import replace
+
+        from ddcheck.contract import read_field
+
         layout = VerifyLayout(batch.width, tuple(batch.prefix_lens), tuple(batch.req_pool_indices.tolist()),
-                              batch.req_to_token.cpu())
-        verdict = check(backend, self.spec.contract_fields(graph=result.path != "eager"), layout)
+                              batch.req_to_token.cpu(), visible=batch.tree_mask.tolist())
+        table = self.spec.contract_fields(graph=result.path != "eager")
+        cascade = self.spec.cascade and read_field(backend, self.spec.cascade)
+        if cascade is not None and cascade is not False:
+            # the cascade's first part attends the prefix, its second the tree (one query per row)
+            verdict = check(backend, table, replace(layout, kv="prefix"))
+            top = next(iter(table)).split(".", 1)[0]
+            # (not the fields its kernels are never handed: left at their defaults in the second part)
+            expand = {f"{self.spec.cascade}.{f.split('.', 1)[1]}": t for f, t in table.items()
+                      if f.startswith(top) and f not in self.spec.graph_host_only}
+            second = check(backend, expand, replace(layout, kv="tree"))
+            verdict.violations += second.violations
+            verdict.checked += second.checked
+        else:
+            verdict = check(backend, table, layout)
         if not verdict.checked:
             raise HarnessError(f"none of {self.spec.name}'s contract fields is set after this path "
                                f"({', '.join(self.spec.fields)})")
         result.violations = [v.to_dict() for v in verdict.violations]
         result.contract_fields = verdict.checked
 
-    def _spec(self, width: int, mask, label: str, batch: VerifyBatch | None = None):
+    def _spec(self, width: int, mask, label: str, batch: VerifyBatch | None = None, backend=None):
         found = self.input_fields(width)
         if found is None:
             return fakes.verify_input(width, mask, self.trace, label)
-        cls, fields, module, mask_from = found
+        cls, fields, module, mask_from, site, _ = found
         if batch is not None and mask_from is not None and self.use_tree_mask:
             mask = self._tree_mask(mask_from, batch, mask)
         if module in self.importer.extra_real:
@@ -320,14 +348,72 @@ class Session:
 
             real = getattr(importlib.import_module(module), cls, None)
             if isinstance(real, type):
+                given = self._worker_keywords(site, batch, backend, mask) if site is not None and batch is not None \
+                    and backend is not None else {}
                 try:
-                    obj = fakes.tree_verify_input(real, width, mask, self.trace, f"{label} ({cls})")
+                    obj = fakes.tree_verify_input(real, width, mask, self.trace, f"{label} ({cls})", given)
                 except Exception as exc:  # its constructor needs what the harness lacks: say so, carry on
                     self.input_failures[f"{module}.{cls}()"] = f"{type(exc).__name__}: {exc}"
                 else:
                     self.instances.add(cls)
                     return obj
         return fakes.verify_input(width, mask, self.trace, f"{label} ({cls})", fields)
+
+    def _launch_for(self, width: int, server_args) -> Any:
+        """The launch whose worker builds the verify input at ``width`` (its algorithm, budget and other
+        speculative values, as ``target.worker`` evaluated them) set on the tree's server args, so the
+        backend is built, and its graph state set up, for that launch; returns the tree's algorithm
+        member for the model runner (None where the tree builds no verify input of its own)."""
+        import importlib
+
+        from ddcheck.target.names import SPECULATIVE_ALGORITHM_CLASS, SPEC_INFO_MODULE
+
+        found = self.input_fields(width)
+        values = dict(found[5]) if found is not None else {}
+        values.pop(SPECULATIVE_NUM_DRAFT_TOKENS, None)  # C is the session's
+        if not values:
+            return None
+        for key, value in values.items():
+            if hasattr(server_args, key):
+                try:
+                    object.__setattr__(server_args, key, value)
+                except Exception:  # noqa: BLE001 - a frozen record keeps the start-up's value
+                    pass
+        algo = values.get(SPECULATIVE_ALGORITHM)
+        try:
+            cls = getattr(importlib.import_module(SPEC_INFO_MODULE), SPECULATIVE_ALGORITHM_CLASS)
+            return cls.from_string(algo) if hasattr(cls, "from_string") else cls[algo]
+        except Exception:  # noqa: BLE001 - the runner's stand-in algorithm stays
+            return None
+
+    def _worker_keywords(self, site, batch: VerifyBatch, backend, mask) -> dict:
+        """The keywords the tree's worker passes to its verify input, evaluated for this batch and backend
+        (:mod:`ddcheck.target.verify_call`); raises :class:`WorkerRefused` where a ``raise`` on the worker's
+        way to the call holds for them. The width fields stay the batch's; the mask is the one this
+        session decided (the tree's builder's, or the reference layout) wherever the worker passes one."""
+        from ddcheck.smoke.treemask import batch_values
+        from ddcheck.target.modules import TreeModules
+        from ddcheck.target.names import WIDTH_FIELDS
+        from ddcheck.target.verify_call import RunnerView, WorkerSelf, evaluate
+
+        given = batch_values(batch, self.device)
+        given["custom_mask"] = lambda: mask
+        me = WorkerSelf(site.self_values, self.importer.server_args(), RunnerView(self.runner, backend))
+        built = evaluate(site, given, me, TreeModules.of(self.importer.tree), skip=frozenset(WIDTH_FIELDS))
+        if built.refused:
+            raise WorkerRefused(f"the tree's worker refuses this launch before it builds its verify input: "
+                                f"{built.refused}")
+        if built.unevaluated:
+            self.unevaluated[batch.width] = dict(built.unevaluated)
+        kwargs = dict(built.kwargs)
+        if "custom_mask" in kwargs:
+            # the session's mask (the tree's builder's, or the reference layout): the batch is a tree, and a
+            # worker that passes none verifies a chain causally (DFlash), which the batch's tree is not
+            if kwargs["custom_mask"] is None and mask is not None:
+                self.unevaluated.setdefault(batch.width, {})["custom_mask"] = (
+                    "the worker passes None (a chain, attended causally); the batch's tree mask was given")
+            kwargs["custom_mask"] = mask
+        return kwargs
 
     def _tree_mask(self, source, batch: VerifyBatch, fallback):
         """The mask the tree's own builder makes for this batch (``source``: a target.worker.MaskSource)."""
@@ -349,8 +435,11 @@ class Session:
         fill = int(backend.get_cuda_graph_seq_len_fill_value())
         cap_seq = torch.full((bs,), fill, dtype=torch.int64, device=self.device)
         cap_req = torch.zeros(bs, dtype=torch.int64, device=self.device)
+        # the worker's verify input at the capture width, for a batch of that width (the graph runner
+        # captures with an input of its own class; its keywords are the worker's, evaluated for that batch)
+        cap_tree = batch if cw == batch.width else make_batch(cw, batch.prefix_lens, self.shape, self.device, 0)
         cap_spec = self._spec(cw, torch.ones(bs * cw * (fill + cw), dtype=torch.bool, device=self.device),
-                              "capture spec_info")
+                              "capture spec_info", cap_tree, backend)
         if hasattr(backend, OLD_CAPTURE) and not hasattr(backend, OUT_GRAPH):
             _call(getattr(backend, OLD_CAPTURE), bs=bs, num_tokens=bs * cw, req_pool_indices=cap_req,
                   seq_lens=cap_seq, encoder_lens=None, forward_mode=self.mode, spec_info=cap_spec)
@@ -361,7 +450,8 @@ class Session:
             return captured, [OLD_CAPTURE, OLD_REPLAY, "forward_extend"]
         if hasattr(backend, OUT_GRAPH):
             cap_batch = _CaptureBatch(batch, cap_seq, cap_req, cw)
-            cap_fb = fakes.forward_batch(cap_batch, self.mode, cap_spec, pool, self.trace, "capture forward_batch")
+            cap_fb = fakes.forward_batch(cap_batch, self.mode, cap_spec, pool, self.trace, "capture forward_batch",
+                                         self.algorithm)
             getattr(backend, OUT_GRAPH)(cap_fb, in_capture=True)
             getattr(backend, IN_GRAPH)(cap_fb)
             captured = copy.copy(backend.forward_metadata)
@@ -387,6 +477,24 @@ class Session:
         result.wrong_tokens = int(wrong_rows.sum())
         result.max_abs_err = float(finite.max()) if finite.numel() else None
         result.status = "ok" if not bad.any() else "wrong"
+
+
+class WorkerRefused(Exception):
+    """The tree's worker raises before it builds a verify input for this launch (the message says where)."""
+
+
+def _own_state_missing(exc: BaseException, backend_module: str) -> bool:
+    """The backend's own code, in its own module, read an attribute of itself that is not set: state its
+    constructor and the entry points (called as the tree's runner calls them) never made. A crash of the
+    tree; any other failure may be the harness's."""
+    if not isinstance(exc, AttributeError) or getattr(exc, "obj", None) is None:
+        return False
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames or "ddcheck-tree-" not in frames[-1].filename:
+        return False
+    obj = exc.obj
+    return type(obj).__module__ == backend_module and frames[-1].filename.endswith(
+        backend_module.rsplit(".", 1)[-1] + ".py")
 
 
 def _padded_like(mask: torch.Tensor, pad: tuple[torch.Tensor, int] | None) -> torch.Tensor:

@@ -15,7 +15,10 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, Field
 
-Status = Literal["ok", "wrong", "crash", "pending"]
+# "refused": the tree's worker raises before it builds the verify input for this backend (no verify batch
+# reaches it); "tree_crash": the backend's own code reads state of its own that neither its constructor
+# nor the entry points called as the tree's runner calls them set (a crash of the tree, not the harness)
+Status = Literal["ok", "wrong", "crash", "pending", "refused", "tree_crash"]
 
 
 class PathResult(BaseModel):
@@ -81,6 +84,9 @@ class SmokeReport(BaseModel):
     verify_inputs: dict[str, str] = Field(default_factory=dict)
     # of those, the classes the backend met as real instances (built by the tree's own class code)
     verify_input_instances: list[str] = Field(default_factory=list)
+    # "W=17 C=8" -> the keywords of the worker's verify-input call that were not evaluated here, and why
+    # (the harness's value was used for those)
+    worker_call: dict[str, dict[str, str]] = Field(default_factory=dict)
     # "W=17 C=8" -> the tree's own function that built the verify input's mask for that case
     tree_masks: dict[str, str] = Field(default_factory=dict)
     harness: HarnessTrace = Field(default_factory=HarnessTrace)

@@ -30,7 +30,9 @@ def _depths(parents: list[int]) -> list[int]:
     return d
 
 
-def _arguments(batch: VerifyBatch, device: str) -> dict[str, Callable[[], Any]]:
+def batch_values(batch: VerifyBatch, device: str) -> dict[str, Callable[[], Any]]:
+    """The batch's tree under the names trees give its parts (their builders' parameters and results):
+    each a function that makes the value on ``device``."""
     bs, w, dev = batch.bs, batch.width, torch.device(device)
     prefix = batch.seq_lens.to(dev)
 
@@ -61,7 +63,7 @@ def build_tree_mask(module: str, function: str, index: int | None, constants: di
         fn = getattr(importlib.import_module(module), function)
     except Exception as exc:  # noqa: BLE001 - reported, the harness's own mask is used instead
         raise TreeMaskUnavailable(f"{module} does not load here: {type(exc).__name__}: {exc}") from exc
-    made = _arguments(batch, device)
+    made = batch_values(batch, device)
     kwargs: dict[str, Any] = {}
     for p in inspect.signature(fn).parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):

@@ -67,6 +67,12 @@ TOKEN_ALLOCATOR_CLASS = "TokenToKVPoolAllocator"
 # What a backend is handed at construction: the runner and its model's config (model_executor/, configs/)
 MODEL_RUNNER_CLASS = "ModelRunner"
 MODEL_CONFIG_CLASS = "ModelConfig"
+# What a speculative worker reaches its target model through: a worker's ``model_runner``, the runner's
+# ``attn_backend`` and ``server_args`` (ModelRunner's and the workers' attributes), read when smoke
+# evaluates the worker's verify-input call (``resolve_..._capability(self.target_worker.model_runner.attn_backend)``).
+MODEL_RUNNER_ATTR = "model_runner"
+ATTN_BACKEND_ATTR = "attn_backend"
+SERVER_ARGS_ATTR = "server_args"
 IS_TARGET_VERIFY = "is_target_verify"  # ForwardMode's predicate for TARGET_VERIFY
 # Functions whose whole body is the verify path (``init_forward_metadata_..._target_verify``).
 VERIFY_FUNCTION_MARKERS = ("target_verify",)
@@ -76,6 +82,8 @@ VERIFY_MARKERS = (*VERIFY_FUNCTION_MARKERS, TARGET_VERIFY)
 # ----------------------------------------------------------------------------- the widths
 # C: the start-up width (ServerArgs' field, and the attribute backends copy it to).
 SPECULATIVE_NUM_DRAFT_TOKENS = "speculative_num_draft_tokens"
+SPECULATIVE_ALGORITHM = "speculative_algorithm"  # ServerArgs' --speculative-algorithm field
+SPECULATIVE_PREFIX = "speculative_"  # ServerArgs' speculative fields (algorithm, C, a fork's budget, ...)
 C_SOURCE_ATTRS = frozenset({SPECULATIVE_NUM_DRAFT_TOKENS})
 # W: the verify input's per-step width fields, newest first (what the guard and smoke read W from).
 NUM_TOKENS_PER_REQ = "num_tokens_per_req"

@@ -329,6 +329,8 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
                     probes[(torch, name)] = _on_cpu(getattr(torch, name), self.report)
             probes[(torch.Tensor, "to")] = _on_cpu(torch.Tensor.to, self.report, positional=True)
             probes[(torch.Tensor, "cuda")] = lambda t, *a, **k: t
+            # a tensor the tree made on "cuda" is one: its own checks (``if not x.is_cuda: raise``) pass
+            probes[(torch.Tensor, "is_cuda")] = property(lambda t: t.device.type in ("cpu", "cuda"))
         for (owner, name), value in probes.items():
             self._saved.append((owner, name, getattr(owner, name, None)))
             self._emulated.append((owner, name, value))
