@@ -15,6 +15,7 @@ from .reports import MethodUses, is_test_module
 from ..target.modules import TreeModules
 from ..target.parse import SourceError, decode
 from .module import ModuleModel, Outline
+from .inputs import built_inputs
 from .names import NameIndex, Part
 from .vocabulary import Vocabulary
 from ..target.names import NUM_TOKENS_PER_REQ, SPECULATIVE_NUM_DRAFT_TOKENS
@@ -105,7 +106,9 @@ class ChunkAnalysis:
         self.engine = Engine(vocab=vocab, load_module=self.load, width_api=width_api(tree),
                              inherited_c_attrs=INHERITED_C_ATTRS, method_uses=self.method_uses,
                              outline_of=self.outline_of, mode_table=self.trees.mode_table,
-                             budget_flag=lambda: tree_budget_flag(tree))
+                             budget_flag=lambda: tree_budget_flag(tree),
+                             built_inputs=lambda: built_inputs(self.trees, self._texts,
+                                                               tree_budget_flag(tree) is not None))
 
     def use_index(self, parts: list[Part], unindexed: list[int]) -> None:
         """Answer name questions from these index parts (and index ``unindexed`` on the first one)."""
@@ -121,6 +124,13 @@ class ChunkAnalysis:
             return self.read(self.tree.files[pos])
         except OSError:
             return None
+
+    def _texts(self):
+        """(relpath, bytes) of every readable file of the tree."""
+        for pos, f in enumerate(self.tree.files):
+            data = self.read_at(pos)
+            if data is not None:
+                yield f.relpath, data
 
     def load(self, module: str, needs_c: bool = False) -> ModuleModel | None:
         """Modules are parsed on first use: entry files and the helpers reached from them. A helper

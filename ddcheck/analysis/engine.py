@@ -26,6 +26,7 @@ from .planning import FixPlanning
 from .reports import Hint, MethodUses, Origin, ParamUse, Reported, _per_statement, _statement_of, _top_level_span
 from . import edits as E
 from .vocabulary import Vocabulary
+from .inputs import Built, Reach, expression_reach
 from ..target.names import DRAFT_TOKEN_NUM, VERIFY_MARKERS as VERIFY_TEXT
 
 
@@ -64,6 +65,9 @@ class Engine(FixPlanning, Callers, ClassResolution):
     budget_flag: Callable[[], str | None] = lambda: None
     _budget: list = field(default_factory=list)
     _alloc_passes: dict[int, FunctionPass] = field(default_factory=dict)  # allocating function id -> its pass
+    # the verify inputs the tree builds (read on first use, :mod:`.inputs`)
+    built_inputs: Callable[[], list[Built]] = lambda: []
+    _built: list = field(default_factory=list)
 
     @property
     def modes(self) -> ModeTable:
@@ -233,6 +237,10 @@ class Engine(FixPlanning, Callers, ClassResolution):
             verdict = judged(FALLBACK, "resolver")
         if verdict is None or verdict.kind == HARMLESS:
             return
+        if via is None and verdict.kind in (FALLBACK, LAYOUT):
+            verdict = self._by_inputs(fp, site, verdict)
+            if verdict is None:
+                return
         if via is not None and via.origin is not None:
             # A parameter the caller filled with C: the caller's expression is the finding.
             where = f"`{fp.func.qualname}()` at {fp.model.source.display}:{site.node.lineno}"
@@ -251,6 +259,60 @@ class Engine(FixPlanning, Callers, ClassResolution):
                 r.plan, r.replacement = plan, replacement
             return
         self._report(fp, site.node, site.anchor, verdict, fp.model.code(source), exact)
+
+    # -- judged by the verify inputs the tree builds ------------------------------------------------
+
+    def _inputs(self) -> list[Built]:
+        if not self._built:
+            self._built.append(self.built_inputs())
+        return self._built[0]
+
+    def _by_inputs(self, fp: FunctionPass, site: Site, verdict: Verdict) -> Verdict | None:
+        """A read of C judged by the verify inputs the tree builds (:mod:`.inputs`). A fallback's C that an
+        input of another width than C reaches is this step's layout (DD001); one that no verify input
+        reaches is never taken on the verify path (not reported). A layout read of C that only inputs
+        of width C reach, past a test that sends every input of another width elsewhere (``if
+        is_tree(spec_info): ... else: <C>``), is a fallback. Where the tree builds none, as before."""
+        fallback = verdict.kind == FALLBACK and verdict.case in ("fallback", "default_fallback", "resolver")
+        if not fallback and verdict.kind != LAYOUT:
+            return verdict
+        inputs = self._inputs()
+        others = [b for b in inputs if b.other_width]
+        if not inputs or (not fallback and not others):
+            return verdict
+        reach = {id(b): self._reach(fp, site.node, b) for b in (inputs if fallback else others)}
+        if fallback:
+            hit = next((b for b in others if reach[id(b)] is True), None)
+            if hit is not None:
+                return judged(LAYOUT, "fallback_reached", cls=hit.cls, where=hit.where)
+            if all(r is False for r in reach.values()):
+                return None
+            return verdict
+        if all(reach[id(b)] is False for b in others):
+            return judged(FALLBACK, "dispatch", cls=others[0].cls, where=others[0].where)
+        return verdict
+
+    def _reach(self, fp: FunctionPass, node: ast.expr, b: Built) -> bool | None:
+        """Does the built input ``b`` reach this read of C, for some launch (True, False, None: unknown)."""
+        model, func = fp.model, fp.func
+
+        def local(name: str, at: ast.AST) -> ast.expr | None:
+            ds = fp.reaching(name, at)
+            return ds[0].value if len(ds) == 1 and isinstance(ds[0].node, (ast.Assign, ast.AnnAssign)) else None
+
+        def method(name: str) -> ast.FunctionDef | None:
+            f = model.functions.get(f"{func.cls}.{name}") if func.cls else None
+            return f.node if f is not None else None
+
+        r = Reach(b, local, method)
+        stmt = _statement_of(model, node)
+        s = r.reaches(func.node.body, stmt) if stmt is not None else None
+        if s is False:
+            return False
+        e = expression_reach(r, node, model.parents)
+        if e is False:
+            return False
+        return True if s and e else None
 
     def _alias(self, fp: FunctionPass, site: Site, target: str) -> Verdict | None:
         """``x = C`` on the verify path: a fallback when x is rebound per step, else judged by x's reads."""
