@@ -274,6 +274,9 @@ class Engine(FixPlanning, Callers, ClassResolution):
         of width C reach, past a test that sends every input of another width elsewhere (``if
         is_tree(spec_info): ... else: <C>``), is a fallback. Where the tree builds none, as before."""
         fallback = verdict.kind == FALLBACK and verdict.case in ("fallback", "default_fallback", "resolver")
+        # a value that is bound and then used (``w = W if tree(spec_info) else C``) is decided by where it is
+        # used, for the launch's input (``ddcheck config``): only a C the step itself is handed converts
+        convertible = verdict.case in ("default_fallback", "resolver")
         if not fallback and verdict.kind != LAYOUT:
             return verdict
         inputs = self._inputs()
@@ -282,9 +285,10 @@ class Engine(FixPlanning, Callers, ClassResolution):
             return verdict
         reach = {id(b): self._reach(fp, site.node, b) for b in (inputs if fallback else others)}
         if fallback:
-            hit = next((b for b in others if reach[id(b)] is True), None)
+            hit = next((b for b in others if reach[id(b)] is True), None) if convertible else None
             if hit is not None:
-                return judged(LAYOUT, "fallback_reached", cls=hit.cls, where=hit.where)
+                case = "resolver_reached" if verdict.case == "resolver" else "fallback_reached"
+                return judged(LAYOUT, case, cls=hit.cls, where=hit.where)
             if all(r is False for r in reach.values()):
                 return None
             return verdict
