@@ -26,7 +26,7 @@ from .planning import FixPlanning
 from .reports import Hint, MethodUses, Origin, ParamUse, Reported, _per_statement, _statement_of, _top_level_span
 from . import edits as E
 from .vocabulary import Vocabulary
-from .inputs import Built, Reach, expression_reach
+from .inputs import Built, Reach, expression_reach, truth
 from ..target.names import DRAFT_TOKEN_NUM, VERIFY_MARKERS as VERIFY_TEXT
 
 
@@ -273,6 +273,8 @@ class Engine(FixPlanning, Callers, ClassResolution):
         reaches is never taken on the verify path (not reported). A layout read of C that only inputs
         of width C reach, past a test that sends every input of another width elsewhere (``if
         is_tree(spec_info): ... else: <C>``), is a fallback. Where the tree builds none, as before."""
+        if verdict.kind == FALLBACK and verdict.case == "param_fallback":
+            return None if self._callers_hand_width(fp, site.node) else verdict
         fallback = verdict.kind == FALLBACK and verdict.case in ("fallback", "default_fallback", "resolver")
         # a value that is bound and then used (``w = W if tree(spec_info) else C``) is decided by where it is
         # used, for the launch's input (``ddcheck config``): only a C the step itself is handed converts
@@ -295,6 +297,35 @@ class Engine(FixPlanning, Callers, ClassResolution):
         if all(reach[id(b)] is False for b in others):
             return judged(FALLBACK, "dispatch", cls=others[0].cls, where=others[0].where)
         return verdict
+
+    def _callers_hand_width(self, fp: FunctionPass, node: ast.expr) -> bool:
+        """``width or C`` in a helper, ``width`` its parameter: every verify-path call of the helper in the
+        tree hands it a value that is a width for every verify input the tree builds (``getattr(spec_info,
+        "draft_token_num", None)``, each input carrying one), so no verify input reaches C; calls off the
+        verify path are no verify input's."""
+        inputs = self._inputs()
+        parent = fp.model.parents.get(id(node), (None,))[0]
+        name = parent.values[0].id if isinstance(parent, ast.BoolOp) and isinstance(parent.values[0], ast.Name) else None
+        if not inputs or name is None or not fp.func.cls:
+            return False
+        found = self._callers_of(fp.model, fp.func)
+        calls = [(cfp, call) for cfp, call, verify in (found[0] if found else ()) if verify]
+        if not calls:
+            return False
+        params = [p for p in fp.func.params if p != "self"]
+        for cfp, call in calls:
+            value = next((k.value for k in call.keywords if k.arg == name), None)
+            if value is None and name in params and params.index(name) < len(call.args):
+                value = call.args[params.index(name)]
+            if value is None:
+                return False
+            if isinstance(value, ast.Name) and value.id == name and cfp.func.cls:
+                return False  # handed on from the caller's own parameter: judged there
+            for b in inputs:
+                r = Reach(b, lambda n, at: None, lambda m: None)
+                if truth(r.eval(value)) is not True:
+                    return False
+        return True
 
     def _reach(self, fp: FunctionPass, node: ast.expr, b: Built) -> bool | None:
         """Does the built input ``b`` reach this read of C, for some launch (True, False, None: unknown)."""

@@ -144,6 +144,8 @@ def _class_facts(mods: TreeModules, name: str, module: str, classes) -> tuple:
                 values.pop(item.target.id, None)
                 if item.value is not None and (v := _constant(item.value)) is not UNKNOWN:
                     values[item.target.id] = v
+                elif item.target.id in WIDTH_FIELDS and item.value is None:
+                    values[item.target.id] = WIDTH  # a required width: every instance carries one
     kind = class_input_type(mods, name, module)
     if kind is not None:
         values[SPEC_INPUT_TYPE_FIELD] = Sym(f"{SPEC_INPUT_TYPE_CLASS}.{kind}")
