@@ -278,7 +278,8 @@ class Engine(FixPlanning, Callers, ClassResolution):
         fallback = verdict.kind == FALLBACK and verdict.case in ("fallback", "default_fallback", "resolver")
         # a value that is bound and then used (``w = W if tree(spec_info) else C``) is decided by where it is
         # used, for the launch's input (``ddcheck config``): only a C the step itself is handed converts
-        convertible = verdict.case in ("default_fallback", "resolver")
+        convertible = verdict.case in ("default_fallback", "resolver") or \
+            isinstance(_statement_of(fp.model, site.node), ast.Return)  # `return resolver(spec_info) or C`
         if not fallback and verdict.kind != LAYOUT:
             return verdict
         inputs = self._inputs()
