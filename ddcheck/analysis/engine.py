@@ -290,13 +290,14 @@ class Engine(FixPlanning, Callers, ClassResolution):
         if fallback:
             hit = next((b for b in others if reach[id(b)] is True), None) if convertible else None
             if hit is not None:
-                case = "resolver_reached" if verdict.case == "resolver" else "fallback_reached"
-                return judged(LAYOUT, case, cls=hit.cls, where=hit.where)
+                if verdict.case == "resolver":
+                    return judged(LAYOUT, "resolver_reached", name=hit.cls, where=hit.where)
+                return judged(LAYOUT, "fallback_reached", name=hit.cls, where=hit.where)
             if all(r is False for r in reach.values()):
                 return None
             return verdict
         if all(reach[id(b)] is False for b in others):
-            return judged(FALLBACK, "dispatch", cls=others[0].cls, where=others[0].where)
+            return judged(FALLBACK, "dispatch", name=others[0].cls, where=others[0].where)
         return verdict
 
     def _callers_hand_width(self, fp: FunctionPass, node: ast.expr) -> bool:
