@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..findings import FixPlan, FixSafety
-from .exprs import (buffer_key, dotted, every_node, is_c_read, is_exact_c, is_mode_check,
+from .exprs import (buffer_key, call_leaf, dotted, every_node, is_c_read, is_exact_c, is_mode_check,
                     mentions_per_step, walk)
 from .hazards import (ALIAS, ARGUMENT, CAPACITY, DERIVED, FALLBACK, HARMLESS, LAYOUT, RANK, Verdict,
                       classify, judged, layout_of, said)
@@ -25,7 +25,7 @@ from .classes import ClassResolution
 from .planning import FixPlanning
 from .reports import Hint, MethodUses, Origin, ParamUse, Reported, _per_statement, _statement_of, _top_level_span
 from . import edits as E
-from .vocabulary import Vocabulary
+from .vocabulary import ALLOCATORS, Vocabulary
 from .inputs import Built, Reach, expression_reach, truth
 from ..target.names import DRAFT_TOKEN_NUM, VERIFY_MARKERS as VERIFY_TEXT
 
@@ -158,7 +158,8 @@ class Engine(FixPlanning, Callers, ClassResolution):
             afp = self._alloc_passes[id(owner.node)] = FunctionPass(
                 model, owner, False, facts.c_attrs, self.vocab, modes=lambda: self.modes).run()
         model.link(owner.node)
-        sizes = [*call.args, *(k.value for k in call.keywords if k.arg == "size")]
+        helper = call_leaf(call) not in ALLOCATORS  # sized through a helper: C is any argument handed to it
+        sizes = [*call.args, *(k.value for k in call.keywords if k.arg == "size" or helper)]
         node = next((n for a in sizes for n in every_node(a) if is_c_read(n, facts.c_attrs, self.vocab)), call)
         where = f"{model.source.display.rsplit('/', 1)[-1]}:{at.lineno}"
         what = said(CAPACITY, "sized_at_startup", symbol=f"self.{attr}", what=use, where=where,
@@ -514,7 +515,8 @@ def _use_of(model: ModuleModel, fp: FunctionPass, at: ast.expr, vocab: Vocabular
     sliced, whole = False, True
     while isinstance(parent, ast.Subscript) and parent.value is node:
         if any(is_c_read(n, fp.c_attrs, vocab) or isinstance(n, ast.Name) and n.id in fp.c_names
-               for n in every_node(parent.slice)) or mentions_per_step(parent.slice, vocab):
+               for n in every_node(parent.slice)) or mentions_per_step(parent.slice, vocab) \
+                or _per_step_local(fp, parent.slice):
             sliced = True
         elif not isinstance(parent.slice, ast.Constant):
             whole = False  # an extent of one entry per request (`[:bs]`), or a stride
@@ -540,6 +542,18 @@ def _use_of(model: ModuleModel, fp: FunctionPass, at: ast.expr, vocab: Vocabular
                 and not leaf.lstrip("_").startswith(("assert", "check")):
             return said(CAPACITY, "use_hands", name=name or "a call")
     return None
+
+
+def _per_step_local(fp: FunctionPass, node: ast.expr, depth: int = 0) -> bool:
+    """``node`` reads a local bound from the verify input's width (``w = spec_info.draft_token_num``), or
+    from such a local (``cols = seq_lens.max() + w``)."""
+    for n in every_node(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            for d in fp.reaching(n.id, n):
+                if d.kind == "per_step" or depth < 2 and d.value is not None and d.value is not node \
+                        and _per_step_local(fp, d.value, depth + 1):
+                    return True
+    return False
 
 
 def _server_args_in(model: ModuleModel, owner: FunctionInfo, afp: FunctionPass) -> str | None:
