@@ -19,7 +19,7 @@ from .module import ModuleModel, Outline
 from .inputs import built_inputs
 from .names import NameIndex, Part
 from .vocabulary import Vocabulary
-from ..target.names import NUM_TOKENS_PER_REQ, PACKAGE, SPECULATIVE_NUM_DRAFT_TOKENS
+from ..target.names import NUM_TOKENS_PER_REQ, PACKAGE, PREPARE_FOR_VERIFY, SPECULATIVE_NUM_DRAFT_TOKENS
 
 # Subclasses read `self.num_draft_tokens` that a base class in another module set from C.
 INHERITED_C_ATTRS = frozenset({"num_draft_tokens", SPECULATIVE_NUM_DRAFT_TOKENS})
@@ -154,7 +154,14 @@ class ChunkAnalysis:
         classes live outside the folder)."""
         tree, outer = self.tree, enclosing_package(self.tree)
         if outer is None:
-            return built_inputs(self.trees, self._texts, tree_budget_flag(tree) is not None)
+            # the classes define `prepare_for_verify` (or a base of theirs does, and a worker calls it):
+            # the name index says which files may, without reading the others
+            def class_texts():
+                for pos in self.names.files(PREPARE_FOR_VERIFY):
+                    data = self.read_at(pos)
+                    if data is not None:
+                        yield self.tree.files[pos].relpath, data
+            return built_inputs(self.trees, self._texts, tree_budget_flag(tree) is not None, class_texts)
 
         def texts():
             for f in outer.files:

@@ -66,15 +66,17 @@ class Built:
 
 
 def built_inputs(mods: TreeModules, texts: Callable[[], Iterable[tuple[str, bytes]]],
-                 constructions: bool) -> list[Built]:
+                 constructions: bool, class_texts: Callable[[], Iterable[tuple[str, bytes]]] | None = None) -> list[Built]:
     """The verify inputs the tree builds (test modules aside); ``texts`` yields (relpath, bytes) of the
-    tree's files. Where the tree states a tree drafter's budget (``constructions``: its server
+    tree's files (``class_texts``, where given, those that may define the verify-input classes: a
+    superset, read first). Where the tree states a tree drafter's budget (``constructions``: its server
     arguments do; or a verify-input class declares one), each place the tree constructs one; elsewhere
     every input is built at C, and one stands for each verify-input class, with the fields it declares."""
-    files = [(rel, data) for rel, data in texts() if not is_test_module(rel)]
     word = DRAFT_TOKEN_NUM.encode()
     classes: dict[str, tuple[str, ast.ClassDef]] = {}
-    for rel, data in files:
+    for rel, data in (class_texts or texts)():
+        if is_test_module(rel):
+            continue
         if word not in data or not FIELD_RE.search(data):
             continue
         mod = mods.parsed(rel)
@@ -95,7 +97,9 @@ def built_inputs(mods: TreeModules, texts: Callable[[], Iterable[tuple[str, byte
                 for name, (rel, _) in classes.items()]
     words = [n.encode() + b"(" for n in sorted(classes)]
     out: list[Built] = []
-    for rel, data in files:
+    for rel, data in texts():
+        if is_test_module(rel):
+            continue
         hits = [w for w in words if w in data]
         if not hits:
             continue
