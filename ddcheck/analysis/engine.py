@@ -238,10 +238,6 @@ class Engine(FixPlanning, Callers, ClassResolution):
             verdict = judged(FALLBACK, "resolver")
         if verdict is None or verdict.kind == HARMLESS:
             return
-        if via is None and verdict.kind in (FALLBACK, LAYOUT):
-            verdict = self._by_inputs(fp, site, verdict)
-            if verdict is None:
-                return
         if via is not None and via.origin is not None:
             # A parameter the caller filled with C: the caller's expression is the finding.
             where = f"`{fp.func.qualname}()` at {fp.model.source.display}:{site.node.lineno}"
@@ -260,6 +256,23 @@ class Engine(FixPlanning, Callers, ClassResolution):
                 r.plan, r.replacement = plan, replacement
             return
         self._report(fp, site.node, site.anchor, verdict, fp.model.code(source), exact)
+        r = self.reported.get((fp.model.source.relpath, site.node.lineno, site.node.col_offset))
+        if via is None and r is not None and r.kind in (FALLBACK, LAYOUT) and r.case == verdict.case:
+            r.by_inputs = True
+
+    def judge_by_inputs(self) -> None:
+        """Each read of C reported as a layout or a fallback, judged by the verify inputs the tree builds
+        (:meth:`_by_inputs`). Done once everything is analysed: finding the inputs asks the whole tree's
+        name index, which a worker has only by then."""
+        for key, r in list(self.reported.items()):
+            if not r.by_inputs:
+                continue
+            r.by_inputs = False
+            verdict = self._by_inputs(r.fp, r.node, Verdict(r.kind, r.what, case=r.case))
+            if verdict is None:
+                del self.reported[key]
+            elif (verdict.kind, verdict.case) != (r.kind, r.case):
+                r.kind, r.what, r.case = verdict.kind, verdict.what, verdict.case
 
     # -- judged by the verify inputs the tree builds ------------------------------------------------
 
@@ -268,26 +281,26 @@ class Engine(FixPlanning, Callers, ClassResolution):
             self._built.append(self.built_inputs())
         return self._built[0]
 
-    def _by_inputs(self, fp: FunctionPass, site: Site, verdict: Verdict) -> Verdict | None:
+    def _by_inputs(self, fp: FunctionPass, node: ast.expr, verdict: Verdict) -> Verdict | None:
         """A read of C judged by the verify inputs the tree builds (:mod:`.inputs`). A fallback's C that an
         input of another width than C reaches is this step's layout (DD001); one that no verify input
         reaches is never taken on the verify path (not reported). A layout read of C that only inputs
         of width C reach, past a test that sends every input of another width elsewhere (``if
         is_tree(spec_info): ... else: <C>``), is a fallback. Where the tree builds none, as before."""
         if verdict.kind == FALLBACK and verdict.case == "param_fallback":
-            return None if self._callers_hand_width(fp, site.node) else verdict
+            return None if self._callers_hand_width(fp, node) else verdict
         fallback = verdict.kind == FALLBACK and verdict.case in ("fallback", "default_fallback", "resolver")
         # a value that is bound and then used (``w = W if tree(spec_info) else C``) is decided by where it is
         # used, for the launch's input (``ddcheck config``): only a C the step itself is handed converts
         convertible = verdict.case in ("default_fallback", "resolver") or \
-            isinstance(_statement_of(fp.model, site.node), ast.Return)  # `return resolver(spec_info) or C`
+            isinstance(_statement_of(fp.model, node), ast.Return)  # `return resolver(spec_info) or C`
         if not fallback and verdict.kind != LAYOUT:
             return verdict
         inputs = self._inputs()
         others = [b for b in inputs if b.other_width]
         if not inputs or (not fallback and not others):
             return verdict
-        reach = {id(b): self._reach(fp, site.node, b) for b in (inputs if fallback else others)}
+        reach = {id(b): self._reach(fp, node, b) for b in (inputs if fallback else others)}
         if fallback:
             hit = next((b for b in others if reach[id(b)] is True), None) if convertible else None
             if hit is not None:

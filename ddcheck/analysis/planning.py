@@ -22,6 +22,7 @@ class FixPlanning:
 
     def findings(self) -> list[Finding]:
         self._threads.clear()  # threads are planned over everything analysed by now
+        self.judge_by_inputs()
         return [self._finding(r) for r in self.reported.values()]
 
     def prepare_threads(self) -> None:
