@@ -20,7 +20,8 @@ from ddcheck.target.sources import open_target
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("DDCHECK_FORKS", REPO.parent / "shared" / "corpus" / "ddtree-forks"))
-ARCHIVES = {"hz": "HaiyuZhou-sglang-ad7ab160.tar.gz", "dbg": "DB-Guo-sglang-ddtree-dev-514ea1f3.tar.gz"}
+ARCHIVES = {"hz": "HaiyuZhou-sglang-ad7ab160.tar.gz", "dbg": "DB-Guo-sglang-ddtree-dev-514ea1f3.tar.gz",
+            "rw": "Rancy-Wang-sglang-433c58ed.tar.gz"}
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no DDTree fork corpus at {CORPUS}")
 # The smoke tests of the forks run on one worker of the suite, sharing each fork's smoke server.
@@ -78,11 +79,45 @@ def errors(report) -> set[tuple[str, str]]:
 
 
 def test_scan_reports_the_hz_triton_width_resolver_as_a_fallback(fork_dir):
+    # The backend file alone: the tree's verify inputs are not in the target, so the resolver's
+    # `return C` stays a fallback (with the whole tree it is DD001, see below).
     path = fork_dir("hz") / "srt" / "layers" / "attention" / "triton_backend.py"
     fs = scan([str(path)], settings=Settings(), use_cache=False).findings
     assert [(f.rule, f.line, f.function) for f in fs] == [
         ("DD003", 364, "TritonAttnBackend._resolve_target_verify_num_draft_tokens")]
     assert "width resolver" in fs[0].message
+
+
+def test_scan_judges_the_hz_resolver_by_the_spine_input_its_worker_builds(fork, tmp_path):
+    """HZ's Triton resolver (triton_backend.py:358-364) returns W only `if hasattr(spec_info,
+    "tree_budget")`. In spine mode (budget <= block - 1) the DDTree worker builds
+    `DFlashVerifyInput(draft_token_num=self.max_tree_nodes, ...)` with no tree budget
+    (ddtree_worker.py:115-145; `self.max_tree_nodes = self.tree_budget + 1`, :53), and so does the graph
+    runner for its capture (cuda_graph_runner.py:1319, `draft_token_num = tree_budget + 1`): that input
+    of width budget + 1 reaches `return self.num_draft_tokens`, a layout error the default fix rewrites."""
+    result = scan([fork("hz").label], settings=Settings(), use_cache=False)
+    f = next(f for f in result.findings if f.path.endswith("triton_backend.py") and f.line == 364)
+    assert (f.rule, f.function) == ("DD001", "TritonAttnBackend._resolve_target_verify_num_draft_tokens")
+    assert "DFlashVerifyInput" in f.message and f.fix is not None and f.fix_safety.value == "safe"
+    # the eager FA3 chain value (flashattention_backend.py:504-509) is bound to `_num_draft` and decided
+    # where it is used, for the launch (config): it stays a fallback
+    fa3 = {f.line: f.rule for f in result.findings if f.path.endswith("attention/flashattention_backend.py")}
+    assert fa3[508] == "DD003" and fa3[541] == "DD003"
+
+
+def test_scan_rw_fa3_dispatch_else_is_a_fallback(fork):
+    """Rancy-Wang's FA3 graph replay, `if self._is_ddtree_verify_spec(spec_info): ... else: <C>`
+    (flashattention_backend.py:2906-2960): the test is `getattr(spec_info, "spec_input_type", None) ==
+    SpecInputType.DDTREE_VERIFY` (:320-325), and the only inputs the tree builds at another width than C
+    are DDTreeVerifyInput (ddtree_worker_v2.py:584, its width from the tree sizes and `tree_budget=`;
+    spec_info.py:430), whose `__post_init__` gives it DDTREE_VERIFY: the `else:` is reached by the
+    width-C inputs only (EAGLE, DFlash). Its eight reads of C are fallbacks, not errors."""
+    result = scan([fork("rw").label], settings=Settings(), use_cache=False)
+    rules = {f.line: f.rule for f in result.findings if f.path.endswith("attention/flashattention_backend.py")}
+    lines = [n for n in rules if 2915 <= n <= 2955]
+    assert len(lines) == 8 and all(rules[n] == "DD003" for n in lines)
+    msg = next(f.message for f in result.findings if f.line == 2916 and f.path.endswith("flashattention_backend.py"))
+    assert "DDTreeVerifyInput" in msg and "width C" in msg
 
 
 @pytest.mark.parametrize("name", ["hz", "dbg"])

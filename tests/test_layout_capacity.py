@@ -117,3 +117,36 @@ def test_without_the_budget_flag_the_same_tree_gets_no_fix(tmp_path):
     args.write_text(args.read_text().replace("speculative_ddtree_budget", "speculative_other_setting"))
     fs = [f for f in findings(tree) if f.rule == "DD002"]
     assert len(fs) == 3 and all(f.fix is None and "states no largest verify width" in f.hint for f in fs)
+
+
+CAPACITY_TREE = FIXTURES / "capacity_tree"
+
+
+def test_capacity_shapes_of_issue_40_are_reported_where_made_naming_the_write_and_fixed(tmp_path):
+    """fixtures/analysis/capacity_tree: a verify mask sized through a helper handed C, kv-index slack of
+    `C * bs`, a page-table width `+ C` in graph state, MLA decode metadata made for `max_seqlen_qo = C`,
+    an expansion buffer allocated in another method; the tree states a budget, so each is fixed to
+    max(C, budget + 1), and the fixed tree scans clean."""
+    backend = CAPACITY_TREE / "sglang/srt/layers/attention/capacity_backend.py"
+    fs = findings(CAPACITY_TREE)
+    got = Counter((Path(f.path).name, f.line, f.rule) for f in fs)
+    assert got == expected(sorted(CAPACITY_TREE.rglob("*.py")))
+    by_line = {f.line: f for f in fs}
+    writes = {"self.verify_mask = ": "writes `spec_info.custom_mask`",
+              "max_bs * self.max_context_len + self.speculative_num_draft_tokens * max_bs": "hands it to `build_kv_indices`",
+              "self.cuda_graph_page_table = ": "slices it to `self.cuda_graph_page_table[:bs, :cols]`",
+              "self.cuda_graph_decode_metadata = ": "hands it to `fill_decode_metadata`",
+              "self.expand_cu_seqlens_q = ": "slices it to `self.expand_cu_seqlens_q[: bs * w + 1]`"}
+    for text, write in writes.items():
+        f = by_line[line_of(backend, text)]
+        assert write in f.message and f.fix_safety == "safe", (text, f.message)
+        assert '"speculative_ddtree_budget", None) or 0) + 1)' in f.replacement
+    from ddcheck.fixer import fix_targets
+
+    tree = tmp_path / "tree"
+    shutil.copytree(CAPACITY_TREE, tree)
+    fix_targets([str(tree)])
+    fixed = (tree / "sglang/srt/layers/attention/capacity_backend.py").read_text()
+    ast.parse(fixed)
+    assert fixed.count('"speculative_ddtree_budget", None) or 0) + 1)') == 5
+    assert findings(tree) == []

@@ -8,16 +8,18 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..target.sources import SourceFile, SourceTree
+from ..errors import UsageError
+from ..target.sources import SourceFile, SourceTree, open_target
 from ..suppressions import MARKER
 from .engine import Engine
 from .reports import MethodUses, is_test_module
 from ..target.modules import TreeModules
 from ..target.parse import SourceError, decode
 from .module import ModuleModel, Outline
+from .inputs import built_inputs
 from .names import NameIndex, Part
 from .vocabulary import Vocabulary
-from ..target.names import NUM_TOKENS_PER_REQ, SPECULATIVE_NUM_DRAFT_TOKENS
+from ..target.names import NUM_TOKENS_PER_REQ, PACKAGE, PREPARE_FOR_VERIFY, SPECULATIVE_NUM_DRAFT_TOKENS
 
 # Subclasses read `self.num_draft_tokens` that a base class in another module set from C.
 INHERITED_C_ATTRS = frozenset({"num_draft_tokens", SPECULATIVE_NUM_DRAFT_TOKENS})
@@ -58,6 +60,22 @@ def tree_budget_flag(tree: SourceTree) -> str | None:
         return None
     m = BUDGET_FIELD_RE.search(data)
     return m.group(1).decode() if m else None
+
+
+def enclosing_package(tree: SourceTree) -> SourceTree | None:
+    """The ``sglang`` package on disk that a folder target lies inside (``sglang/srt/layers/attention``;
+    SGLang's subpackages are namespace packages, so the nearest ancestor named so with an
+    ``__init__.py``), opened as a tree; None for other targets and for a folder that is no part of one."""
+    if tree.kind != "dir" or tree.root is None:
+        return None
+    here = tree.root.resolve()
+    top = next((p for p in here.parents if p.name == PACKAGE and (p / "__init__.py").is_file()), None)
+    if top is None:
+        return None
+    try:
+        return open_target(str(top))
+    except (UsageError, OSError):
+        return None
 
 
 @dataclass
@@ -105,7 +123,8 @@ class ChunkAnalysis:
         self.engine = Engine(vocab=vocab, load_module=self.load, width_api=width_api(tree),
                              inherited_c_attrs=INHERITED_C_ATTRS, method_uses=self.method_uses,
                              outline_of=self.outline_of, mode_table=self.trees.mode_table,
-                             budget_flag=lambda: tree_budget_flag(tree))
+                             budget_flag=lambda: tree_budget_flag(tree),
+                             built_inputs=self._built_inputs)
 
     def use_index(self, parts: list[Part], unindexed: list[int]) -> None:
         """Answer name questions from these index parts (and index ``unindexed`` on the first one)."""
@@ -121,6 +140,36 @@ class ChunkAnalysis:
             return self.read(self.tree.files[pos])
         except OSError:
             return None
+
+    def _texts(self):
+        """(relpath, bytes) of every readable file of the tree."""
+        for pos, f in enumerate(self.tree.files):
+            data = self.read_at(pos)
+            if data is not None:
+                yield f.relpath, data
+
+    def _built_inputs(self) -> list:
+        """The verify inputs the tree builds; for a folder inside a package on disk (``sglang/srt/layers``),
+        those of the whole package it belongs to, read from disk (the workers and the verify-input
+        classes live outside the folder)."""
+        tree, outer = self.tree, enclosing_package(self.tree)
+        if outer is None:
+            # the classes define `prepare_for_verify` (or a base of theirs does, and a worker calls it):
+            # the name index says which files may, without reading the others
+            def class_texts():
+                for pos in self.names.files(PREPARE_FOR_VERIFY):
+                    data = self.read_at(pos)
+                    if data is not None:
+                        yield self.tree.files[pos].relpath, data
+            return built_inputs(self.trees, self._texts, tree_budget_flag(tree) is not None, class_texts)
+
+        def texts():
+            for f in outer.files:
+                try:
+                    yield f.relpath, f.read_bytes()
+                except OSError:
+                    continue
+        return built_inputs(TreeModules.of(outer), texts, tree_budget_flag(outer) is not None)
 
     def load(self, module: str, needs_c: bool = False) -> ModuleModel | None:
         """Modules are parsed on first use: entry files and the helpers reached from them. A helper

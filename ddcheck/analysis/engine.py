@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..findings import FixPlan, FixSafety
-from .exprs import (buffer_key, dotted, every_node, is_c_read, is_exact_c, is_mode_check,
+from .exprs import (buffer_key, call_leaf, dotted, every_node, is_c_read, is_exact_c, is_mode_check,
                     mentions_per_step, walk)
 from .hazards import (ALIAS, ARGUMENT, CAPACITY, DERIVED, FALLBACK, HARMLESS, LAYOUT, RANK, Verdict,
                       classify, judged, layout_of, said)
@@ -25,7 +25,8 @@ from .classes import ClassResolution
 from .planning import FixPlanning
 from .reports import Hint, MethodUses, Origin, ParamUse, Reported, _per_statement, _statement_of, _top_level_span
 from . import edits as E
-from .vocabulary import Vocabulary
+from .vocabulary import ALLOCATORS, Vocabulary
+from .inputs import Built, Reach, expression_reach, truth
 from ..target.names import DRAFT_TOKEN_NUM, VERIFY_MARKERS as VERIFY_TEXT
 
 
@@ -64,6 +65,9 @@ class Engine(FixPlanning, Callers, ClassResolution):
     budget_flag: Callable[[], str | None] = lambda: None
     _budget: list = field(default_factory=list)
     _alloc_passes: dict[int, FunctionPass] = field(default_factory=dict)  # allocating function id -> its pass
+    # the verify inputs the tree builds (read on first use, :mod:`.inputs`)
+    built_inputs: Callable[[], list[Built]] = lambda: []
+    _built: list = field(default_factory=list)
 
     @property
     def modes(self) -> ModeTable:
@@ -154,7 +158,8 @@ class Engine(FixPlanning, Callers, ClassResolution):
             afp = self._alloc_passes[id(owner.node)] = FunctionPass(
                 model, owner, False, facts.c_attrs, self.vocab, modes=lambda: self.modes).run()
         model.link(owner.node)
-        sizes = [*call.args, *(k.value for k in call.keywords if k.arg == "size")]
+        helper = call_leaf(call) not in ALLOCATORS  # sized through a helper: C is any argument handed to it
+        sizes = [*call.args, *(k.value for k in call.keywords if k.arg == "size" or helper)]
         node = next((n for a in sizes for n in every_node(a) if is_c_read(n, facts.c_attrs, self.vocab)), call)
         where = f"{model.source.display.rsplit('/', 1)[-1]}:{at.lineno}"
         what = said(CAPACITY, "sized_at_startup", symbol=f"self.{attr}", what=use, where=where,
@@ -251,6 +256,114 @@ class Engine(FixPlanning, Callers, ClassResolution):
                 r.plan, r.replacement = plan, replacement
             return
         self._report(fp, site.node, site.anchor, verdict, fp.model.code(source), exact)
+        r = self.reported.get((fp.model.source.relpath, site.node.lineno, site.node.col_offset))
+        if via is None and r is not None and r.kind in (FALLBACK, LAYOUT) and r.case == verdict.case:
+            r.by_inputs = True
+
+    def judge_by_inputs(self) -> None:
+        """Each read of C reported as a layout or a fallback, judged by the verify inputs the tree builds
+        (:meth:`_by_inputs`). Done once everything is analysed: finding the inputs asks the whole tree's
+        name index, which a worker has only by then."""
+        for key, r in list(self.reported.items()):
+            if not r.by_inputs:
+                continue
+            r.by_inputs = False
+            verdict = self._by_inputs(r.fp, r.node, Verdict(r.kind, r.what, case=r.case))
+            if verdict is None:
+                del self.reported[key]
+            elif (verdict.kind, verdict.case) != (r.kind, r.case):
+                r.kind, r.what, r.case = verdict.kind, verdict.what, verdict.case
+
+    # -- judged by the verify inputs the tree builds ------------------------------------------------
+
+    def _inputs(self) -> list[Built]:
+        if not self._built:
+            self._built.append(self.built_inputs())
+        return self._built[0]
+
+    def _by_inputs(self, fp: FunctionPass, node: ast.expr, verdict: Verdict) -> Verdict | None:
+        """A read of C judged by the verify inputs the tree builds (:mod:`.inputs`). A fallback's C that an
+        input of another width than C reaches is this step's layout (DD001); one that no verify input
+        reaches is never taken on the verify path (not reported). A layout read of C that only inputs
+        of width C reach, past a test that sends every input of another width elsewhere (``if
+        is_tree(spec_info): ... else: <C>``), is a fallback. Where the tree builds none, as before."""
+        if verdict.kind == FALLBACK and verdict.case == "param_fallback":
+            return None if self._callers_hand_width(fp, node) else verdict
+        fallback = verdict.kind == FALLBACK and verdict.case in ("fallback", "default_fallback", "resolver")
+        # a value that is bound and then used (``w = W if tree(spec_info) else C``) is decided by where it is
+        # used, for the launch's input (``ddcheck config``): only a C the step itself is handed converts
+        convertible = verdict.case in ("default_fallback", "resolver") or \
+            isinstance(_statement_of(fp.model, node), ast.Return)  # `return resolver(spec_info) or C`
+        if not fallback and verdict.kind != LAYOUT:
+            return verdict
+        inputs = self._inputs()
+        others = [b for b in inputs if b.other_width]
+        if not inputs or (not fallback and not others):
+            return verdict
+        reach = {id(b): self._reach(fp, node, b) for b in (inputs if fallback else others)}
+        if fallback:
+            hit = next((b for b in others if reach[id(b)] is True), None) if convertible else None
+            if hit is not None:
+                if verdict.case == "resolver":
+                    return judged(LAYOUT, "resolver_reached", name=hit.cls, where=hit.where)
+                return judged(LAYOUT, "fallback_reached", name=hit.cls, where=hit.where)
+            if all(r is False for r in reach.values()):
+                return None
+            return verdict
+        if all(reach[id(b)] is False for b in others):
+            return judged(FALLBACK, "dispatch", name=others[0].cls, where=others[0].where)
+        return verdict
+
+    def _callers_hand_width(self, fp: FunctionPass, node: ast.expr) -> bool:
+        """``width or C`` in a helper, ``width`` its parameter: every verify-path call of the helper in the
+        tree hands it a value that is a width for every verify input the tree builds (``getattr(spec_info,
+        "draft_token_num", None)``, each input carrying one), so no verify input reaches C; calls off the
+        verify path are no verify input's."""
+        inputs = self._inputs()
+        parent = fp.model.parents.get(id(node), (None,))[0]
+        name = parent.values[0].id if isinstance(parent, ast.BoolOp) and isinstance(parent.values[0], ast.Name) else None
+        if not inputs or name is None or not fp.func.cls:
+            return False
+        found = self._callers_of(fp.model, fp.func)
+        calls = [(cfp, call) for cfp, call, verify in (found[0] if found else ()) if verify]
+        if not calls:
+            return False
+        params = [p for p in fp.func.params if p != "self"]
+        for cfp, call in calls:
+            value = next((k.value for k in call.keywords if k.arg == name), None)
+            if value is None and name in params and params.index(name) < len(call.args):
+                value = call.args[params.index(name)]
+            if value is None:
+                return False
+            if isinstance(value, ast.Name) and value.id == name and cfp.func.cls:
+                return False  # handed on from the caller's own parameter: judged there
+            for b in inputs:
+                r = Reach(b, lambda n, at: None, lambda m: None)
+                if truth(r.eval(value)) is not True:
+                    return False
+        return True
+
+    def _reach(self, fp: FunctionPass, node: ast.expr, b: Built) -> bool | None:
+        """Does the built input ``b`` reach this read of C, for some launch (True, False, None: unknown)."""
+        model, func = fp.model, fp.func
+
+        def local(name: str, at: ast.AST) -> ast.expr | None:
+            ds = fp.reaching(name, at)
+            return ds[0].value if len(ds) == 1 and isinstance(ds[0].node, (ast.Assign, ast.AnnAssign)) else None
+
+        def method(name: str) -> ast.FunctionDef | None:
+            f = model.functions.get(f"{func.cls}.{name}") if func.cls else None
+            return f.node if f is not None else None
+
+        r = Reach(b, local, method)
+        stmt = _statement_of(model, node)
+        s = r.reaches(func.node.body, stmt) if stmt is not None else None
+        if s is False:
+            return False
+        e = expression_reach(r, node, model.parents)
+        if e is False:
+            return False
+        return True if s and e else None
 
     def _alias(self, fp: FunctionPass, site: Site, target: str) -> Verdict | None:
         """``x = C`` on the verify path: a fallback when x is rebound per step, else judged by x's reads."""
@@ -415,7 +528,8 @@ def _use_of(model: ModuleModel, fp: FunctionPass, at: ast.expr, vocab: Vocabular
     sliced, whole = False, True
     while isinstance(parent, ast.Subscript) and parent.value is node:
         if any(is_c_read(n, fp.c_attrs, vocab) or isinstance(n, ast.Name) and n.id in fp.c_names
-               for n in every_node(parent.slice)) or mentions_per_step(parent.slice, vocab):
+               for n in every_node(parent.slice)) or mentions_per_step(parent.slice, vocab) \
+                or _per_step_local(fp, parent.slice):
             sliced = True
         elif not isinstance(parent.slice, ast.Constant):
             whole = False  # an extent of one entry per request (`[:bs]`), or a stride
@@ -441,6 +555,18 @@ def _use_of(model: ModuleModel, fp: FunctionPass, at: ast.expr, vocab: Vocabular
                 and not leaf.lstrip("_").startswith(("assert", "check")):
             return said(CAPACITY, "use_hands", name=name or "a call")
     return None
+
+
+def _per_step_local(fp: FunctionPass, node: ast.expr, depth: int = 0) -> bool:
+    """``node`` reads a local bound from the verify input's width (``w = spec_info.draft_token_num``), or
+    from such a local (``cols = seq_lens.max() + w``)."""
+    for n in every_node(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            for d in fp.reaching(n.id, n):
+                if d.kind == "per_step" or depth < 2 and d.value is not None and d.value is not node \
+                        and _per_step_local(fp, d.value, depth + 1):
+                    return True
+    return False
 
 
 def _server_args_in(model: ModuleModel, owner: FunctionInfo, afp: FunctionPass) -> str | None:

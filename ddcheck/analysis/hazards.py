@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ..rules import rule_of
+from ..target.names import SPEC_INFO_FIELD
 from .exprs import ARITH_CALLS, call_leaf, dotted, mentions_per_step
 from .vocabulary import (ALLOCATORS, CHECK_CALL_PREFIXES, FILL_ALLOCATORS, REPORTING_CALLS, UPPER_BOUND_NAMES, WIDTH_WORDS,
                          Vocabulary)
@@ -96,6 +97,10 @@ def classify(node: ast.expr, parents: dict, vocab: Vocabulary) -> Verdict:
             if isinstance(parent.op, ast.Or) and parent.values[-1] is child \
                     and any(_width_parameter(o, parent, parents) for o in others):
                 return judged(FALLBACK, "param_fallback")
+            if isinstance(parent.op, ast.Or) and parent.values[-1] is child and parent is parent_return(parent, parents) \
+                    and any(_asks_the_input(o) for o in others):
+                # `return resolver(spec_info) or C`: a resolver's fallback, judged by the inputs that reach it
+                return judged(FALLBACK, "resolver")
             if isinstance(parent.op, ast.Or) and parent.values[-1] is child:
                 direct = False  # `x or C` is still a value
             else:
@@ -147,6 +152,19 @@ def _assignment(parent: ast.Assign | ast.AnnAssign, direct: bool) -> Verdict:
         # `x = C` is judged by what x feeds; so is `n = bs * C` (a size check's total, or a layout)
         return Verdict(ALIAS, "" if direct else DERIVED, target=targets[0].id)
     return layout_of(names[0] if names else "")
+
+
+def parent_return(node: ast.expr, parents: dict) -> ast.expr | None:
+    """``node`` itself when it is the whole value of a ``return``, else None."""
+    up = parents.get(id(node))
+    return node if up is not None and isinstance(up[0], ast.Return) else None
+
+
+def _asks_the_input(node: ast.expr) -> bool:
+    """A call handed the verify input (``self._tree_width(spec_info)``): it resolves the width from it."""
+    return isinstance(node, ast.Call) and any(
+        isinstance(a, ast.Name) and a.id == SPEC_INFO_FIELD or isinstance(a, ast.Attribute) and a.attr == SPEC_INFO_FIELD
+        for a in [*node.args, *(k.value for k in node.keywords)])
 
 
 def _where_it_lives(verdict: Verdict, parents: dict) -> Verdict:

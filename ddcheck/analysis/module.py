@@ -369,11 +369,35 @@ class ModuleModel:
             allocated += [(attr, k.value, v) for attr, value in assigns if isinstance(value, ast.Dict)
                           for k, v in zip(value.keys, value.values) if isinstance(k, ast.Constant)]
             for attr, key, value in allocated:
-                if _sized_with_c(value, attrs, vocab, sized_locals.get(id(value), ())):
+                if _sized_with_c(value, attrs, vocab, sized_locals.get(id(value), ())) \
+                        or self._helper_sized(value, cls, attrs, vocab):
                     sized.setdefault(attr, value.lineno)
                     allocations.setdefault((attr, key), value)
             result[cls] = ClassFacts(attrs, exact, buffers, sized, strided, length_only, allocations)
         return result
+
+
+    def _helper_sized(self, value: ast.expr, cls: str, c_attrs, vocab: Vocabulary) -> bool:
+        """``self.mask = self._make_mask(max_bs, C)`` / ``make_metadata(bs, max_seqlen_qo=C)``: C handed to a
+        helper of this module (a method of the class, or a module function) whose parameter sizes an
+        allocation it makes: capacity made with C, through the helper."""
+        if not isinstance(value, ast.Call):
+            return False
+        f = value.func
+        helper = self.method(cls, f.attr) if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+            and f.value.id == "self" else self.functions.get(f.id) if isinstance(f, ast.Name) else None
+        if helper is None:
+            return False
+        params = [p for p in helper.params if p not in ("self", "cls")] if isinstance(f, ast.Attribute) else helper.params
+        def c_not_budget(a: ast.expr) -> bool:  # `max(C, budget + 1)`, a fix's output, is sized for the budget
+            return _mentions_c(a, c_attrs, vocab) and not any(names_a_budget(n) for n in every_node(a))
+
+        handed = {params[i] for i, a in enumerate(value.args) if i < len(params) and c_not_budget(a)}
+        handed |= {k.arg for k in value.keywords if k.arg and c_not_budget(k.value)}
+        handed &= {*helper.params, *helper.kwonly}
+        if not handed:
+            return False
+        return any(isinstance(n, ast.Call) and _sized_with_c(n, set(), vocab, handed) for n in ast.walk(helper.node))
 
 
 @dataclass

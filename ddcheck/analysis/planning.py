@@ -22,6 +22,7 @@ class FixPlanning:
 
     def findings(self) -> list[Finding]:
         self._threads.clear()  # threads are planned over everything analysed by now
+        self.judge_by_inputs()
         return [self._finding(r) for r in self.reported.values()]
 
     def prepare_threads(self) -> None:
@@ -164,7 +165,7 @@ class FixPlanning:
                        line=l1, column=c1, end_line=l2, end_column=c2, function=func.qualname, symbol=symbol,
                        message=message, replacement=replacement, hint=rule.hint(hint[0], **hint[1]),
                        fix_safety=fix.safety if fix else None, fix=fix, statement=stmt_text, stmt_line=stmt_line,
-                       resolver=r.case == "resolver")
+                       resolver=r.case in ("resolver", "resolver_reached"))
 
     def _hint(self, r: Reported, symbol: str) -> tuple[Hint, FixPlan | None, str | None]:
         """A report's fix (plan and replacement) and the hint case that says it, with its facts."""

@@ -52,6 +52,7 @@ class Reported:
     plan: FixPlan | None = None  # a fix planned where the finding is made (a capacity at its allocation)
     replacement: str | None = None
     case: str = ""  # the rule's [what] case that ``what`` says
+    by_inputs: bool = False  # a read of C itself (not through a local): judged by the tree's verify inputs at the end
 
 
 @dataclass

@@ -113,6 +113,7 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
     if s.verify_input:
         # Width resolvers (DD003): decided for the verify input this launch's worker builds.
         resolvers = [f for f in scan_findings(tree, list(T.backend_files(tree)[s.verify_backend])) if f.resolver]
+        found = [f for f in found if not f.resolver]  # a resolver the scan calls DD001: decided here alike
         for f in resolvers:
             gives_w, test = resolver_gives_w(tree, f, s.verify_input, set(s.verify_input_fields),
                                              s.verify_input_type)

@@ -91,6 +91,12 @@ DRAFT_TOKEN_NUM = "draft_token_num"
 WIDTH_FIELDS = (NUM_TOKENS_PER_REQ, DRAFT_TOKEN_NUM)
 PER_STEP_ATTRS = frozenset(WIDTH_FIELDS)
 SPEC_INFO_FIELD = "spec_info"  # the forward batch's verify input
+# What a verify input says it is (SpecInput's field, a SpecInputType member; speculative/spec_info.py).
+SPEC_INPUT_TYPE_FIELD = "spec_input_type"
+SPEC_INPUT_TYPE_CLASS = "SpecInputType"
+# What makes a class a verify input: the worker calls this method of it before the verify step
+# (``verify_input.prepare_for_verify(batch, page_size)``, every verify input of every release).
+PREPARE_FOR_VERIFY = "prepare_for_verify"
 
 # ----------------------------------------------------------------------------- the backends' entry points
 # An attention backend's metadata entry points: the eager one, the CUDA-graph pair of older releases,

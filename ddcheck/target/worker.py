@@ -20,8 +20,8 @@ from ddcheck.target.evaluate import SA, UNKNOWN, Algo, Evaluator, Span, World, g
 from ddcheck.target.modules import TreeModules
 from ddcheck.target.sources import SourceTree
 from ddcheck.target.names import (DRAFT_TOKEN_NUM, MODEL_EXECUTOR_DIR, NUM_TOKENS_PER_REQ,
-                                  SPEC_INFO_FILE as SPEC_INFO, SPEC_INFO_MODULE, SPECULATIVE_ALGORITHM_CLASS,
-                                  VERIFY_FUNCTION_MARKERS)
+                                  SPEC_INFO_FILE as SPEC_INFO, SPEC_INFO_MODULE, SPEC_INPUT_TYPE_CLASS,
+                                  SPEC_INPUT_TYPE_FIELD, SPECULATIVE_ALGORITHM_CLASS, VERIFY_FUNCTION_MARKERS)
 
 
 
@@ -168,14 +168,14 @@ def class_input_type(mods: TreeModules, name: str, module: str) -> str | None:
     for _, node, _ in reversed(_class_chain(mods, name, module)):
         for item in ast.walk(node):
             value = None
-            if isinstance(item, ast.keyword) and item.arg == "spec_input_type":
+            if isinstance(item, ast.keyword) and item.arg == SPEC_INPUT_TYPE_FIELD:
                 value = item.value
             elif isinstance(item, (ast.AnnAssign, ast.Assign)) and item.value is not None and any(
-                    isinstance(t, ast.Name) and t.id == "spec_input_type"
+                    isinstance(t, ast.Name) and t.id == SPEC_INPUT_TYPE_FIELD
                     for t in (item.targets if isinstance(item, ast.Assign) else [item.target])):
                 value = item.value
             if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) \
-                    and value.value.id == "SpecInputType":
+                    and value.value.id == SPEC_INPUT_TYPE_CLASS:
                 return value.attr
     return None
 
