@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -53,7 +54,7 @@ def test_fifos_are_reported_never_read(tmp_path):
     assert out.returncode == 1 and "pipe.py: cannot scan" in out.stdout and "not a regular file" in out.stdout
     assert "backend.py:" in out.stdout  # the rest of the tree was scanned
     direct = ddcheck("scan", "--no-cache", str(tmp_path / "pipe.py"), timeout=30)
-    assert direct.returncode == 1 and "not a regular file" in direct.stdout
+    assert direct.returncode == 2 and "not a regular file" in direct.stderr  # nothing to scan: a usage error
     fix = ddcheck("fix", "--check", str(tmp_path), timeout=30)
     assert fix.returncode == 1 and "Traceback" not in fix.stderr
 
@@ -291,7 +292,8 @@ def test_the_stamps_key_is_the_same_in_another_process(tmp_path, monkeypatch):
     for _ in range(2):
         proc = subprocess.run([sys.executable, "-m", "ddcheck", "scan", "--format", "json", str(tree)],
                               capture_output=True, text=True, timeout=120, check=False, env=os.environ)
-        assert proc.returncode == 1 and proc.stdout.strip() == first.to_json().strip(), proc.stderr
+        doc = json.loads(proc.stdout)
+        assert proc.returncode == doc.pop("exit_code") == 1 and doc == json.loads(first.to_json()), proc.stderr
         assert not memo.exists()
 
 

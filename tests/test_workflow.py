@@ -254,7 +254,12 @@ def test_workflow_recipe_steps_run(tmp_path, wheel, sarif_validator):
     env = {**_ddcheck_on_path(dict(os.environ)), "PYTHONPATH": str(site)}
     repo = tmp_path / "repo"
     backend_copy(repo / "srt" / "layers" / "attention", "tiny_backend.py")
-    shutil.copy(REPO / "fixtures" / "launch" / "eagle_ok.yaml", repo / "launch.yaml")
+    # SGLang's launch file, its models as local folders (the tree's start-up reads their config.json)
+    models = REPO / "fixtures" / "launch" / "models"
+    (repo / "launch.yaml").write_text((REPO / "fixtures" / "launch" / "eagle_ok.yaml").read_text(encoding="utf-8")
+                                      .replace("meta-llama/Llama-3.1-8B-Instruct", str(models / "llama"))
+                                      .replace("jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B", str(models / "llama_eagle")),
+                                      encoding="utf-8")
 
     ran = _run_steps(repo, env)
     assert [(name, p.returncode) for name, p in ran] == [(s["name"], 0) for s in steps if "run" in s], \
@@ -860,8 +865,10 @@ def test_python_api_check_launch_without_sglang_is_a_clear_error():
 def test_python_api_check_launch(wheel):
     from pydantic import BaseModel
 
-    argv = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "EAGLE",
-            "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+    # a local model folder: the tree's start-up reads its config.json, so the launch is judged (a hub id
+    # that is not in the cache would be exit 3)
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", str(REPO / "fixtures/launch/models/llama"),
+            "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
     report = ddcheck.check_launch(argv, sglang=str(wheel("0.5.10")))
     assert isinstance(report, BaseModel) and report.release == "0.5.10" and report.exit_code == 0
     assert json.loads(report.model_dump_json())["release"] == "0.5.10"

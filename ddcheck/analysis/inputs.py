@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from ..target.modules import TreeModules
 from ..target.names import (DRAFT_TOKEN_NUM, PREPARE_FOR_VERIFY, SPEC_INFO_FIELD, SPEC_INPUT_TYPE_CLASS, SPEC_INPUT_TYPE_FIELD,
                             WIDTH_FIELDS)
-from ..target.worker import class_input_type
 from .module import names_a_budget
 from .reports import is_test_module
 
@@ -150,6 +149,8 @@ def _class_facts(mods: TreeModules, name: str, module: str, classes) -> tuple:
                     values[item.target.id] = v
                 elif item.target.id in WIDTH_FIELDS and item.value is None:
                     values[item.target.id] = WIDTH  # a required width: every instance carries one
+    from ..target.worker import class_input_type  # the worker model (and typing) only when a class is read
+
     kind = class_input_type(mods, name, module)
     if kind is not None:
         values[SPEC_INPUT_TYPE_FIELD] = Sym(f"{SPEC_INPUT_TYPE_CLASS}.{kind}")

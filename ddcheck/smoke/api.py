@@ -319,8 +319,8 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
 
 
 def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback: str | None = None):
-    """``(width, C) -> (class, fields, module, mask source)`` of the verify input the tree's own worker builds at that C
-    (for DDTREE, budget = width - 1) (``ddcheck.launch.worker``), or None when the tree has no such
+    """``(width, C) -> (class, fields, module, mask source, call site, launch values)`` of the verify input the tree's own worker builds at that C
+    (for DDTREE, budget = width - 1) (``ddcheck.target.worker``), or None when the tree has no such
     worker; the classes used are recorded in the report. The worker is the launch's algorithm's
     (``launch``: resolved server_args values), else the tree's DDTREE worker. ``fallback``
     (``module.Class``): where the tree has no DDTREE input, that class of the tree, built at the width,

@@ -62,6 +62,8 @@ class MaskSource:
 
 @dataclass
 class WorkerFacts:
+    """What the tree's worker for one launch builds: the worker class and the verify inputs it may build."""
+
     worker: str | None = None
     worker_path: str = ""
     worker_line: int = 0
