@@ -426,6 +426,18 @@ def test_dflash_block_size_vs_draft_tokens():
 
 
 @network
+def test_dflash_verifies_a_chain_on_fa3():
+    """0.5.16's DFLASH worker builds its verify input with ``custom_mask = None`` (dflash_worker_v2.py:1636-1645,
+    "standard causal masking"; dflash_info.py:34-36: "DFLASH verify is linear"): a keyword passed as None
+    sets no mask, so FA3 attending the block as a chain is right, not a tree-mask error."""
+    dflash = base("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", str(MODELS / "llama_eagle"),
+                  "--speculative-num-draft-tokens", "8", "--attention-backend", "fa3")
+    r = run("0.5.16", dflash)
+    assert r.settings.verify_input == "DFlashVerifyInput" and "custom_mask" not in r.settings.verify_input_sets
+    assert "tree-mask" not in ids(r, None) and r.exit_code == 0, (r.findings, r.not_judged)
+
+
+@network
 def test_dp_attention_rejections():
     dp = ["--enable-dp-attention", "--tp-size", "2", "--dp-size", "2"]
     assert run("0.5.10", eagle(3, 1, 4, *dp)).exit_code == 0

@@ -164,6 +164,11 @@ def class_fields(mods: TreeModules, name: str, module: str) -> tuple[list[str], 
     return sorted(set(fields)), where[0], where[1]
 
 
+def _none(value: Any) -> bool:
+    """A keyword the worker passes as None for these settings sets nothing (``custom_mask=None``: a chain)."""
+    return value is None
+
+
 def class_input_type(mods: TreeModules, name: str, module: str) -> str | None:
     """The ``SpecInputType`` member a verify-input class gives itself: ``spec_input_type=SpecInputType.X``
     passed up from its own ``__init__``/``__post_init__``, or a field default (the subclass's wins)."""
@@ -262,7 +267,8 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any],
                         width_expr=ast.unparse(kw.value), path=vrel, line=vcall.lineno,
                         when=[("" if pol else "not ") + f"({ast.unparse(c)})" for c, pol, v in results if v is not UNKNOWN],
                         attrs=attrs, cls_path=cls_rel, cls_line=cls_line,
-                        kwargs=[k.arg for k in vcall.keywords if k.arg], input_type=input_type,
+                        kwargs=[k.arg for k in vcall.keywords if k.arg and not (vcall is call and _none(local_ev(k.value)))],
+                        input_type=input_type,
                         per_step=not isinstance(width, int) and (_computed_in_step(kw.value) or lo != hi),
                         width_min=lo, width_max=hi,
                         mask_from=mask_source(mods, fn, mod, call, imports) if vcall is call else None))
