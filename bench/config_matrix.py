@@ -108,20 +108,22 @@ def run_release(release: str, algorithms: list[str]) -> list[dict]:
             rows.append({"release": release, "algorithm": algorithm,
                          "resolved_by": s.resolved_by if s else "-", "handler": r.handler,
                          "C": s.num_draft_tokens if s else None, "W": s.verify_width if s else None,
-                         "reason": r.tree_note, "limitations": len(r.tree_limitations),
+                         "reason": r.tree_note, "limitations": len(r.tree_limitations), "exit": r.exit_code,
+                         "not_judged": r.not_judged,
                          "findings": sorted(f.id for f in r.findings if f.level == "error")})
     return rows
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| release | algorithm | resolved by | start-up code that ran | C | W | why the tables / limitations |",
+    lines = ["| release | algorithm | exit | start-up code that ran | C | W | not judged because / limitations |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
-        why = (r.get("reason") or "").replace("|", "\\|")
-        if r.get("resolved_by") == "tree":
+        why = "; ".join(r.get("not_judged") or []) or r.get("reason") or ""
+        if not why and r.get("resolved_by") == "tree":
             why = f"{r.get('limitations', 0)} limitation(s) reported"
-        lines.append(f"| {r['release']} | {r['algorithm']} | {r.get('resolved_by', '-')} | "
-                     f"`{r.get('handler') or '-'}` | {r.get('C', '-')} | {r.get('W', '-')} | {why[:160]} |")
+        why = why.replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {r['release']} | {r['algorithm']} | {r.get('exit', '-')} | "
+                     f"`{r.get('handler') or '-'}` | {r.get('C', '-')} | {r.get('W', '-')} | {why[:200]} |")
     return "\n".join(lines)
 
 

@@ -130,21 +130,31 @@ MODEL_FOLDERS = {"target": LLAMA, "EAGLE": {**LLAMA, "architectures": ["LlamaFor
 
 
 @network
-@pytest.mark.parametrize("release", ["0.4.10.post2", "0.5.10", "0.5.23"])
+@pytest.mark.parametrize("release", ["0.4.10.post2", "0.5.7", "0.5.10", "0.5.23"])
 def test_eagle_with_a_local_model_folder_is_resolved_by_the_tree(release, tmp_path):
-    """The issue's case: on the oldest, a middle and the newest release, an EAGLE launch whose
-    --model-path is a local folder is resolved by the tree's own start-up code, not the tables."""
+    """The issue's case: on the oldest, middle and newest releases, an EAGLE launch whose
+    --model-path is a local folder is resolved by the tree's own start-up code, not the tables. The
+    worker is found three ways: built under the algorithm's test in the scheduler (0.4.10), a factory
+    registered under the algorithm's name (0.5.7: spec_info.py's register_speculative_algorithm("EAGLE",
+    worker_cls=_create_eagle_worker), whose plain return is EAGLEWorker(**kwargs)), the algorithm's own
+    method (0.5.10, 0.5.23)."""
     model = _folder(tmp_path, "model", **MODEL_FOLDERS["target"])
     draft = _folder(tmp_path, "draft", **MODEL_FOLDERS["EAGLE"])
-    r = check_launch(["python", "-m", "sglang.launch_server", "--model-path", model, "--speculative-algorithm",
-                      "EAGLE", "--speculative-draft-model-path", draft, "--speculative-num-steps", "3",
-                      "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"], sglang=f"sglang=={release}")
+    launch = ["python", "-m", "sglang.launch_server", "--model-path", model, "--speculative-algorithm", "EAGLE",
+              "--speculative-draft-model-path", draft, "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+              "--speculative-num-draft-tokens", "4"]
+    r = check_launch(launch, sglang=f"sglang=={release}")
     assert r.settings.resolved_by == "tree" and r.tree_note is None, r.tree_note
     if release.startswith("0.4."):
-        # 0.4.10 picks its EAGLE worker in the scheduler (managers/scheduler.py:324), not in spec_info.py,
-        # where ddcheck looks for it: W is not the tree's here, so the launch is not judged (exit 3)
-        assert r.settings.num_draft_tokens == 4 and r.settings.verify_width is None and r.exit_code == 3
-        assert any("verify input" in x for x in r.not_judged)
+        # 0.4.10 builds its EAGLE worker in the scheduler, under the algorithm's own test
+        # (managers/scheduler.py:324-328: `if self.spec_algorithm.is_eagle(): ... EAGLEWorker(...)`), whose
+        # verify input is built at eagle_worker.py:568: W = 4 from the tree. Its attention backend is picked
+        # in the model runner, not at start-up: not judged (exit 3) until the launch names one.
+        assert (r.settings.num_draft_tokens, r.settings.verify_width) == (4, 4) and r.exit_code == 3
+        assert r.settings.verify_input_at.startswith("sglang/srt/speculative/eagle_worker.py:")
+        assert r.not_judged and all("--attention-backend" in x for x in r.not_judged), r.not_judged
+        named = check_launch(launch + ["--attention-backend", "fa3"], sglang=f"sglang=={release}")
+        assert named.exit_code == 0 and named.settings.verify_width == 4, (named.not_judged, named.findings)
     else:
         assert (r.settings.num_draft_tokens, r.settings.verify_width) == (4, 4) and r.exit_code == 0
     path, line = r.handler.rsplit(":", 1)

@@ -205,7 +205,8 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
     if sel.left and (sel.failed or ATTENTION_BACKEND in sel.left and ATTENTION_BACKEND not in sel.picked):
         why = _why_not("the attention backend is left to SGLang and its start-up code could not pick it here",
                        sel.failed, list(sel.supply) + supply, torch_missing)
-        report.not_judged.append(why if why != report.backend_selection_note else why + "; pass --attention-backend")
+        report.not_judged.append(why if "pass " in why else why + "; pass --attention-backend NAME, the backend "
+                                 "the server will use, to judge the launch on it")
     if run.ok:
         explicit = {k: v for k, v in ns.items() if k in s.raw or _given(args, table, k)}
         # A table rule is kept (with its id and fix) when the tree's run went through its guard:

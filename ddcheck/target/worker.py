@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any
 
 from ddcheck.target.evaluate import SA, UNKNOWN, Algo, Evaluator, Span, World, guards_to, statements_before
@@ -83,13 +84,17 @@ def worker_class(mods: TreeModules, algorithm: str, values: dict[str, Any] | Non
     """(class name, module) the tree's SpeculativeAlgorithm gives for ``algorithm``: its method that
     returns an imported worker class, run for this algorithm (``self.is_eagle()`` is the tree's own
     test, so EAGLE3 gets what ``is_eagle`` says it shares) and these settings; else the return under
-    ``if self.is_<algorithm>():``."""
+    ``if self.is_<algorithm>():``; else what the tree builds for it elsewhere (:func:`_workers_constructed`)."""
     hit = mods.module(SPEC_INFO_MODULE)
     if hit is None:
         return None
     found = _worker_by_the_trees_tests(mods, algorithm, values or {}, environ)
     if found is not None:
         return found
+    # A class built under the algorithm's test that builds no verify input is not its worker (a
+    # scheduler builds inputs and workers alike under the same test): the first that does, else the first.
+    built = list(_workers_constructed(mods, algorithm, values or {}, environ))
+    return next((c for c in built if _inputs_of(mods, c, values or {}, environ).choices), built[0] if built else None)
     want = f"is_{algorithm.lower()}"
     for node in ast.walk(hit[1]):
         if not isinstance(node, ast.If):
@@ -125,6 +130,107 @@ def _worker_by_the_trees_tests(mods: TreeModules, algorithm: str, values: dict[s
             module, name = imports[ret.value.id]
             return name, module
     return None
+
+
+def _workers_constructed(mods: TreeModules, algorithm: str, values: dict[str, Any],
+                         environ: dict[str, str] | None) -> Iterator[tuple[str, str]]:
+    """(class, module) of each class the tree may build as the draft worker for ``algorithm`` where no method of its
+    SpeculativeAlgorithm returns one: the class a factory registered under the algorithm's name returns
+    (``register(\"EAGLE\", worker_cls=make)``), else the class built under a test the algorithm passes
+    (``if self.spec_algorithm.is_eagle(): self.draft_worker = EAGLEWorker(...)``: the tree's own
+    ``is_*`` methods decide, so EAGLE3 gets what ``is_eagle`` says it shares). A test it cannot decide
+    (``A if self.enable_overlap else B``) is taken as false, as everywhere in this reader."""
+    world = World(mods, algorithm)
+    algo = Evaluator(values, world=world, environ=environ)
+    algo.local["__algorithm__"] = Algo(algorithm.upper())
+
+    def passes(test: ast.expr) -> bool:
+        """``x.is_<name>()``, asked of the algorithm itself."""
+        return (isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr.startswith("is_")
+                and not test.args and not test.keywords
+                and algo(ast.Call(func=ast.Attribute(value=ast.Name("__algorithm__", ast.Load()), attr=test.func.attr,
+                                                     ctx=ast.Load()), args=[], keywords=[])) is True)
+
+    registered = _registered_factory(mods, algorithm, values, environ)
+    if registered is not None:
+        yield registered
+    tests = [n for n in world.algo_methods if n.startswith("is_")] or [f"is_{algorithm.lower()}"]
+    wanted = [f".{n}()".encode() for n in tests]
+    for f in mods.tree.files:
+        if not f.relpath.endswith(".py") or not any(w in f.read_bytes() for w in wanted):
+            continue
+        module = mods.dotted(f.relpath)
+        tree = mods.parsed(f.relpath)
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.If) and passes(node.test):
+                for found in _classes_built_in(mods, module, node.body, Evaluator(values, environ=environ)):
+                    yield found
+
+
+def _registered_factory(mods: TreeModules, algorithm: str, values: dict[str, Any],
+                        environ: dict[str, str] | None) -> tuple[str, str] | None:
+    """A module-level call of the SpeculativeAlgorithm module that names ``algorithm`` (a string argument)
+    and hands over a worker class or a function that builds one: that class."""
+    hit = mods.module(SPEC_INFO_MODULE)
+    if hit is None:
+        return None
+    module, tree = SPEC_INFO_MODULE, hit[1]
+    functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+    for stmt in tree.body:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if not isinstance(call, ast.Call) or not any(
+                isinstance(a, ast.Constant) and a.value == algorithm.upper() for a in call.args):
+            continue
+        for arg in [*call.args, *(k.value for k in call.keywords)]:
+            if not isinstance(arg, ast.Name):
+                continue
+            if arg.id in functions:
+                fn = functions[arg.id]
+                ev = Evaluator(values, environ=environ)
+                ev.local = {a.arg: UNKNOWN for a in fn.args.args}
+                ret = _reached_return(ev, fn.body)
+                found = next(_classes_built_in(mods, module, fn.body, ev, ret), None) if ret is not None else None
+            else:
+                found = _worker_named(mods, module, arg.id, mods.imports_of(module))
+            if found is not None:
+                return found
+    return None
+
+
+def _classes_built_in(mods: TreeModules, module: str, body: list[ast.stmt], ev: Evaluator,
+                      ret: ast.Return | None = None) -> Iterator[tuple[str, str]]:
+    """The tree classes ``body`` constructs (``ret``'s call, else each call of a tree class, in order),
+    following ``Cls = A if test else B`` as the evaluator decides ``test``."""
+    scope = ast.Module(body=body, type_ignores=[])
+    imports = {**mods.imports_of(module), **mods.imports_in(module, scope)}
+    chosen: dict[str, ast.expr] = {}
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            chosen[n.targets[0].id] = n.value
+    calls = [ret.value] if ret is not None else [n for n in ast.walk(scope) if isinstance(n, ast.Call)]
+    for call in calls:
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+            continue
+        name, seen = call.func.id, set()
+        while name in chosen and name not in imports and name not in seen:
+            seen.add(name)
+            value = chosen[name]
+            if isinstance(value, ast.IfExp):
+                test = ev(value.test)
+                value = value.body if test is not UNKNOWN and test else value.orelse
+            if not isinstance(value, ast.Name):
+                break
+            name = value.id
+        found = _worker_named(mods, module, name, imports)
+        if found is not None:
+            yield found
+
+
+def _worker_named(mods: TreeModules, module: str, name: str, imports: dict[str, str]) -> tuple[str, str] | None:
+    """(class, module) of the tree class ``name`` means in ``module``, or None when it is not a tree class."""
+    where = imports.get(name, module)
+    hit = mods.find_class(name, where)
+    return (hit[1].name, hit[2]) if hit is not None else None
 
 
 def _reached_return(ev: Evaluator, body: list[ast.stmt]) -> ast.Return | None:
@@ -193,11 +299,16 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any],
     server_args after start-up; ``environ``: the launch's environment, as the worker's
     ``os.environ.get`` reads it, None when not known)."""
     mods = TreeModules.of(tree)
-    facts = WorkerFacts()
     found = worker_class(mods, algorithm, values, environ)
     if found is None:
-        facts.note = f"no worker for {algorithm} found in {SPEC_INFO}"
-        return facts
+        return WorkerFacts(note=f"no worker for {algorithm} found in {SPEC_INFO}")
+    return _inputs_of(mods, found, values, environ)
+
+
+def _inputs_of(mods: TreeModules, found: tuple[str, str], values: dict[str, Any],
+               environ: dict[str, str] | None) -> WorkerFacts:
+    """The verify inputs the worker class ``found`` (name, module) builds for these settings."""
+    facts = WorkerFacts()
     name, module = found
     chain = _class_chain(mods, name, module)
     if not chain:
