@@ -81,8 +81,11 @@ def verdict(value: float, target: float) -> str:
 def once(cmd: list[str], **kw) -> float:
     """Wall seconds of one run of ``cmd``, its output discarded (``kw``: for subprocess.run)."""
     t = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **{"env": ENV, **kw})
-    return time.perf_counter() - t
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **{"env": ENV, **kw})
+    took = time.perf_counter() - t
+    if proc.returncode not in (0, 1):  # a run that failed is not a time: say so instead of timing an error
+        raise SystemExit(f"{' '.join(map(str, cmd))}: exit {proc.returncode}: {proc.stderr.decode(errors='replace')[-500:]}")
+    return took
 
 
 def wall(cmd: list[str], runs: int, before=lambda: None) -> float:
