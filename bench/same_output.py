@@ -5,7 +5,7 @@ Records, for the checkout given (PYTHONPATH set to it, run in a scratch director
   scan    `ddcheck scan --no-cache --format json TARGET` on sglang==0.5.10, 0.5.16, 0.5.23 and the two
           DDTree forks of ../shared/corpus/ddtree-forks
   config  `ddcheck config --format json --sglang FORK -- LAUNCH` for the forks' test launches
-          (tests/test_forks.py's)
+          (tests/test_forks.py's), and EAGLE launches on the releases (RELEASE_LAUNCHES)
   smoke   `ddcheck smoke FORK --format json` (and with --launch), the verdict and exit code
           (with --smoke; needs torch and triton, minutes on a CPU)
 each to OUT/<case>.out (stdout, then the exit code). The forks are unpacked to one fixed folder
@@ -50,6 +50,17 @@ LAUNCHES = {
     "dbg-dflash-without-ddtree": ("dbg", DBG.replace(" --speculative-dflash-enable-ddtree", "")),
 }
 
+MODELS = REPO / "fixtures" / "launch" / "models"  # this script's checkout's: the same paths in both records
+EAGLE = ["python", "-m", "sglang.launch_server", "--model-path", str(MODELS / "llama"), "--speculative-algorithm",
+         "EAGLE", "--speculative-draft-model-path", str(MODELS / "llama_eagle"), "--speculative-num-steps", "3"]
+# launches on the releases (tests/test_config_startup.py's local model folders; bench/config_time.py's file)
+RELEASE_LAUNCHES = {
+    "eagle-local": ["--", *EAGLE, "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"],
+    "eagle-local-topk4-triton": ["--", *EAGLE, "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens",
+                                 "16", "--attention-backend", "triton"],
+    "eagle-file": ["--file", str(REPO / "fixtures" / "launch" / "eagle_ok.yaml")],
+}
+
 
 def unpack(forks: Path) -> dict[str, Path]:
     def keep(member, path):  # the archives hold a few symlinks out of the tree: skipped
@@ -75,6 +86,9 @@ def cases(trees: dict[str, Path], only: str | None, smoke: bool) -> dict[str, li
     if only in (None, "config"):
         for case, (name, launch) in LAUNCHES.items():
             out[f"config-{case}"] = ["config", "--format", "json", "--sglang", str(trees[name]), "--", *launch.split()]
+        for v in RELEASES:
+            for case, launch in RELEASE_LAUNCHES.items():
+                out[f"config-{v}-{case}"] = ["config", "--format", "json", "--sglang", f"sglang=={v}", *launch]
     if smoke and only in (None, "smoke"):
         for name, tree in trees.items():
             out[f"smoke-{name}"] = ["smoke", str(tree), "--format", "json"]

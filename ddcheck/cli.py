@@ -262,6 +262,7 @@ def config(
     gpu: Optional[str] = typer.Option(None, "--gpu", help="The serving GPU, for the tree's platform probes and its choice of attention backend: an architecture (sm80, sm90, sm100, sm120), a product (A100, H100, H200, B200, RTX 5090...) or a vendor (nvidia | amd | npu | xpu | musa | cpu). Default: this machine's GPU (nvidia-smi), else an sm90 assumed."),
     smoke: bool = typer.Option(False, "--smoke", help="Also run the launch's verify path from the tree at its C and W, on its backend (passed or picked by the tree for --gpu; needs the smoke extra)."),
     device: str = typer.Option("cpu", "--device", help="With --smoke: cpu (Triton interpreter), cuda or cuda:N."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore and do not write the result cache (a repeat of a judged launch is answered from it)."),
 ) -> None:
     """Check an SGLang speculative-decoding launch before it runs.
 
@@ -287,7 +288,8 @@ def config(
     raise typer.Exit(config_command(list(ctx.args), file=str(file) if file else None, sglang=sglang, fmt=fmt,
                                     draft_config=str(draft_config) if draft_config else None,
                                     model_config=str(model_config) if model_config else None, gpu=gpu,
-                                    smoke=run, select=select, ignore=ignore, fail_on=fail_on, suppress=suppress))
+                                    smoke=run, select=select, ignore=ignore, fail_on=fail_on, suppress=suppress,
+                                    cache=not no_cache))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
