@@ -10,44 +10,12 @@ starting it. This module imports nothing heavy: a repeat loads no torch and no a
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable
 
 from ddcheck.errors import UsageError
+from ddcheck.launch.words import jsonable as _jsonable, launch_env, server_argv  # noqa: F401 - the API's names
 from ddcheck.target.sources import SourceTree, TargetError, installed_sglang, open_target
-
-_LAUNCHERS = re.compile(r"(^|[./])launch_server(\.py)?$|^serve$")
-
-
-def server_argv(argv: list[str]) -> list[str]:
-    """The server's own arguments: drops ``ENV=x``, ``python -m sglang.launch_server``,
-    ``sglang serve`` and the like in front of them."""
-    argv = list(argv)
-    if argv[:1] == ["--"]:
-        argv = argv[1:]
-    for i, tok in enumerate(argv):
-        if tok.startswith("-") and tok != "-m":
-            break
-        if _LAUNCHERS.search(tok):
-            return argv[i + 1:]
-    return argv
-
-
-def launch_env(argv: list[str]) -> dict[str, str]:
-    """``NAME=value`` assignments in front of the launcher (``SGLANG_ENABLE_SPEC_V2=True python ...``,
-    ``env A=1 B=2 python ...``), as the shell hands them to the server."""
-    env = {}
-    words = argv[1:] if argv[:1] == ["--"] else argv
-    if words[:1] == ["env"]:
-        words = words[1:]
-    for tok in words:
-        m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", tok)
-        if not m:
-            break
-        env[m.group(1)] = m.group(2)
-    return env
-
 
 def open_sglang(sglang: str | None) -> SourceTree:
     if sglang is None:
@@ -79,6 +47,7 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
     what it finds (:func:`ddcheck.config_smoke.launch_smoke`, a floor above both this package and
     ``ddcheck.smoke``: ``config --smoke``); it runs here, after the checks (smoke runs its own worker)."""
     from ddcheck.launch import kept, worker
+    from ddcheck.launch.report import add_smoke, sort_findings
     from ddcheck.launch.gpu import GpuError, resolve_gpu
 
     try:
@@ -94,32 +63,9 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
         kept.store(k, entry)
     report = entry.report_model()
     if smoke is not None and entry.checked_to_the_end:
-        with_smoke(report, smoke(report.settings, tree))
+        add_smoke(report, smoke(report.settings, tree))
         sort_findings(report)
     return report
-
-
-def with_smoke(report, ran) -> None:
-    """The asked-for smoke's finding; one that could not run leaves the launch not judged by it."""
-    report.findings.append(ran)
-    if not ran.judged:
-        report.not_judged.append(f"{ran.id}: {ran.message}; {ran.fix}")
-
-
-def sort_findings(report) -> None:
-    """What stops the launch first; stable otherwise."""
-    rank = {"error": 0, "warning": 1, "info": 2}
-    report.findings.sort(key=lambda f: rank.get(f.level, 3))
-
-
-def _jsonable(v) -> bool:
-    import json
-
-    try:
-        json.dumps(v)
-        return True
-    except (TypeError, ValueError):
-        return False
 
 
 def config_main(argv: list[str], file: str | None = None, sglang: str | None = None, fmt: str = "text",

@@ -9,7 +9,6 @@ import re
 from collections.abc import Callable
 
 from ddcheck.errors import UsageError
-from ddcheck.launch.api import launch_env, server_argv, sort_findings, with_smoke
 from ddcheck.launch.environ import TreeOutput, launch_environ
 from ddcheck.launch.hub import HubError, hub_config
 from ddcheck.launch.checks import (ALL_CHECKS, SCAN_ONLY_CHECKS, Consequence, ConfigFinding, check_startup,
@@ -18,10 +17,11 @@ from ddcheck.launch.evidence import scan_errors, verify_findings_by_backend
 from ddcheck.launch.target import backend_files
 from ddcheck.launch.flags import ParseError, flag_table, merge_config_file, parse
 from ddcheck.launch.gpu import Gpu
-from ddcheck.launch.report import GpuReport, PickedBackend, Report
+from ddcheck.launch.report import GpuReport, PickedBackend, Report, add_smoke, sort_findings
 from ddcheck.launch.selection import apply as apply_selection, platform_of, select_backends, settle
 from ddcheck.launch.speculative import SpecSettings, flags_as_given
 from ddcheck.launch.treerun import TreeRun, load_config, run_handler, server_args_values
+from ddcheck.launch.words import launch_env, server_argv
 from ddcheck.target.sources import SourceTree
 from ddcheck.target.names import ATTENTION_BACKEND, MODEL_FIELDS
 from ddcheck.target.worker import graph_capture, verify_inputs
@@ -180,7 +180,7 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
     if any(f.id == "verify-width" for f in report.findings):
         report.scan_engine = scan_errors(tree, [])[1]
     if smoke is not None and (ran := smoke(s, tree)) is not None:
-        with_smoke(report, ran)
+        add_smoke(report, ran)
     sort_findings(report)
     return report
 

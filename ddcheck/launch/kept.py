@@ -25,12 +25,32 @@ import stat
 import sys
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+
 from ddcheck.files import write_json
 from ddcheck.target.sources import SourceTree, cache_dir, open_target
 
 VERSION = 1
 MAX_ENTRIES = 64
 INSTALLED = (".dist-info", ".egg-info", ".pth", ".egg-link")
+
+
+class Judged(BaseModel):
+    """What the worker answers for one launch, and what the result cache keeps."""
+
+    report: str  # the Report's JSON (as ``config --format json`` prints it, before smoke and selection)
+    values: dict = Field(default_factory=dict)  # server_args after the tree's start-up (JSON values only)
+    checked_to_the_end: bool = False  # the checks ran to the end (where ``config --smoke`` runs)
+    judged: bool = False  # the Report was judged (only then is it kept)
+    reads: dict[str, str] = Field(default_factory=dict)  # files the run read outside the tree: their state
+
+    def report_model(self):
+        from ddcheck.launch.report import Report
+
+        report = Report.model_validate_json(self.report)
+        if report.settings is not None:
+            report.settings.values = dict(self.values)
+        return report
 
 
 def state(path: str) -> str:
@@ -118,8 +138,6 @@ def load(k: str | None):
     """The kept result under ``k`` whose manifest still holds, else None."""
     if k is None:
         return None
-    from ddcheck.launch.worker import Judged
-
     try:
         judged = Judged.model_validate_json(_path(k).read_bytes())
     except Exception:  # noqa: BLE001 - missing, corrupt or from another version: a miss

@@ -85,6 +85,19 @@ class Report(BaseModel):
         return {f.id for f in self.findings if level is None or f.level == level}
 
 
+def add_smoke(report, ran) -> None:
+    """The asked-for smoke's finding; one that could not run leaves the launch not judged by it."""
+    report.findings.append(ran)
+    if not ran.judged:
+        report.not_judged.append(f"{ran.id}: {ran.message}; {ran.fix}")
+
+
+def sort_findings(report) -> None:
+    """What stops the launch first; stable otherwise."""
+    rank = {"error": 0, "warning": 1, "info": 2}
+    report.findings.sort(key=lambda f: rank.get(f.level, 3))
+
+
 LIMITATIONS_SHOWN = 6
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 

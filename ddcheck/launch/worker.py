@@ -25,32 +25,13 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from pydantic import BaseModel, Field
-
 from ddcheck.errors import UsageError
+from ddcheck.launch.kept import Judged, state
 from ddcheck.target.sources import SourceTree
 
 WORKER = ["-m", "ddcheck.launch.worker"]  # the interpreter's arguments that start a worker
 TIMEOUT = 1800.0  # seconds one launch may take in the worker
 TREES_KEPT = 3  # trees whose sessions the worker keeps (ddcheck.launch.treerun.SESSIONS_KEPT)
-
-
-class Judged(BaseModel):
-    """What the worker answers for one launch, and what the result cache keeps."""
-
-    report: str  # the Report's JSON (as ``config --format json`` prints it, before smoke and selection)
-    values: dict = Field(default_factory=dict)  # server_args after the tree's start-up (JSON values only)
-    checked_to_the_end: bool = False  # the checks ran to the end (where ``config --smoke`` runs)
-    judged: bool = False  # the Report was judged (only then is it kept)
-    reads: dict[str, str] = Field(default_factory=dict)  # files the run read outside the tree: their state
-
-    def report_model(self):
-        from ddcheck.launch.report import Report
-
-        report = Report.model_validate_json(self.report)
-        if report.settings is not None:
-            report.settings.values = dict(self.values)
-        return report
 
 
 # --------------------------------------------------------------------------- the caller's side
@@ -179,8 +160,8 @@ def judge_in_worker(tree: SourceTree, req: dict) -> Judged:
 
 
 def _not_judged(tree: SourceTree, req: dict, why: str) -> Judged:
-    from ddcheck.launch.api import server_argv
     from ddcheck.launch.report import GpuReport, Report
+    from ddcheck.launch.words import server_argv
 
     gpu = req["gpu"]
     args = server_argv(req["argv"])
@@ -228,9 +209,7 @@ class _Reads:
         self.paths.add(path)
 
     def states(self) -> dict[str, str]:
-        from ddcheck.launch.kept import state
-
-        return {p: state(p) for p in sorted(self.paths)}
+            return {p: state(p) for p in sorted(self.paths)}
 
 
 _RECORDING: list[_Reads] = []
@@ -244,7 +223,7 @@ def _audit(event: str, args) -> None:
 def _serve(req: dict, trees: dict) -> dict:
     import traceback
 
-    from ddcheck.launch.api import _jsonable
+    from ddcheck.launch.words import jsonable
     from ddcheck.launch.gpu import Gpu
     from ddcheck.launch.judge import judge
     from ddcheck.target.sources import TargetError, open_target
@@ -275,7 +254,7 @@ def _serve(req: dict, trees: dict) -> dict:
         return {"error": f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"}
     finally:
         _RECORDING.pop()
-    values = {k: v for k, v in (report.settings.values if report.settings else {}).items() if _jsonable(v)}
+    values = {k: v for k, v in (report.settings.values if report.settings else {}).items() if jsonable(v)}
     return {"judged": {"report": report.model_dump_json(), "values": values, "checked_to_the_end": bool(reached),
                        "judged": report.judged, "reads": reads.states()}}
 
