@@ -115,9 +115,11 @@ def record(args) -> int:
 
 
 def _scrub(text: str) -> str:
-    """A record's scratch folder as ``<scratch>`` (records made before it was written so), and smoke's
-    wall times (``"seconds"``) left out: they differ from run to run."""
+    """A record's scratch folder as ``<scratch>`` (records made before it was written so), the private
+    folder a tree's files run from (``/tmp/ddcheck-tree-XXXX``, in what the tree printed) as
+    ``<tree>``, and smoke's wall times (``"seconds"``) left out: they differ from run to run."""
     text = re.sub(r"/tmp/tmp[A-Za-z0-9_]+(?=/)", SCRATCH, text)
+    text = re.sub(r"/tmp/ddcheck-tree-[A-Za-z0-9_]+(?=/)", "<tree>", text)
     return re.sub(r'"seconds": [0-9.]+', '"seconds": _', text)
 
 
