@@ -10,9 +10,6 @@ so a check fires exactly on the releases that would apply it, with the guard's f
 from __future__ import annotations
 
 import dataclasses
-from enum import Enum
-
-from pydantic import BaseModel, Field, model_validator
 
 from ddcheck.launch import target as T
 from ddcheck.launch.evidence import scan_errors, scan_findings, verify_findings_by_backend
@@ -20,48 +17,10 @@ from ddcheck.launch.inputs import mask_reads, resolver_gives_w
 from ddcheck.launch.paths import Launch, batch_fields, finding_reach, launch_value
 from ddcheck.launch.speculative import EAGLE_FAMILY, SpecSettings
 from ddcheck.launch.target import Evidence
+from ddcheck.launch.verdicts import ConfigFinding, Consequence, _f  # noqa: F401 - the checks' findings
 from ddcheck.target.sources import SourceTree
 from ddcheck.target.evaluate import World
 from ddcheck.target.modules import TreeModules
-
-
-class Consequence(str, Enum):
-    REJECT = "REJECT"
-    CRASH = "CRASH"
-    CORRUPT = "CORRUPT"
-    PERF = "PERF"
-    PARSE = "PARSE"
-    NONE = "NONE"  # about ddcheck's own input (a suppression), not the launch
-
-
-class ConfigFinding(BaseModel):
-    id: str  # the check's name for it, which is its rule's name (rules/DD2xx): kept for JSON consumers
-    level: str = "error"  # error | warning | info
-    consequence: Consequence
-    message: str
-    fix: str = ""
-    evidence: list[Evidence] = Field(default_factory=list)
-    backend: str | None = None
-    rule: str | None = None  # the rule's id (DD2xx), from the rule registry by ``id``
-    decided_at: str | None = None  # where the tree decided it (file:line: the first evidence)
-    set_at: list[str] = Field(default_factory=list)  # where the launch set it (flags, or --file YAML lines)
-    judged: bool = True  # False: the check could not run (a could-not-judge, exit 3, never a 0)
-
-    @model_validator(mode="after")
-    def _named_rule(self):
-        from ddcheck.rules import rule_named
-
-        rule = rule_named(self.id)
-        self.rule = rule.id if rule is not None else None
-        if self.decided_at is None and self.evidence:
-            self.decided_at = str(self.evidence[0])
-        return self
-
-
-def _f(id, consequence, message, fix="", evidence=(), level=None, backend=None, judged=True) -> ConfigFinding:
-    level = level or ("warning" if consequence == Consequence.PERF else "error")
-    return ConfigFinding(id=id, level=level, consequence=consequence, message=message, fix=fix,
-                         evidence=[e for e in evidence if e is not None], backend=backend, judged=judged)
 
 
 def _guard(tree, pattern, algo):

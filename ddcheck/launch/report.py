@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, computed_field
 
 from ddcheck.errors import verdict
 from ddcheck.findings import Finding, Severity
-from ddcheck.launch.checks import ConfigFinding, Consequence
+from ddcheck.launch.verdicts import ConfigFinding, Consequence
 from ddcheck.launch.speculative import SpecSettings
 from ddcheck.rules import get_rule, rule_of
 from ddcheck.target.sources import SourceTree

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import json
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, Field
 
-from ddcheck.launch.flags import FlagTable
 from ddcheck.target.names import EAGLE_FAMILY
+
+if TYPE_CHECKING:  # the flag table is the tree's, read in the worker: not loaded to read a kept report
+    from ddcheck.launch.flags import FlagTable
 
 
 class SpecSettings(BaseModel):

@@ -10,23 +10,13 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel
-
+from ddcheck.launch.verdicts import Evidence  # noqa: F401 - where the checks read it
 from ddcheck.target.sources import SourceTree
 from ddcheck.target.modules import TreeModules
 from ddcheck.target.names import (ALGORITHMS, ARG_GROUPS_DIR, ATTENTION_REGISTRY_FILE as REGISTRY,
                                   MODEL_EXECUTOR_DIR, REGISTRY_FUNCTION_HINTS as _FUNC_HINTS,
                                   SERVER_ARGS_FILE, SPEC_INFO_FILE)
 
-
-
-class Evidence(BaseModel):
-    path: str
-    line: int
-    text: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}"
 
 
 @dataclass
