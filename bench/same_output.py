@@ -101,9 +101,11 @@ def record(args) -> int:
 
 
 def _scrub(text: str) -> str:
-    """A record's scratch folder as ``<scratch>`` (records made before it was written so), and smoke's
+    """A record's scratch folder as ``<scratch>`` (records made before it was written so), config's copy
+    of the tree (``/tmp/ddcheck-tree-XXXX``, named afresh each run) as ``<tree-copy>``, and smoke's
     wall times (``"seconds"``) left out: they differ from run to run."""
     text = re.sub(r"/tmp/tmp[A-Za-z0-9_]+(?=/)", SCRATCH, text)
+    text = re.sub(r"/tmp/ddcheck-tree-[A-Za-z0-9_]+(?=/)", "<tree-copy>", text)
     return re.sub(r'"seconds": [0-9.]+', '"seconds": _', text)
 
 
