@@ -30,7 +30,7 @@ class Outline:
     relpath: str
     module: str
     # top-level class -> its bases as written (``X``, ``mod.X``), in order; a class defined twice: the first
-    classes: dict[str, tuple[str, ...]]
+    class_bases: dict[str, tuple[str, ...]]
     aliases: dict[str, str]  # module-level ``A = B`` (B a name or dotted name): A -> B, the first binding
     # names the module binds by import at its top level (``if``/``try`` blocks included): local ->
     # (module, name there), name None for ``import x``; the first binding
@@ -165,7 +165,7 @@ class Hierarchy:
             full = f"{imp[0]}.{rest}" if imp[1] is None else f"{imp[0]}.{imp[1]}.{rest}"
             where, _, cls = full.rpartition(".")
             return self._find(cls, where, None, seen)
-        if name in o.classes and o.ref(name) != skip:
+        if name in o.class_bases and o.ref(name) != skip:
             return self.ref(o, name)
         if name in o.aliases:
             hit = self._find(o.aliases[name], module, skip, seen)
@@ -183,7 +183,7 @@ class Hierarchy:
         before it (imported, or an alias), not from itself."""
         o = self._by_path.get(ref.relpath) or self.outline(ref.module)
         out: list[ClassRef] = []
-        for b in o.classes.get(ref.name, ()) if o is not None else ():
+        for b in o.class_bases.get(ref.name, ()) if o is not None else ():
             hit = self._find(b, ref.module, ref, set())
             if hit is not None and hit != ref and hit not in out:
                 out.append(hit)
@@ -212,7 +212,7 @@ class Hierarchy:
 
     def subclasses(self, o: Outline, base: ClassRef) -> list[str]:
         """The classes of ``o`` that derive from ``base``."""
-        return [c for c in o.classes if self.derives(self.ref(o, c), base)]
+        return [c for c in o.class_bases if self.derives(self.ref(o, c), base)]
 
     def _defines(self, ref: ClassRef, name: str) -> bool:
         o = self._by_path.get(ref.relpath)
