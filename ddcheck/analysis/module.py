@@ -88,7 +88,7 @@ class ModuleModel:
     def outline(self) -> Outline:
         """What the module declares (classes and their bases, aliases, imports, methods), from the tree
         model's one reading of it; small enough for a worker to hand to the others."""
-        return outline(self.source.relpath, self.name, self.tree)
+        return outline(self.source.relpath, self.name, self.tree, lambda stmt: self.spans(stmt, "import"))
 
     @property
     def imports(self) -> dict[str, tuple[str, str | None]]:

@@ -12,9 +12,9 @@ here and their bases are not followed.
 from __future__ import annotations
 
 import ast
+from collections import namedtuple
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from ddcheck.target.imports import absolute, package_of
 from ddcheck.target.syntax import dotted
@@ -43,16 +43,16 @@ class Outline:
         return ClassRef(self.relpath, self.module, name)
 
 
-class ClassRef(NamedTuple):
-    """A class of the tree: the file and module that define it, and its name there."""
-
-    relpath: str
-    module: str
-    name: str
+# A class of the tree: the file and module that define it, and its name there. (collections' namedtuple:
+# typing's would cost the one-file scan the import of typing.)
+ClassRef = namedtuple("ClassRef", "relpath module name")
 
 
-def outline(relpath: str, module: str, tree: ast.Module) -> Outline:
-    """The outline of the module ``module`` (file ``relpath``) whose syntax tree is ``tree``."""
+def outline(relpath: str, module: str, tree: ast.Module,
+            spans_import: Callable[[ast.stmt], bool] | None = None) -> Outline:
+    """The outline of the module ``module`` (file ``relpath``) whose syntax tree is ``tree``.
+    ``spans_import``: whether a statement's lines hold the word ``import`` (where the caller has the
+    text at hand): the others hold no import statement, so their bodies are not walked."""
     package = package_of(module, relpath.endswith("__init__.py"))
     classes: dict[str, tuple[str, ...]] = {}
     aliases: dict[str, str] = {}
@@ -83,7 +83,7 @@ def outline(relpath: str, module: str, tree: ast.Module) -> Outline:
             for n in ast.walk(stmt):
                 if isinstance(n, (ast.Import, ast.ImportFrom)):
                     _bind(n, package, imports)
-    for node in _statements(nested):
+    for node in _statements(nested, spans_import):
         if isinstance(node, ast.ImportFrom):
             base = absolute(package, node.level, node.module)
             for a in node.names:
@@ -104,13 +104,15 @@ def _bind(node: ast.Import | ast.ImportFrom, package: str, out: dict[str, tuple[
                 out.setdefault(a.asname or a.name, (base, a.name))
 
 
-def _statements(roots: list[ast.stmt]) -> Iterator[ast.stmt]:
+def _statements(roots: list[ast.stmt], keep: Callable[[ast.stmt], bool] | None) -> Iterator[ast.stmt]:
     """The statements inside ``roots``' bodies, breadth first (imports are statements: no expression
-    is walked)."""
+    is walked), those of a statement ``keep`` refuses left out."""
     level = roots
     while level:
         nxt: list[ast.stmt] = []
         for stmt in level:
+            if keep is not None and not keep(stmt):
+                continue
             for name in BLOCKS:
                 for item in getattr(stmt, name, None) or ():
                     if isinstance(item, (ast.excepthandler, ast.match_case)):

@@ -7,7 +7,8 @@ is None (its error kept for who must name it). Imports resolve as Python resolve
 relative ones included (``from .ddtree_info import X`` in a package's ``__init__`` or in a plain module).
 The scan hands in the bytes it has read (:meth:`TreeModules.syntax`) and finds modules through
 :attr:`TreeModules.index`; the tree's ForwardMode table (:meth:`TreeModules.mode_table`), its functions
-by qualified name and their callers are answered here too.
+by qualified name and their callers are answered here too. Classes, their bases and the method a call
+runs are the one resolver's (:mod:`ddcheck.target.hierarchy`), over the modules' outlines.
 """
 
 from __future__ import annotations
