@@ -249,3 +249,40 @@ def test_the_parse_check_finds_a_parse_outside(tmp_path):
     (tmp_path / "ddcheck" / "launch" / "x.py").write_text("import ast\nfrom ast import parse as p\nast.parse('1')\np('2')\n")
     (tmp_path / "ddcheck" / "target" / "y.py").write_text("import ast\nast.parse('1')\n")
     assert parses(tmp_path) == ["ddcheck/launch/x.py:3", "ddcheck/launch/x.py:4"]
+
+
+# The one class/method resolver (issue 42): the tree's classes, their bases, aliases and method
+# resolution are answered by the tree model's hierarchy; anywhere else a read of a class statement's
+# bases, or a table of them, would be a second resolver that a fork's class quirk must be taught again.
+CLASS_MODEL = ("ddcheck/target/hierarchy.py",)
+BASES_NAMES = frozenset({"bases", "class_bases"})
+
+
+def bases_reads(root: Path) -> list[str]:
+    """``file:line`` of each read of ``X.bases`` / ``X.class_bases`` and each name ``class_bases`` (a
+    variable, parameter, field or keyword) outside CLASS_MODEL."""
+    out = []
+    for path in sorted((root / "ddcheck").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel in CLASS_MODEL:
+            continue
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) \
+                else n.arg if isinstance(n, (ast.arg, ast.keyword)) else None
+            if isinstance(n, ast.Attribute) and name in BASES_NAMES or name == "class_bases":
+                out.append(f"{rel}:{n.lineno}")
+    return sorted(set(out))
+
+
+def test_only_the_tree_model_resolves_classes():
+    assert bases_reads(REPO) == []
+
+
+def test_the_class_check_finds_a_second_resolver(tmp_path):
+    (tmp_path / "ddcheck" / "analysis").mkdir(parents=True)
+    (tmp_path / "ddcheck" / "target").mkdir()
+    (tmp_path / "ddcheck" / "analysis" / "x.py").write_text(
+        "def f(node, o):\n    names = [b.id for b in node.bases]\n    return o.class_bases\n"
+        "class M:\n    class_bases: dict\n")
+    (tmp_path / "ddcheck" / "target" / "hierarchy.py").write_text("def g(node):\n    return node.bases\n")
+    assert bases_reads(tmp_path) == ["ddcheck/analysis/x.py:2", "ddcheck/analysis/x.py:3", "ddcheck/analysis/x.py:5"]

@@ -77,7 +77,7 @@ def test_each_module_parsed_is_shared_once_as_it_is_parsed(tmp_path):
     analysis.load("pkg.leaf")
     analysis.load("pkg.missing")  # not in the tree: nothing to outline
     assert [o.relpath for o in shared] == ["pkg/leaf.py"]
-    assert shared[0].class_bases == {"Leaf": ["Base"]}
+    assert shared[0].class_bases == {"Leaf": ("Base",)}
     assert shared[0].imports == {"Base": ("pkg.mid", "Mid")}
     assert shared[0].methods == {"_verify_layout": ["Leaf"]}
     analysis.load("pkg.leaf")

@@ -78,7 +78,7 @@ class Callers:
                     continue
                 if isinstance(stmt, ast.ClassDef):
                     stack.extend(stmt.body)
-                    parts = [*stmt.decorator_list, *stmt.bases, *stmt.keywords]
+                    parts = _header(stmt)
                 else:
                     parts = [stmt]
                 for n in (n for part in parts for n in every_node(part)):
@@ -116,6 +116,14 @@ class Callers:
                             and isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
                         table.setdefault(id(caller.node), (caller, []))[1].append(n)
         return table
+
+
+def _header(cls: ast.ClassDef) -> list[ast.AST]:
+    """The expressions a class statement evaluates itself (its decorators, then the arguments of its
+    ``class`` line), where a call may sit; its bases' meaning is the tree model's to say."""
+    decorators = {id(d) for d in cls.decorator_list}
+    return [*cls.decorator_list, *(n for n in ast.iter_child_nodes(cls)
+                                   if not isinstance(n, ast.stmt) and id(n) not in decorators)]
 
 
 def _mode_parameter(func: FunctionInfo) -> str | None:

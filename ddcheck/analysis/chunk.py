@@ -15,7 +15,8 @@ from .engine import Engine
 from .reports import MethodUses, is_test_module
 from ..target.modules import TreeModules
 from ..target.parse import SourceError, decode
-from .module import ModuleModel, Outline
+from .module import ModuleModel
+from ..target.hierarchy import Outline
 from .inputs import built_inputs
 from .names import NameIndex, Part
 from .vocabulary import Vocabulary

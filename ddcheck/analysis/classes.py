@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import ast
 
-from .module import FunctionInfo, ModuleModel, Outline
+from ..target.hierarchy import Hierarchy, Outline
+from .module import FunctionInfo, ModuleModel
 from .verify_path import FunctionPass
 
 
@@ -37,12 +38,20 @@ class ClassResolution:
                 return (other, f, False) if f else None
         return None
 
+    @property
+    def classes(self) -> Hierarchy:
+        """The tree's classes over the modules' outlines (another process's where it sent them): the
+        one resolver, :class:`~ddcheck.target.hierarchy.Hierarchy`, that config and smoke ask too."""
+        if self._classes is None:
+            self._classes = Hierarchy(self._outline)
+        return self._classes
+
     def _deriving(self, outlines: list[Outline], base_module: Outline, base: str) -> list[ModuleModel]:
         """The modules, parsed, of those ``outlines`` other than ``base_module`` that have a class
         deriving from ``base``: only there can ``self.<name>(...)`` resolve to ``base``'s method."""
-        out = []
+        out, ref = [], self.classes.ref(base_module, base)
         for o in outlines:
-            if o.relpath != base_module.relpath and any(self._derives(o, c, base_module, base) for c in o.class_bases):
+            if o.relpath != base_module.relpath and self.classes.subclasses(o, ref):
                 m = self.load_module(o.module)
                 if m is not None and m.source.relpath == o.relpath:
                     out.append(m)
@@ -54,40 +63,18 @@ class ClassResolution:
         m = self.load_module(module)
         return m.outline if m is not None else None
 
-    def _derives(self, module: Outline, cls: str, base_module: Outline, base: str, depth: int = 0) -> bool:
-        """``cls`` (of ``module``) has ``base`` (of ``base_module``) among its ancestors, within the
-        depth :meth:`method_of` looks."""
-        if depth > 8:
-            return False
-        for b in module.class_bases.get(cls, []):
-            if b in module.class_bases:
-                if (module.relpath == base_module.relpath and b == base) \
-                        or self._derives(module, b, base_module, base, depth + 1):
-                    return True
-                continue
-            imp = module.imports.get(b)
-            other = self._outline(imp[0]) if imp and imp[1] else None
-            if other is not None and ((other.relpath == base_module.relpath and imp[1] == base)
-                                      or self._derives(other, imp[1], base_module, base, depth + 1)):
-                return True
-        return False
+    def _derives(self, module: Outline, cls: str, base_module: Outline, base: str) -> bool:
+        """``cls`` (of ``module``) has ``base`` (of ``base_module``) among its ancestors."""
+        return self.classes.derives(self.classes.ref(module, cls), self.classes.ref(base_module, base))
 
-    def method_of(self, model: ModuleModel, cls: str, name: str, needs_c: bool = False,
-                  depth: int = 0) -> tuple[ModuleModel, FunctionInfo] | None:
-        """``cls.name`` as Python finds it: the class, then its bases in order, those imported from
-        other modules of the tree included (mixins)."""
-        f = model.functions.get(f"{cls}.{name}")
-        if f is not None:
-            return model, f
-        if depth > 8:
+    def method_of(self, model: ModuleModel, cls: str, name: str,
+                  needs_c: bool = False) -> tuple[ModuleModel, FunctionInfo] | None:
+        """``cls.name`` as Python finds it: the class, then its bases in method resolution order, those
+        imported from other modules of the tree included (mixins). With ``needs_c``, None where the
+        method found lies in a module that cannot read C."""
+        owner = self.classes.method(self.classes.ref(model.outline, cls), name)
+        if owner is None:
             return None
-        for base in model.class_bases.get(cls, []):
-            if base in model.class_bases:
-                hit = self.method_of(model, base, name, needs_c, depth + 1)
-            else:
-                imp = model.imports.get(base)
-                other = self.load_module(imp[0], needs_c) if imp and imp[1] else None
-                hit = self.method_of(other, imp[1], name, needs_c, depth + 1) if other is not None else None
-            if hit is not None:
-                return hit
-        return None
+        other = model if owner.relpath == model.source.relpath else self.load_module(owner.module, needs_c)
+        f = other.functions.get(f"{owner.name}.{name}") if other is not None and other.source.relpath == owner.relpath else None
+        return (other, f) if f is not None else None

@@ -18,7 +18,8 @@ from .hazards import (ALIAS, ARGUMENT, CAPACITY, DERIVED, FALLBACK, HARMLESS, LA
                       classify, judged, layout_of, said)
 from ..target.modes import ModeTable
 from ..target.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
-from .module import ClassFacts, FunctionInfo, ModuleModel, Outline, names_a_budget
+from .module import ClassFacts, FunctionInfo, ModuleModel, names_a_budget
+from ..target.hierarchy import Hierarchy, Outline
 from .verify_path import FunctionPass, Site
 from .callers import Callers
 from .classes import ClassResolution
@@ -56,6 +57,7 @@ class Engine(FixPlanning, Callers, ClassResolution):
     method_uses: Callable[[str], MethodUses | None] = lambda name: MethodUses()
     # dotted module name -> its outline, which another process may have parsed; None: from load_module
     outline_of: Callable[[str], Outline | None] | None = None
+    _classes: Hierarchy | None = None  # the tree's classes over those outlines (``classes``)
     # the target's ForwardMode table, from the tree model; None (an engine without a tree): from its
     # module, loaded here
     mode_table: Callable[[], ModeTable | None] | None = None

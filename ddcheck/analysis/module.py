@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
 from ..target.sources import SourceFile, split_lines
-from ..target.imports import absolute, package_of
+from ..target.hierarchy import Hierarchy, Outline, outline
 from ..target.parse import decode, parse_source
-from .exprs import dotted, every_node, is_c_valued, is_exact_c, self_attr
+from .exprs import every_node, is_c_valued, is_exact_c, self_attr
 from .vocabulary import Vocabulary
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -60,19 +60,6 @@ class FunctionInfo:
         return [x.arg for x in self.node.args.kwonlyargs]
 
 
-@dataclass(frozen=True)
-class Outline:
-    """What a module declares, for questions of inheritance without its syntax tree: its classes'
-    bases, its imports, and per method name the classes defining it. Small enough for a worker to
-    hand to the others, so that they need not parse the module again to learn it."""
-
-    relpath: str
-    module: str
-    class_bases: dict[str, list[str]]
-    imports: dict[str, tuple[str, str | None]]
-    methods: dict[str, list[str]]  # method name -> the classes defining it, in definition order
-
-
 @dataclass
 class ModuleModel:
     """A parsed module: its text, syntax tree, functions, class bases and imports."""
@@ -81,8 +68,7 @@ class ModuleModel:
     text: str
     tree: ast.Module
     functions: dict[str, FunctionInfo] = field(default_factory=dict)
-    class_bases: dict[str, list[str]] = field(default_factory=dict)
-    imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    classes: dict[str, None] = field(default_factory=dict)  # every class with a body indexed, nested ones too
 
     @classmethod
     def parse(cls, source: SourceFile, data: bytes | None = None, syntax: ast.Module | None = None) -> "ModuleModel":
@@ -100,11 +86,14 @@ class ModuleModel:
 
     @cached_property
     def outline(self) -> Outline:
-        methods: dict[str, list[str]] = {}
-        for f in self.functions.values():
-            if f.cls:
-                methods.setdefault(f.name, []).append(f.cls)
-        return Outline(self.source.relpath, self.name, self.class_bases, self.imports, methods)
+        """What the module declares (classes and their bases, aliases, imports, methods), from the tree
+        model's one reading of it; small enough for a worker to hand to the others."""
+        return outline(self.source.relpath, self.name, self.tree, lambda stmt: self.spans(stmt, "import"))
+
+    @property
+    def imports(self) -> dict[str, tuple[str, str | None]]:
+        """Local name -> (module, name there; None for ``import x``) of the module's top-level imports."""
+        return self.outline.imports
 
     @cached_property
     def lines(self) -> list[str]:
@@ -225,36 +214,17 @@ class ModuleModel:
         return ast.unparse(node)
 
     def _index(self) -> None:
-        package = package_of(self.name, self.source.relpath.endswith("__init__.py"))
         for stmt in self.tree.body:
-            self._index_stmt(stmt, package, cls=None, prefix="")
+            self._index_stmt(stmt, cls=None, prefix="")
 
-    def _index_stmt(self, stmt: ast.stmt, package: str, cls: str | None, prefix: str) -> None:
+    def _index_stmt(self, stmt: ast.stmt, cls: str | None, prefix: str) -> None:
         if isinstance(stmt, FUNCS):
             q = f"{prefix}{stmt.name}"
             self.functions.setdefault(q, FunctionInfo(q, stmt, cls))
         elif isinstance(stmt, ast.ClassDef):
-            self.class_bases[stmt.name] = [dotted(b) or "" for b in stmt.bases]
+            self.classes[stmt.name] = None
             for s in stmt.body:
-                self._index_stmt(s, package, cls=stmt.name, prefix=f"{stmt.name}.")
-        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            self._index_import(stmt, package)
-        elif isinstance(stmt, (ast.If, ast.Try)):
-            # `if TYPE_CHECKING:` / `try: from x import y` blocks still bind names.
-            for n in ast.walk(stmt):
-                if isinstance(n, (ast.Import, ast.ImportFrom)):
-                    self._index_import(n, package)
-
-    def _index_import(self, node: ast.stmt, package: str) -> None:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                local = alias.asname or alias.name.split(".")[0]
-                self.imports[local] = (alias.name if alias.asname else alias.name.split(".")[0], None)
-        elif isinstance(node, ast.ImportFrom):
-            base = absolute(package, node.level, node.module)
-            for alias in node.names:
-                if alias.name != "*":
-                    self.imports[alias.asname or alias.name] = (base, alias.name)
+                self._index_stmt(s, cls=stmt.name, prefix=f"{stmt.name}.")
 
     def nested(self, outer: FunctionInfo, name: str) -> FunctionInfo | None:
         """A helper defined inside ``outer`` (``def call_fn(...)`` in a method), found on demand."""
@@ -270,15 +240,14 @@ class ModuleModel:
         return {}
 
     def method(self, cls: str, name: str) -> FunctionInfo | None:
-        seen = set()
-        while cls and cls not in seen:
-            seen.add(cls)
-            f = self.functions.get(f"{cls}.{name}")
-            if f:
-                return f
-            bases = [b for b in self.class_bases.get(cls, []) if b in self.class_bases]
-            cls = bases[0] if bases else ""
-        return None
+        """``cls``'s method ``name``, its own or a base's of this module (the tree's one resolver, over
+        this module alone)."""
+        owner = self._local_classes.method(self._local_classes.ref(self.outline, cls), name)
+        return self.functions.get(f"{owner.name}.{name}") if owner is not None else None
+
+    @cached_property
+    def _local_classes(self) -> Hierarchy:
+        return Hierarchy(lambda module: self.outline if module == self.name else None)
 
     def class_c_attrs(self, vocab: Vocabulary, inherited: frozenset[str]) -> dict[str, "ClassFacts"]:
         """Per class, the ``self.X`` attributes that hold C or a value derived from it arithmetically,
@@ -286,7 +255,7 @@ class ModuleModel:
         laid out with C at start-up."""
         result: dict[str, ClassFacts] = {}
         tokens = set(vocab.c_source_attrs) | set(vocab.extra_c_attrs) | set(inherited)
-        for cls in self.class_bases:
+        for cls in self.classes:
             assigns: list[tuple[str, ast.expr]] = []
             keyed: list[tuple[str, object, ast.expr]] = []  # self.X["key"] = value
             sized_locals: dict[int, set[str]] = {}  # id of an assigned value -> locals of its method derived from C

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from ..findings import Edit, FixPlan
 from ..target.parse import statement_lines
-from .module import ModuleModel, Outline
+from .module import ModuleModel
+from ..target.hierarchy import Outline
 from .verify_path import FunctionPass
 
 

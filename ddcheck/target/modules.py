@@ -7,7 +7,8 @@ is None (its error kept for who must name it). Imports resolve as Python resolve
 relative ones included (``from .ddtree_info import X`` in a package's ``__init__`` or in a plain module).
 The scan hands in the bytes it has read (:meth:`TreeModules.syntax`) and finds modules through
 :attr:`TreeModules.index`; the tree's ForwardMode table (:meth:`TreeModules.mode_table`), its functions
-by qualified name and their callers are answered here too.
+by qualified name and their callers are answered here too. Classes, their bases and the method a call
+runs are the one resolver's (:mod:`ddcheck.target.hierarchy`), over the modules' outlines.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ddcheck.target.sources import SourceFile, SourceTree, _disk_file
+from ddcheck.target.hierarchy import FUNCS, ClassRef, Hierarchy, Outline, outline
 from ddcheck.target.imports import absolute, package_of
 from ddcheck.target.modes import ModeTable, read_mode_table
 from ddcheck.target.parse import SourceError, decode, parse_source
@@ -84,6 +86,7 @@ class TreeModules:
         self._parsed: dict[str, ast.Module | None] = {}
         self.errors: dict[str, BaseException] = {}  # relpath -> why it has no syntax tree
         self._modes: ModeTable | None = None
+        self._outlines: dict[str, Outline | None] = {}
 
     @classmethod
     def of(cls, tree: SourceTree) -> "TreeModules":
@@ -191,51 +194,44 @@ class TreeModules:
 
     # ------------------------------------------------------------------------ definitions
 
-    def find_class(self, name: str, module: str, _seen: frozenset = frozenset()) -> tuple[str, ast.ClassDef, str] | None:
+    def outline(self, module: str) -> Outline | None:
+        """What the module ``dotted`` declares (classes, their bases, aliases, imports, methods), or None."""
+        if module not in self._outlines:
+            hit = self.module(module)
+            self._outlines[module] = outline(hit[0], module, hit[1]) if hit is not None else None
+        return self._outlines[module]
+
+    @cached_property
+    def classes(self) -> Hierarchy:
+        """The tree's classes, resolved as the scan resolves them (:mod:`ddcheck.target.hierarchy`)."""
+        return Hierarchy(self.outline)
+
+    def find_class(self, name: str, module: str) -> tuple[str, ast.ClassDef, str] | None:
         """(relpath, ClassDef, module) for ``name`` defined in, imported into, or aliased in ``module``
         (``Worker = WorkerV2``)."""
-        if (name, module) in _seen:
-            return None
-        seen = _seen | {(name, module)}
-        hit = self.module(module)
-        if hit is None:
-            return None
-        rel, mod = hit
-        for node in mod.body:
-            if isinstance(node, ast.ClassDef) and node.name == name:
-                return rel, node, module
-        for node in mod.body:
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) \
-                    and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                return self.find_class(node.value.id, module, seen)
-        source, original = self._import_of(name, module, mod)
-        return self.find_class(original, source, seen) if source else None
+        ref = self.classes.find(name, module)
+        return self._class_at(ref) if ref is not None else None
 
     def class_chain(self, name: str, module: str) -> list[tuple[str, ast.ClassDef, str]]:
-        """The class ``name`` as ``module`` sees it, then each first base the tree defines, followed
-        across modules by the imports of the module that names it: (relpath, ClassDef, module),
-        subclass first. A fork's ``class EagleVerifyInput(EagleVerifyInput)`` goes on to its base."""
-        out: list[tuple[str, ast.ClassDef, str]] = []
-        seen: set[tuple[str, str]] = set()
-        hit = self.find_class(name, module)
-        while hit is not None and (hit[0], hit[1].name) not in seen:
-            seen.add((hit[0], hit[1].name))
-            out.append(hit)
-            rel, node, mod = hit
-            base = next((b.id for b in node.bases if isinstance(b, ast.Name)), None)
-            hit = self.find_class(base, mod) if base else None
-            if hit is not None and hit[1] is node:  # ``class X(X)``: the X bound before it, imported
-                source, original = self._import_of(base, mod, self.module(mod)[1])
-                hit = self.find_class(original, source) if source else None
-        return out
+        """The class ``name`` as ``module`` sees it, then its bases the tree defines, in method
+        resolution order, followed across modules: (relpath, ClassDef, module), subclass first. A fork's
+        ``class EagleVerifyInput(EagleVerifyInput)`` goes on to the class it imported."""
+        ref = self.classes.find(name, module)
+        return [hit for r in self.classes.mro(ref) if (hit := self._class_at(r)) is not None] if ref else []
 
     def method(self, cls: str, module: str, name: str) -> tuple[ast.FunctionDef, str] | None:
-        """``cls``'s method ``name``, its own or its nearest base's in the tree, and that class's module."""
-        for _, node, mod in self.class_chain(cls, module):
-            fn = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == name), None)
-            if fn is not None:
-                return fn, mod
-        return None
+        """The method ``name`` a call on a ``cls`` runs (its own or its bases', in method resolution
+        order), and the module of the class that defines it."""
+        ref = self.classes.find(cls, module)
+        owner = self.classes.method(ref, name) if ref is not None else None
+        hit = self._class_at(owner) if owner is not None else None
+        fn = next((f for f in hit[1].body if isinstance(f, FUNCS) and f.name == name), None) if hit else None
+        return (fn, owner.module) if fn is not None else None
+
+    def _class_at(self, ref: ClassRef) -> tuple[str, ast.ClassDef, str] | None:
+        mod = self.parsed(ref.relpath)
+        node = next((c for c in mod.body if isinstance(c, ast.ClassDef) and c.name == ref.name), None) if mod else None
+        return (ref.relpath, node, ref.module) if node is not None else None
 
     def find_function(self, name: str, module: str, _depth: int = 0) -> tuple[ast.FunctionDef, str] | None:
         """A module-level function ``name`` of ``module`` or imported into it from the tree."""
