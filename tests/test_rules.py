@@ -127,6 +127,16 @@ def _cases_named_in(function_names: set[str]) -> set[str]:
             for c in named(t.elts[0])}
 
 
+def _cases_named_by_code(path: str) -> tuple[set[str], set[str]]:
+    """The cases a rule's rule.py names: (``self.claim("case", ...)``, ``self.no_fix("case", ...)``)."""
+    import ast
+
+    calls = [n for n in ast.walk(ast.parse(open(path, encoding="utf-8").read())) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute) and n.args and isinstance(n.args[0], ast.Constant)]
+    return ({c.args[0].value for c in calls if c.func.attr == "claim"},
+            {c.args[0].value for c in calls if c.func.attr == "no_fix"})
+
+
 def test_every_case_the_analysis_names_has_the_rules_words():
     """Each rule has a message and a hint for every case its findings can be in, and its templates ask
     only for facts the analysis gives."""
@@ -136,13 +146,18 @@ def test_every_case_the_analysis_names_has_the_rules_words():
     for rule in rules.values():
         for template in [*rule.messages.values(), *rule.hints.values()]:
             assert {f for _, f, _, _ in string.Formatter().parse(template) if f} <= FACTS, (rule.id, template)
-    general = _cases_named_in({"_hint"})  # any read of C, by how its fix goes
+    general = _cases_named_in({"_hint"})  # any read of C, by how its fix to W goes
     startup = _cases_named_in({"_largest_width", "_judge"})  # DD002 at a size fixed at start-up
     refills = {"refill_offsets", "refill_entries", "refill_by_hand"}  # reads of a buffer: DD001 only
-    assert {"fallback", "per_step", *refills} <= general and startup
-    assert set(rules["DD001"].hints) == general - {"fallback"}
-    assert set(rules["DD002"].hints) == (general - {"fallback"} - refills) | startup
-    assert set(rules["DD003"].hints) == {"fallback", "per_step"}
+    assert {"per_step", *refills} <= general and startup
+    # the cases a rule's own code names: those it claims reads in are its [what]'s, its hints its [hints]'
+    own = {r: _cases_named_by_code(rules[r].code) for r in RULES if rules[r].code}
+    assert {"DD001", "DD002", "DD003"} <= set(own)
+    for r, (claims, hints) in own.items():
+        assert claims <= set(rules[r].what) and hints <= set(rules[r].hints), r
+    assert set(rules["DD001"].hints) == general
+    assert set(rules["DD002"].hints) == (general - refills) | startup
+    assert set(rules["DD003"].hints) == {"per_step"} | own["DD003"][1] == {"fallback", "per_step"}
     # config rules have no templates: their checks' messages are the facts (rules/README.md)
     assert {r: set(rules[r].messages) for r in rules if rules[r].face == "scan"} == {
         "DD001": {"read", "buffer"}, "DD002": {"read", "sized"}, "DD003": {"read"},
@@ -150,7 +165,8 @@ def test_every_case_the_analysis_names_has_the_rules_words():
 
 
 def _what_cases_named() -> set[tuple[str, str]]:
-    """(rule id, case) of each ``judged(KIND, "case", ...)`` / ``said(KIND, "case", ...)`` in the analysis."""
+    """(rule id, case) of each ``judged(KIND, "case", ...)`` / ``said(KIND, "case", ...)`` in the analysis,
+    and of each ``self.claim("case", ...)`` in a rule's code."""
     import ast
 
     import ddcheck.analysis.callers as callers
@@ -159,8 +175,11 @@ def _what_cases_named() -> set[tuple[str, str]]:
     import ddcheck.analysis.hazards as hazards
     import ddcheck.analysis.planning as planning
 
-    rule_of_kind = {k.name.lower(): v for k, v in hazards.RULE_OF_KIND.items()}
-    out = set()
+    from ddcheck.rules import scan_codes
+
+    rule_of_kind = {kind: code.id for code in scan_codes() for kind in code.kinds}
+    # the cases a rule's code claims reads in are its own
+    out = {(r.id, case) for r in all_rules().values() if r.code for case in _cases_named_by_code(r.code)[0]}
     for module in (engine, hazards, planning, callers, classes):
         tree = ast.parse(open(module.__file__, encoding="utf-8").read())
         for call in ast.walk(tree):
