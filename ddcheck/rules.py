@@ -134,14 +134,17 @@ def launch_command(text: str) -> str:
 
 
 def rules_dir() -> Path:
-    # A checkout's own rules/ beside its ddcheck/ (run with PYTHONPATH set to it, another checkout may
-    # be installed: its rules are not this code's); else the package's folder from its spec:
-    # importlib.resources would cost a scan ~4 ms to import, and the folder is read as files on disk.
+    # This code's own rules: an installed wheel's ddcheck/_rules, or a checkout's rules/ beside its
+    # ddcheck/ (run with PYTHONPATH set to it, another checkout may be installed, editable: its rules are
+    # not this code's); else the package's folder from its spec. importlib.resources would cost a scan
+    # ~4 ms to import, and the folder is read as files on disk in any case.
     from importlib.util import find_spec
 
-    checkout = Path(__file__).resolve().parents[1]
-    if (checkout / "pyproject.toml").is_file() and (checkout / "rules" / "__init__.py").is_file():
-        return checkout / "rules"
+    here = Path(__file__).resolve().parent
+    if (here / "_rules" / "__init__.py").is_file():
+        return here / "_rules"
+    if (here.parent / "pyproject.toml").is_file() and (here.parent / "rules" / "__init__.py").is_file():
+        return here.parent / "rules"
     try:
         spec = find_spec("ddcheck._rules")
     except ModuleNotFoundError:

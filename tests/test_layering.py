@@ -249,3 +249,33 @@ def test_the_parse_check_finds_a_parse_outside(tmp_path):
     (tmp_path / "ddcheck" / "launch" / "x.py").write_text("import ast\nfrom ast import parse as p\nast.parse('1')\np('2')\n")
     (tmp_path / "ddcheck" / "target" / "y.py").write_text("import ast\nast.parse('1')\n")
     assert parses(tmp_path) == ["ddcheck/launch/x.py:3", "ddcheck/launch/x.py:4"]
+
+
+# ------------------------------------------------------------------------------- a rule's code
+
+
+def rule_code_imports(root: Path) -> list[str]:
+    """Imports of a rule's code (``rules/<ID>/rule.py``) above the definitions floor: the rules registry
+    runs it, so it stands on the registry's floor (it asks the analysis's objects it is handed)."""
+    definitions = next(i for i, (title, _) in enumerate(FLOORS) if title.startswith("definitions"))
+    out = []
+    for path in sorted((root / "rules").glob("*/rule.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                if (name == "ddcheck" or name.startswith("ddcheck.")) and \
+                        (floor_of(name) is None or floor_of(name) > definitions):
+                    out.append(f"{path.relative_to(root)} imports {name}")
+    return out
+
+
+def test_a_rules_code_stands_on_the_definitions_floor():
+    assert (REPO / "rules" / "DD003" / "rule.py").is_file()
+    assert rule_code_imports(REPO) == []
+
+
+def test_the_check_finds_a_rule_importing_the_analysis(tmp_path):
+    (tmp_path / "rules" / "DD999").mkdir(parents=True)
+    (tmp_path / "rules" / "DD999" / "rule.py").write_text("from ddcheck.analysis.engine import Read\n")
+    assert rule_code_imports(tmp_path) == ["rules/DD999/rule.py imports ddcheck.analysis.engine"]

@@ -205,3 +205,97 @@ def test_rules_own_the_words_of_what_a_read_of_c_does():
     for r in rules.values():
         for template in r.what.values():
             assert {f for _, f, _, _ in string.Formatter().parse(template) if f} <= facts, (r.id, template)
+
+
+THROWAWAY = {
+    "rule.toml": '''id = "DD009"
+name = "fixed-width-in-log"
+severity = "info"
+fix = "none"
+summary = "The verify path logs the start-up width C as the step's width."
+what_it_does = "Finds C written into a log line on the target-verify path."
+why_bad = "The step verified W tokens per request, not C: the log says the wrong width."
+fix_text = "Log the verify input's width."
+good_is_fix = false
+good_differs = "the log line reads the verify input's width, which no fix writes"
+
+[what]
+logged = "written to a log line on the verify path, where the step verified W tokens per request"
+
+[messages]
+read = "`{symbol}` is the start-up width C, {what}."
+
+[hints]
+log_width = "Log the verify input's width instead of `{symbol}`."
+''',
+    "rule.py": '''from ddcheck.rules import ScanRule
+
+
+class FixedWidthInLog(ScanRule):
+    def judge(self, read):
+        if read.kind == "harmless" and read.what == "log message":
+            return self.claim("logged", kind="fallback")
+        return None
+
+    def hint(self, report):
+        return self.no_fix("log_width", symbol=report.symbol)
+''',
+    "bad.py": '''import logging
+
+logger = logging.getLogger(__name__)
+
+
+class ToyVerifyBackend:
+    def __init__(self, model_runner):
+        self.num_draft_tokens = model_runner.server_args.speculative_num_draft_tokens
+
+    def init_forward_metadata(self, forward_batch):
+        spec_info = forward_batch.spec_info
+        if forward_batch.forward_mode.is_target_verify():
+            logger.debug("verify: %d tokens per request", self.num_draft_tokens)  # expect: DD009
+            self.metadata = spec_info.custom_mask
+''',
+}
+THROWAWAY["good.py"] = THROWAWAY["bad.py"].replace("self.num_draft_tokens)  # expect: DD009", "spec_info.draft_token_num)")
+
+
+def test_a_new_rule_is_its_folder_and_nothing_else(tmp_path):
+    """Adding a scan rule touches only its folder: a throwaway rule (its words, its code, its examples) in a
+    folder of ``DDCHECK_RULE_PATH`` is listed by `ddcheck rules`, explained by `ddcheck explain`, and
+    fires on its bad example, judged by its own code and said in its own words; not on its good one."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path / "more-rules" / "DD009"
+    folder.mkdir(parents=True)
+    for name, text in THROWAWAY.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    env = {**os.environ, "DDCHECK_CACHE": str(tmp_path / "cache"), "NO_COLOR": "1", "COLUMNS": "200"}
+
+    def ddcheck(*args, rule_path=True):
+        e = {**env, "DDCHECK_RULE_PATH": str(tmp_path / "more-rules")} if rule_path else env
+        return subprocess.run([sys.executable, "-m", "ddcheck", *args], capture_output=True, text=True, env=e,
+                              timeout=300)
+
+    listed = ddcheck("rules")
+    assert listed.returncode == 0 and "DD009" in listed.stdout and "fixed-width-in-log" in listed.stdout
+    assert "DD009" not in ddcheck("rules", rule_path=False).stdout  # the rule is its folder, nothing else
+    explained = ddcheck("explain", "DD009")
+    assert explained.returncode == 0, explained.stderr
+    assert "The verify path logs the start-up width C" in explained.stdout
+    assert 'logger.debug("verify: %d tokens per request", self.num_draft_tokens)' in explained.stdout
+
+    bad = ddcheck("scan", "--format", "json", "--fail-on", "info", str(folder / "bad.py"))
+    findings = json.loads(bad.stdout)["findings"]
+    assert bad.returncode == 1
+    assert Counter((f["line"], f["rule"]) for f in findings) == expected(folder / "bad.py")
+    (f,) = findings
+    assert f["severity"] == "info" and f["message"].startswith("`self.num_draft_tokens` is the start-up width C, "
+                                                              "written to a log line")
+    assert f["hint"] == "Log the verify input's width instead of `self.num_draft_tokens`."
+    good = ddcheck("scan", "--format", "json", "--fail-on", "info", str(folder / "good.py"))
+    assert good.returncode == 0 and json.loads(good.stdout)["findings"] == []
+    # without the folder the same line is a harmless log line: no rule of the shipped ones reports it
+    assert json.loads(ddcheck("scan", "--format", "json", str(folder / "bad.py"), rule_path=False).stdout)["findings"] == []
