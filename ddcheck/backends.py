@@ -15,6 +15,7 @@ from typing import Mapping
 
 from ddcheck.contract import Term
 from ddcheck.target.names import ATTENTION_PACKAGE as ATTENTION, EAGLE_VERIFY_INPUT
+from ddcheck.target.names import PAGE_SIZE
 
 # The leading parameters of each flashinfer wrapper's ``plan`` (``begin_forward`` is its old name), as
 # flashinfer documents them; sglang passes them by position (0.5.10 flashinfer_backend.py:1493). Its
@@ -22,13 +23,13 @@ from ddcheck.target.names import ATTENTION_PACKAGE as ATTENTION, EAGLE_VERIFY_IN
 PLAN_PARAMETERS = {
     "BatchPrefillWithPagedKVCacheWrapper": ("qo_indptr", "paged_kv_indptr", "paged_kv_indices",
                                             "paged_kv_last_page_len", "num_qo_heads", "num_kv_heads",
-                                            "head_dim_qk", "page_size", "head_dim_vo", "custom_mask"),
+                                            "head_dim_qk", PAGE_SIZE, "head_dim_vo", "custom_mask"),
     "BatchPrefillWithRaggedKVCacheWrapper": ("qo_indptr", "kv_indptr", "num_qo_heads", "num_kv_heads",
                                              "head_dim_qk", "head_dim_vo", "custom_mask"),
     "BatchDecodeWithPagedKVCacheWrapper": ("indptr", "indices", "last_page_len", "num_qo_heads", "num_kv_heads",
-                                           "head_dim", "page_size"),
+                                           "head_dim", PAGE_SIZE),
     "BatchMLAPagedAttentionWrapper": ("qo_indptr", "kv_indptr", "kv_indices", "kv_len_arr", "num_heads",
-                                      "head_dim_ckv", "head_dim_kpe", "page_size"),
+                                      "head_dim_ckv", "head_dim_kpe", PAGE_SIZE),
 }
 
 # FA3-style metadata (FlashAttentionMetadata and the TRT-LLM MHA copy of it).

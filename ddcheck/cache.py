@@ -40,11 +40,11 @@ def code_digest() -> str:
     """ddcheck's own code and rule definitions, by each file's path and stat stamp (size, mtime, ctime,
     inode), as the digest memo trusts a tree's files: an edit or a reinstall changes it, and no file is
     read."""
-    from .rules import rules_dir  # rule definitions decide severities: part of the code
+    from .rules import rule_roots  # rule definitions and their code decide findings: part of the code
 
     package = Path(__file__).resolve().parent
-    rules = rules_dir().resolve()
-    return stamps_digest([package] if rules.is_relative_to(package) else [package, rules])
+    rules = [r.resolve() for r in rule_roots()]
+    return stamps_digest([package, *(r for r in rules if not r.is_relative_to(package))])
 
 
 def key(trees: list[SourceTree], settings_json: str) -> str | None:

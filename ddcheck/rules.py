@@ -7,6 +7,12 @@ templates say it (:meth:`Rule.message`, :meth:`Rule.hint`), and its ``[what]`` t
 does there (:meth:`Rule.describe`). It imports only the ground floor
 (:mod:`ddcheck.findings`, :mod:`ddcheck.files`): :mod:`ddcheck.suppressions` and :mod:`ddcheck.cache`
 stand above it.
+
+A rule is one unit, its folder (``rules/<ID>/``, or a folder of a ``DDCHECK_RULE_PATH`` root): its
+``rule.toml`` (words, docs), its examples and, where the rule has code, its ``rule.py``, one
+:class:`ScanRule` subclass that says which of the analysis's kinds of hazard are its findings, re-judges
+reads of C by the facts the analysis offers (:meth:`ScanRule.judge`) and says how to fix them
+(:meth:`ScanRule.hint`), as a Fixit ``LintRule`` does. The registry finds the folders; there is no table.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 from .findings import Severity
 
@@ -51,6 +58,8 @@ class Rule:
     flags: list[str] = field(default_factory=list)
     # a table rule's name for what reports it where the tree's own start-up code runs (its warning)
     superseded_by: str = ""
+    # its folder's rule.py (its code: a ScanRule subclass), "" where it has none
+    code: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "severity", Severity(self.severity))
@@ -125,10 +134,17 @@ def launch_command(text: str) -> str:
 
 
 def rules_dir() -> Path:
-    # The package's folder from its spec: importlib.resources would cost a scan ~4 ms to import, and
-    # the folder is read as files on disk in any case.
+    # This code's own rules: an installed wheel's ddcheck/_rules, or a checkout's rules/ beside its
+    # ddcheck/ (run with PYTHONPATH set to it, another checkout may be installed, editable: its rules are
+    # not this code's); else the package's folder from its spec. importlib.resources would cost a scan
+    # ~4 ms to import, and the folder is read as files on disk in any case.
     from importlib.util import find_spec
 
+    here = Path(__file__).resolve().parent
+    if (here / "_rules" / "__init__.py").is_file():
+        return here / "_rules"
+    if (here.parent / "pyproject.toml").is_file() and (here.parent / "rules" / "__init__.py").is_file():
+        return here.parent / "rules"
     try:
         spec = find_spec("ddcheck._rules")
     except ModuleNotFoundError:
@@ -145,19 +161,42 @@ def all_rules() -> dict[str, Rule]:
     module (which reads them). So a scan does not load the TOML reader, nor stat the rest of ddcheck."""
     from .files import kept
 
-    return kept("rules", [rules_dir(), Path(__file__)], _definitions, _read)
+    return kept("rules", [*rule_roots(), Path(__file__)], _definitions, _read)
+
+
+RULE_PATH = "DDCHECK_RULE_PATH"  # more folders of rule folders (os.pathsep between), after the shipped ones
+
+
+def rule_roots() -> list[Path]:
+    """The folders whose rule folders are the rules: the shipped ``rules/``, then ``DDCHECK_RULE_PATH``'s."""
+    import os
+
+    extra = [Path(p).resolve() for p in os.environ.get(RULE_PATH, "").split(os.pathsep) if p]
+    return [rules_dir(), *extra]
+
+
+def rule_folders() -> dict[str, Path]:
+    """Each rule's folder by id (its folder's name): a folder with a ``rule.toml``; the first root wins."""
+    out: dict[str, Path] = {}
+    for root in rule_roots():
+        if root.is_dir():
+            for folder in sorted(p for p in root.iterdir() if (p / "rule.toml").is_file()):
+                out.setdefault(folder.name, folder)
+    return out
 
 
 def _definitions() -> list[dict]:
     import tomllib
 
     out = []
-    for folder in sorted(p for p in rules_dir().iterdir() if (p / "rule.toml").is_file()):
+    for folder in sorted(rule_folders().values(), key=lambda p: p.name):
         data = tomllib.loads((folder / "rule.toml").read_text(encoding="utf-8"))
         for name, key in (("bad.py", "bad_example"), ("good.py", "good_example"),
                           ("bad.launch", "bad_example"), ("good.launch", "good_example")):
             if (folder / name).is_file():
                 data[key] = (folder / name).read_text(encoding="utf-8")
+        if (folder / "rule.py").is_file():
+            data["code"] = str(folder / "rule.py")
         out.append(data)
     return out
 
@@ -204,3 +243,103 @@ def _names() -> dict[str, Rule]:
 def rule_of(rule_id: str) -> Rule:
     """A finding's rule, by exact id: its severity and words (the analysis asks, never decides)."""
     return all_rules()[rule_id]
+
+
+# ------------------------------------------------------------------ a rule's code
+
+class Claim(NamedTuple):
+    """A read of C a rule's :meth:`ScanRule.judge` takes for itself: the case of its ``[what]`` that says
+    it, the facts to fill it with, and the kind of hazard the analysis treats it as (how it is ranked
+    against another report of the same read, whether a fix threads W for it)."""
+
+    case: str
+    facts: dict
+    kind: str
+
+
+class ScanRule:
+    """A scan rule's code: ``rules/<ID>/rule.py`` defines one subclass (a rule without one is this base:
+    it claims nothing and says the analysis's own fix).
+
+    - ``kinds``: the analysis's kinds of hazard whose reads are this rule's findings (``layout``,
+      ``capacity``, ``fallback``); one rule a kind.
+    - :meth:`judge`: the rule's judgement cases. Every read of C on the verify path, once the analysis has
+      judged it, is offered to each rule in id order; the first :class:`Claim` takes it.
+    - :meth:`hint`: how to fix one of its findings, as a case of its ``[hints]`` with its facts.
+
+    The objects offered are the analysis's (:class:`ddcheck.analysis.engine.Read`,
+    :class:`ddcheck.analysis.planning.Report`); a rule's code asks them and imports nothing above this
+    floor."""
+
+    kinds: tuple[str, ...] = ()
+
+    def __init__(self, rule_id: str) -> None:
+        self.id = rule_id
+
+    def judge(self, read) -> Claim | None:
+        """This rule's case for a read of C (``read.kind``, ``read.case``: the analysis's verdict), or None."""
+        return None
+
+    def claim(self, case: str, kind: str | None = None, **facts: object) -> Claim:
+        """The read is this rule's, in ``case`` (treated as ``kind``, by default this rule's first)."""
+        return Claim(case, facts, kind or (self.kinds[0] if self.kinds else "layout"))
+
+    def hint(self, report) -> tuple[str, dict, object, str | None]:
+        """(hint case, its facts, fix plan or None, replacement or None) for one of this rule's findings:
+        by default the analysis's fix to the per-step width (``report.to_width()``)."""
+        return report.to_width()
+
+    @staticmethod
+    def no_fix(case: str, **facts: object) -> tuple[str, dict, None, None]:
+        """A hint with no fix."""
+        return case, facts, None, None
+
+
+def code_of(rule_id: str) -> ScanRule:
+    """A scan rule's code, by id (the base for a rule without a rule.py)."""
+    return _codes()[rule_id]
+
+
+def scan_codes() -> tuple[ScanRule, ...]:
+    """Every scan rule's code, in id order: the order in which they judge a read."""
+    return tuple(_codes().values())
+
+
+def rule_of_kind(kind: str) -> Rule:
+    """The rule whose findings the analysis's reads of ``kind`` are (its code's ``kinds``)."""
+    return rule_of(_kinds()[kind])
+
+
+@lru_cache(maxsize=1)
+def _codes() -> dict[str, ScanRule]:
+    return {r.id: _load(r) for r in sorted(all_rules().values(), key=lambda r: r.id) if r.face == "scan"}
+
+
+@lru_cache(maxsize=1)
+def _kinds() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for code in scan_codes():
+        for kind in code.kinds:
+            if kind in out:
+                raise TypeError(f"rules {out[kind]} and {code.id} both report the analysis's {kind!r} reads")
+            out[kind] = code.id
+    return out
+
+
+def _load(rule: Rule) -> ScanRule:
+    """A rule's rule.py, run as a module of its own; it defines exactly one ScanRule subclass."""
+    if not rule.code:
+        return ScanRule(rule.id)
+    import importlib.util
+    import sys
+
+    name = f"ddcheck_rule_{rule.id}"
+    spec = importlib.util.spec_from_file_location(name, rule.code)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    found = [c for c in vars(module).values()
+             if isinstance(c, type) and issubclass(c, ScanRule) and c.__module__ == name]
+    if len(found) != 1:
+        raise TypeError(f"{rule.code}: defines {len(found)} ScanRule subclasses, not one")
+    return found[0](rule.id)

@@ -135,3 +135,18 @@ def test_a_one_line_body_gets_the_width_inline(tmp_path):
                                           ).replace("\n        return seq_lens + self.num_draft_tokens\n", "\n"))
     assert "    def _lens(self, seq_lens, verify_width=None): return seq_lens + (verify_width or self.num_draft_tokens)" \
         in text and "num_tokens_per_req" not in text
+
+
+def test_the_fixer_asks_the_models_parser_whether_a_fixed_file_compiles():
+    """A duplicate parameter (what a careless ``verify_width`` added twice would make) parses but does
+    not compile: the check the fixer runs on each fixed file (target.parse.check_compiles) says so."""
+    import ast
+
+    from ddcheck.target.parse import SourceError, check_compiles
+
+    twice = "def f(self, verify_width=None, verify_width=None):\n    return verify_width\n"
+    ast.parse(twice)  # the parser alone accepts it
+    with pytest.raises(SourceError) as info:
+        check_compiles(twice, "x.py")
+    assert isinstance(info.value.__cause__, SyntaxError) and "duplicate argument" in info.value.__cause__.msg
+    check_compiles("def f(self, verify_width=None):\n    return verify_width\n", "x.py")

@@ -222,7 +222,9 @@ PARSERS = ("ddcheck/target/", "ddcheck/analysis/")
 
 
 def parses(root: Path) -> list[str]:
-    """``file:line`` of each call of ``ast.parse`` (or ``parse`` imported from ast) outside PARSERS."""
+    """``file:line`` of each call of ``ast.parse`` (or ``parse`` imported from ast), or of the builtin
+    ``compile`` on anything but a syntax tree built in place (``compile(ast.Module(...), ...)``: source
+    text compiled is source text parsed), outside PARSERS."""
     out = []
     for path in sorted((root / "ddcheck").rglob("*.py")):
         rel = path.relative_to(root).as_posix()
@@ -234,9 +236,17 @@ def parses(root: Path) -> list[str]:
         for n in ast.walk(tree):
             if isinstance(n, ast.Call) and (isinstance(n.func, ast.Attribute) and n.func.attr == "parse"
                                             and isinstance(n.func.value, ast.Name) and n.func.value.id == "ast"
-                                            or isinstance(n.func, ast.Name) and n.func.id in from_ast):
+                                            or isinstance(n.func, ast.Name) and n.func.id in from_ast
+                                            or isinstance(n.func, ast.Name) and n.func.id == "compile"
+                                            and not _built_tree(n.args[0] if n.args else None)):
                 out.append(f"{rel}:{n.lineno}")
     return out
+
+
+def _built_tree(node) -> bool:
+    """``ast.Module(...)``, ``ast.Expression(...)``: a syntax tree ddcheck builds itself."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+        isinstance(node.func.value, ast.Name) and node.func.value.id == "ast"
 
 
 def test_only_the_target_model_and_the_analysis_parse_python():
@@ -246,9 +256,40 @@ def test_only_the_target_model_and_the_analysis_parse_python():
 def test_the_parse_check_finds_a_parse_outside(tmp_path):
     (tmp_path / "ddcheck" / "launch").mkdir(parents=True)
     (tmp_path / "ddcheck" / "target").mkdir()
-    (tmp_path / "ddcheck" / "launch" / "x.py").write_text("import ast\nfrom ast import parse as p\nast.parse('1')\np('2')\n")
+    (tmp_path / "ddcheck" / "launch" / "x.py").write_text("import ast\nfrom ast import parse as p\nast.parse('1')\np('2')\n"
+                                                         "compile('3', 'x', 'exec')\ncompile(ast.Module(body=[]), 'x', 'exec')\n")
     (tmp_path / "ddcheck" / "target" / "y.py").write_text("import ast\nast.parse('1')\n")
-    assert parses(tmp_path) == ["ddcheck/launch/x.py:3", "ddcheck/launch/x.py:4"]
+    assert parses(tmp_path) == ["ddcheck/launch/x.py:3", "ddcheck/launch/x.py:4", "ddcheck/launch/x.py:5"]
+
+
+# ------------------------------------------------------------------------------- a rule's code
+
+
+def rule_code_imports(root: Path) -> list[str]:
+    """Imports of a rule's code (``rules/<ID>/rule.py``) above the definitions floor: the rules registry
+    runs it, so it stands on the registry's floor (it asks the analysis's objects it is handed)."""
+    definitions = next(i for i, (title, _) in enumerate(FLOORS) if title.startswith("definitions"))
+    out = []
+    for path in sorted((root / "rules").glob("*/rule.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                if (name == "ddcheck" or name.startswith("ddcheck.")) and \
+                        (floor_of(name) is None or floor_of(name) > definitions):
+                    out.append(f"{path.relative_to(root)} imports {name}")
+    return out
+
+
+def test_a_rules_code_stands_on_the_definitions_floor():
+    assert (REPO / "rules" / "DD003" / "rule.py").is_file()
+    assert rule_code_imports(REPO) == []
+
+
+def test_the_check_finds_a_rule_importing_the_analysis(tmp_path):
+    (tmp_path / "rules" / "DD999").mkdir(parents=True)
+    (tmp_path / "rules" / "DD999" / "rule.py").write_text("from ddcheck.analysis.engine import Read\n")
+    assert rule_code_imports(tmp_path) == ["rules/DD999/rule.py imports ddcheck.analysis.engine"]
 
 
 # The one class/method resolver (issue 42): the tree's classes, their bases, aliases and method

@@ -142,3 +142,66 @@ def test_the_guard_no_longer_imports_the_analysis():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------ files and ServerArgs fields, from a release
+
+GENERIC = {"__init__.py", "__main__.py", "__pycache__", "python", "tests", "test"}  # any Python tree's
+
+
+def release_words(wheel_path: Path) -> tuple[set[str], set[str]]:
+    """(the folder and file names of a real sglang release, the fields of its ServerArgs with a ``_`` in
+    their name: ``device`` and ``dtype`` are everyone's words)."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel_path) as z:
+        listed = [n for n in z.namelist() if n.startswith(names.PACKAGE + "/")]
+        source = z.read(names.SERVER_ARGS_FILE).decode("utf-8")
+    parts = {p for n in listed for p in n.split("/")[1:] if p} - GENERIC
+    cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == names.SERVER_ARGS_CLASS)
+    fields = {s.target.id for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+    return parts, {f for f in fields if "_" in f}
+
+
+def spelled_literals(source: str, where: str, parts: set[str], fields: set[str]) -> list[str]:
+    """Where ``source`` spells an SGLang file or folder (a path whose every part is a folder or file of the
+    release: ``srt/server_args.py``, ``/arg_groups/``, ``triton_backend.py``) or a ServerArgs field
+    (``"speculative_num_steps"``), docstrings aside."""
+    tree = ast.parse(source)
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    out = []
+    for n in ast.walk(tree):
+        if not isinstance(n, ast.Constant) or not isinstance(n.value, str) or id(n) in docstrings or " " in n.value:
+            continue
+        segments = [s for s in n.value.split("/") if s]
+        if ("/" in n.value or n.value.endswith(".py")) and segments and all(s in parts for s in segments):
+            out.append(f"{where}:{n.lineno}: SGLang path {n.value!r} spelled out")
+        elif n.value in fields:
+            out.append(f"{where}:{n.lineno}: ServerArgs field {n.value!r} spelled out")
+    return out
+
+
+def test_no_sglang_file_or_server_args_field_is_spelled_outside_names(wheel):
+    parts, fields = release_words(wheel("0.5.16"))
+    parts |= release_words(wheel("0.5.23"))[0]  # its arg_groups/
+    assert {"srt", "arg_groups", "triton_backend.py"} <= parts
+    assert {"speculative_num_steps", "page_size"} <= fields
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path != NAMES_FILE:
+            found += spelled_literals(path.read_text(encoding="utf-8"), str(path.relative_to(REPO)), parts, fields)
+    assert found == []
+
+
+@pytest.mark.parametrize("source", [
+    'def f(tree):\n    return tree.find("srt/layers/attention/triton_backend.py")',
+    'def f(rel):\n    return "/arg_groups/" in rel',
+    'def f(ns):\n    return ns.get("speculative_num_steps")',
+])
+def test_the_check_finds_a_file_or_field_spelled_out(source):
+    parts = {"srt", "layers", "attention", "triton_backend.py", "arg_groups"}
+    assert spelled_literals(source, "x.py", parts, {"speculative_num_steps"})
+    assert spelled_literals('from ddcheck.target.names import TRITON_BACKEND_FILE\nX = "a/b"', "x.py", parts,
+                            {"speculative_num_steps"}) == []

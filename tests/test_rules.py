@@ -127,6 +127,16 @@ def _cases_named_in(function_names: set[str]) -> set[str]:
             for c in named(t.elts[0])}
 
 
+def _cases_named_by_code(path: str) -> tuple[set[str], set[str]]:
+    """The cases a rule's rule.py names: (``self.claim("case", ...)``, ``self.no_fix("case", ...)``)."""
+    import ast
+
+    calls = [n for n in ast.walk(ast.parse(open(path, encoding="utf-8").read())) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute) and n.args and isinstance(n.args[0], ast.Constant)]
+    return ({c.args[0].value for c in calls if c.func.attr == "claim"},
+            {c.args[0].value for c in calls if c.func.attr == "no_fix"})
+
+
 def test_every_case_the_analysis_names_has_the_rules_words():
     """Each rule has a message and a hint for every case its findings can be in, and its templates ask
     only for facts the analysis gives."""
@@ -136,13 +146,18 @@ def test_every_case_the_analysis_names_has_the_rules_words():
     for rule in rules.values():
         for template in [*rule.messages.values(), *rule.hints.values()]:
             assert {f for _, f, _, _ in string.Formatter().parse(template) if f} <= FACTS, (rule.id, template)
-    general = _cases_named_in({"_hint"})  # any read of C, by how its fix goes
+    general = _cases_named_in({"_hint"})  # any read of C, by how its fix to W goes
     startup = _cases_named_in({"_largest_width", "_judge"})  # DD002 at a size fixed at start-up
     refills = {"refill_offsets", "refill_entries", "refill_by_hand"}  # reads of a buffer: DD001 only
-    assert {"fallback", "per_step", *refills} <= general and startup
-    assert set(rules["DD001"].hints) == general - {"fallback"}
-    assert set(rules["DD002"].hints) == (general - {"fallback"} - refills) | startup
-    assert set(rules["DD003"].hints) == {"fallback", "per_step"}
+    assert {"per_step", *refills} <= general and startup
+    # the cases a rule's own code names: those it claims reads in are its [what]'s, its hints its [hints]'
+    own = {r: _cases_named_by_code(rules[r].code) for r in RULES if rules[r].code}
+    assert {"DD001", "DD002", "DD003"} <= set(own)
+    for r, (claims, hints) in own.items():
+        assert claims <= set(rules[r].what) and hints <= set(rules[r].hints), r
+    assert set(rules["DD001"].hints) == general
+    assert set(rules["DD002"].hints) == (general - refills) | startup
+    assert set(rules["DD003"].hints) == {"per_step"} | own["DD003"][1] == {"fallback", "per_step"}
     # config rules have no templates: their checks' messages are the facts (rules/README.md)
     assert {r: set(rules[r].messages) for r in rules if rules[r].face == "scan"} == {
         "DD001": {"read", "buffer"}, "DD002": {"read", "sized"}, "DD003": {"read"},
@@ -150,7 +165,8 @@ def test_every_case_the_analysis_names_has_the_rules_words():
 
 
 def _what_cases_named() -> set[tuple[str, str]]:
-    """(rule id, case) of each ``judged(KIND, "case", ...)`` / ``said(KIND, "case", ...)`` in the analysis."""
+    """(rule id, case) of each ``judged(KIND, "case", ...)`` / ``said(KIND, "case", ...)`` in the analysis,
+    and of each ``self.claim("case", ...)`` in a rule's code."""
     import ast
 
     import ddcheck.analysis.callers as callers
@@ -159,8 +175,11 @@ def _what_cases_named() -> set[tuple[str, str]]:
     import ddcheck.analysis.hazards as hazards
     import ddcheck.analysis.planning as planning
 
-    rule_of_kind = {k.name.lower(): v for k, v in hazards.RULE_OF_KIND.items()}
-    out = set()
+    from ddcheck.rules import scan_codes
+
+    rule_of_kind = {kind: code.id for code in scan_codes() for kind in code.kinds}
+    # the cases a rule's code claims reads in are its own
+    out = {(r.id, case) for r in all_rules().values() if r.code for case in _cases_named_by_code(r.code)[0]}
     for module in (engine, hazards, planning, callers, classes):
         tree = ast.parse(open(module.__file__, encoding="utf-8").read())
         for call in ast.walk(tree):
@@ -186,3 +205,97 @@ def test_rules_own_the_words_of_what_a_read_of_c_does():
     for r in rules.values():
         for template in r.what.values():
             assert {f for _, f, _, _ in string.Formatter().parse(template) if f} <= facts, (r.id, template)
+
+
+THROWAWAY = {
+    "rule.toml": '''id = "DD009"
+name = "fixed-width-in-log"
+severity = "info"
+fix = "none"
+summary = "The verify path logs the start-up width C as the step's width."
+what_it_does = "Finds C written into a log line on the target-verify path."
+why_bad = "The step verified W tokens per request, not C: the log says the wrong width."
+fix_text = "Log the verify input's width."
+good_is_fix = false
+good_differs = "the log line reads the verify input's width, which no fix writes"
+
+[what]
+logged = "written to a log line on the verify path, where the step verified W tokens per request"
+
+[messages]
+read = "`{symbol}` is the start-up width C, {what}."
+
+[hints]
+log_width = "Log the verify input's width instead of `{symbol}`."
+''',
+    "rule.py": '''from ddcheck.rules import ScanRule
+
+
+class FixedWidthInLog(ScanRule):
+    def judge(self, read):
+        if read.kind == "harmless" and read.what == "log message":
+            return self.claim("logged", kind="fallback")
+        return None
+
+    def hint(self, report):
+        return self.no_fix("log_width", symbol=report.symbol)
+''',
+    "bad.py": '''import logging
+
+logger = logging.getLogger(__name__)
+
+
+class ToyVerifyBackend:
+    def __init__(self, model_runner):
+        self.num_draft_tokens = model_runner.server_args.speculative_num_draft_tokens
+
+    def init_forward_metadata(self, forward_batch):
+        spec_info = forward_batch.spec_info
+        if forward_batch.forward_mode.is_target_verify():
+            logger.debug("verify: %d tokens per request", self.num_draft_tokens)  # expect: DD009
+            self.metadata = spec_info.custom_mask
+''',
+}
+THROWAWAY["good.py"] = THROWAWAY["bad.py"].replace("self.num_draft_tokens)  # expect: DD009", "spec_info.draft_token_num)")
+
+
+def test_a_new_rule_is_its_folder_and_nothing_else(tmp_path):
+    """Adding a scan rule touches only its folder: a throwaway rule (its words, its code, its examples) in a
+    folder of ``DDCHECK_RULE_PATH`` is listed by `ddcheck rules`, explained by `ddcheck explain`, and
+    fires on its bad example, judged by its own code and said in its own words; not on its good one."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path / "more-rules" / "DD009"
+    folder.mkdir(parents=True)
+    for name, text in THROWAWAY.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    env = {**os.environ, "DDCHECK_CACHE": str(tmp_path / "cache"), "NO_COLOR": "1", "COLUMNS": "200"}
+
+    def ddcheck(*args, rule_path=True):
+        e = {**env, "DDCHECK_RULE_PATH": str(tmp_path / "more-rules")} if rule_path else env
+        return subprocess.run([sys.executable, "-m", "ddcheck", *args], capture_output=True, text=True, env=e,
+                              timeout=300)
+
+    listed = ddcheck("rules")
+    assert listed.returncode == 0 and "DD009" in listed.stdout and "fixed-width-in-log" in listed.stdout
+    assert "DD009" not in ddcheck("rules", rule_path=False).stdout  # the rule is its folder, nothing else
+    explained = ddcheck("explain", "DD009")
+    assert explained.returncode == 0, explained.stderr
+    assert "The verify path logs the start-up width C" in explained.stdout
+    assert 'logger.debug("verify: %d tokens per request", self.num_draft_tokens)' in explained.stdout
+
+    bad = ddcheck("scan", "--format", "json", "--fail-on", "info", str(folder / "bad.py"))
+    findings = json.loads(bad.stdout)["findings"]
+    assert bad.returncode == 1
+    assert Counter((f["line"], f["rule"]) for f in findings) == expected(folder / "bad.py")
+    (f,) = findings
+    assert f["severity"] == "info" and f["message"].startswith("`self.num_draft_tokens` is the start-up width C, "
+                                                              "written to a log line")
+    assert f["hint"] == "Log the verify input's width instead of `self.num_draft_tokens`."
+    good = ddcheck("scan", "--format", "json", "--fail-on", "info", str(folder / "good.py"))
+    assert good.returncode == 0 and json.loads(good.stdout)["findings"] == []
+    # without the folder the same line is a harmless log line: no rule of the shipped ones reports it
+    assert json.loads(ddcheck("scan", "--format", "json", str(folder / "bad.py"), rule_path=False).stdout)["findings"] == []

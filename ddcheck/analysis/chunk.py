@@ -20,7 +20,8 @@ from ..target.hierarchy import Outline
 from .inputs import built_inputs
 from .names import NameIndex, Part
 from .vocabulary import Vocabulary
-from ..target.names import NUM_TOKENS_PER_REQ, PACKAGE, PREPARE_FOR_VERIFY, SPECULATIVE_NUM_DRAFT_TOKENS
+from ..target.names import (DRAFT_TOKEN_NUM, NUM_TOKENS_PER_REQ, PACKAGE, PREPARE_FOR_VERIFY, SERVER_ARGS_FILE,
+                            SPEC_INFO_FILE, SPECULATIVE_NUM_DRAFT_TOKENS)
 
 # Subclasses read `self.num_draft_tokens` that a base class in another module set from C.
 INHERITED_C_ATTRS = frozenset({"num_draft_tokens", SPECULATIVE_NUM_DRAFT_TOKENS})
@@ -32,29 +33,27 @@ BUDGET_FIELD_RE = re.compile(rb"^    (speculative_\w*tree_budget)\s*:\s*(?:Optio
 
 def width_api(tree: SourceTree) -> str:
     """``num_tokens_per_req`` when the tree's verify inputs all carry it (newer SGLang), else ``draft_token_num``."""
-    suffix = "srt/speculative/spec_info.py"
-    f = tree.find(suffix)
+    f = tree.find(SPEC_INFO_FILE)
     data = None
     try:
         if f is not None:
             data = f.read_bytes()
-        elif tree.kind == "file" and tree.root is not None and (tree.root / "sglang" / suffix).is_file():
-            data = (tree.root / "sglang" / suffix).read_bytes()
+        elif tree.kind == "file" and tree.root is not None and (tree.root / SPEC_INFO_FILE).is_file():
+            data = (tree.root / SPEC_INFO_FILE).read_bytes()
     except OSError:
         data = None
-    return "num_tokens_per_req" if data and WIDTH_FIELD_RE.search(data) else "draft_token_num"
+    return NUM_TOKENS_PER_REQ if data and WIDTH_FIELD_RE.search(data) else DRAFT_TOKEN_NUM
 
 
 def tree_budget_flag(tree: SourceTree) -> str | None:
     """The server argument in which the tree states a tree drafter's budget (``speculative_ddtree_budget``:
     the launch verifies at most budget + 1 tokens per request), or None where its ServerArgs has none."""
-    suffix = "srt/server_args.py"
-    f = tree.find(suffix)
+    f = tree.find(SERVER_ARGS_FILE)
     try:
         if f is not None:
             data = f.read_bytes()
-        elif tree.kind == "file" and tree.root is not None and (tree.root / "sglang" / suffix).is_file():
-            data = (tree.root / "sglang" / suffix).read_bytes()
+        elif tree.kind == "file" and tree.root is not None and (tree.root / SERVER_ARGS_FILE).is_file():
+            data = (tree.root / SERVER_ARGS_FILE).read_bytes()
         else:
             return None
     except OSError:

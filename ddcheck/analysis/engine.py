@@ -28,6 +28,7 @@ from .reports import Hint, MethodUses, Origin, ParamUse, Reported, _per_statemen
 from . import edits as E
 from .vocabulary import ALLOCATORS, Vocabulary
 from .inputs import Built, Reach, expression_reach, truth
+from ..rules import rule_of, scan_codes
 from ..target.names import DRAFT_TOKEN_NUM, VERIFY_MARKERS as VERIFY_TEXT
 
 
@@ -226,6 +227,7 @@ class Engine(FixPlanning, Callers, ClassResolution):
             self._report(fp, site.node, site.anchor, judged(LAYOUT, "buffer_layout", buffer_line=site.buffer_line),
                          fp.model.code(site.node), exact=False, buffer_line=site.buffer_line)
             return
+        direct = verdict.kind not in (ALIAS, ARGUMENT)
         if verdict.kind == ALIAS and verdict.what == DERIVED:
             # `n = bs * C`, `max_len += C`: a start-up size grown by C is a capacity; otherwise the value
             # is judged by what it feeds (nothing, when it only feeds size checks).
@@ -235,18 +237,17 @@ class Engine(FixPlanning, Callers, ClassResolution):
             verdict = self._alias(fp, site, verdict.target)
         elif verdict.kind == ARGUMENT:
             verdict = self._argument(fp, verdict)
-        elif verdict.kind == LAYOUT and verdict.case == "returns_c" and _resolves_width(fp.func.node, self.vocab):
-            # `return W` for the tree drafter's input, `return C` for the others: a width resolver.
-            verdict = judged(FALLBACK, "resolver")
-        if verdict is None or verdict.kind == HARMLESS:
+        if verdict is None:
+            return
+        verdict = self._claimed(Read(verdict.kind, verdict.case, verdict.what, site.node, fp.func.qualname, direct,
+                                     fp, site, self.vocab), verdict)
+        if verdict.kind == HARMLESS:
             return
         if via is not None and via.origin is not None:
             # A parameter the caller filled with C: the caller's expression is the finding.
             where = f"`{fp.func.qualname}()` at {fp.model.source.display}:{site.node.lineno}"
             param_uses.setdefault(via.name, []).append(ParamUse(verdict.kind, verdict.what, where))
             return
-        if via is not None and any(d.kind == "per_step" for d in fp.reaching(via.name, site.node)):
-            verdict = judged(FALLBACK, "fallback")
         source = via.value if via is not None and via.value is not None else site.node
         exact = is_exact_c(source, self.c_attrs_of(fp.model, fp.func.cls, exact=True), self.vocab)
         if verdict.kind == CAPACITY and verdict.case == "startup_size" and source is site.node:
@@ -262,6 +263,17 @@ class Engine(FixPlanning, Callers, ClassResolution):
         if via is None and r is not None and r.kind in (FALLBACK, LAYOUT) and r.case == verdict.case:
             r.by_inputs = True
 
+    @staticmethod
+    def _claimed(read: Read, verdict: Verdict) -> Verdict:
+        """The verdict once the rules have judged the read (:meth:`ScanRule.judge`): the first that claims
+        it says it in its words."""
+        for code in scan_codes():
+            claim = code.judge(read)
+            if claim is not None:
+                return Verdict(claim.kind, rule_of(code.id).describe(claim.case, **claim.facts), case=claim.case,
+                               rule=code.id)
+        return verdict
+
     def judge_by_inputs(self) -> None:
         """Each read of C reported as a layout or a fallback, judged by the verify inputs the tree builds
         (:meth:`_by_inputs`). Done once everything is analysed: finding the inputs asks the whole tree's
@@ -274,7 +286,7 @@ class Engine(FixPlanning, Callers, ClassResolution):
             if verdict is None:
                 del self.reported[key]
             elif (verdict.kind, verdict.case) != (r.kind, r.case):
-                r.kind, r.what, r.case = verdict.kind, verdict.what, verdict.case
+                r.kind, r.what, r.case, r.rule = verdict.kind, verdict.what, verdict.case, verdict.rule
 
     # -- judged by the verify inputs the tree builds ------------------------------------------------
 
@@ -503,7 +515,7 @@ class Engine(FixPlanning, Callers, ClassResolution):
         if old is not None and RANK[old.kind] >= RANK[verdict.kind]:
             return
         self.reported[key] = Reported(verdict.kind, verdict.what, fp, node, anchor, c_expr, exact, hint, buffer_line,
-                                      case=verdict.case)
+                                      case=verdict.case, rule=verdict.rule)
 
     def forget(self, relpath: str) -> None:
         """Drop what was reported in one file (its analysis failed half-way)."""
@@ -601,6 +613,38 @@ def _param_for(func: FunctionInfo, call: ast.Call, arg: ast.expr, keyword: str |
     idx = next((i for i, a in enumerate(call.args) if a is arg), None)
     params = func.params[1:] if bound and func.params[:1] == ["self"] else func.params
     return params[idx] if idx is not None and idx < len(params) else None
+
+
+@dataclass
+class Read:
+    """A read of C on the verify path as the analysis judged it (``kind``, ``case``, ``what``), offered to
+    the rules' :meth:`~ddcheck.rules.ScanRule.judge`; the facts a rule may ask are its methods."""
+
+    kind: str
+    case: str
+    what: str  # the rule's words for the case (for a harmless read, the analysis's label: "log message")
+    node: ast.expr
+    function: str  # the qualified name of the function it is in
+    direct: bool  # the verdict is of the read itself, not of a local or a callee it feeds
+    _fp: FunctionPass
+    _site: Site
+    _vocab: Vocabulary
+
+    def resolves_width(self) -> bool:
+        """The function is a width resolver: some ``return`` gives the verify input's own width."""
+        return _resolves_width(self._fp.func.node, self._vocab)
+
+    def rebound_per_step(self) -> bool:
+        """The read is through a local of the function that is bound from the verify input's width where
+        it is read (``w = C``, then ``if spec_info ...: w = spec_info.draft_token_num``)."""
+        via = self._site.via
+        return via is not None and via.origin is None and \
+            any(d.kind == "per_step" for d in self._fp.reaching(via.name, self._site.node))
+
+    @property
+    def code(self) -> str:
+        """The read's source text."""
+        return self._fp.model.code(self.node)
 
 
 def _resolves_width(func: ast.FunctionDef, vocab: Vocabulary) -> bool:

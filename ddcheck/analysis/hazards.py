@@ -11,7 +11,7 @@ import ast
 from dataclasses import dataclass
 from enum import Enum
 
-from ..rules import rule_of
+from ..rules import rule_of_kind
 from ..target.names import SPEC_INFO_FIELD
 from .exprs import ARITH_CALLS, call_leaf, dotted, mentions_per_step
 from .vocabulary import (ALLOCATORS, CHECK_CALL_PREFIXES, FILL_ALLOCATORS, REPORTING_CALLS, UPPER_BOUND_NAMES, WIDTH_WORDS,
@@ -19,7 +19,7 @@ from .vocabulary import (ALLOCATORS, CHECK_CALL_PREFIXES, FILL_ALLOCATORS, REPOR
 
 class Kind(str, Enum):
     """What a read of C does where it is: the analysis's verdict, before a rule turns it into a finding
-    (:data:`RULE_OF_KIND`)."""
+    (the rule whose code reports the kind, :func:`ddcheck.rules.rule_of_kind`)."""
 
     layout = "layout"  # lays out the verify batch with C
     capacity = "capacity"  # sizes a buffer or bound with C
@@ -32,7 +32,6 @@ class Kind(str, Enum):
 LAYOUT, CAPACITY, FALLBACK = Kind.layout, Kind.capacity, Kind.fallback
 HARMLESS, ALIAS, ARGUMENT = Kind.harmless, Kind.alias, Kind.argument
 RANK = {LAYOUT: 2, CAPACITY: 1, FALLBACK: 0}
-RULE_OF_KIND = {LAYOUT: "DD001", CAPACITY: "DD002", FALLBACK: "DD003"}
 RESHAPES = frozenset({"repeat_interleave", "view", "reshape", "expand", "repeat", "split", "narrow", "unflatten", "arange"})
 INSPECTIONS = frozenset({"isinstance", "hasattr", "len", "type", "id"})
 CHECK_WHAT = "checks a size (an assertion or bound check lays nothing out)"
@@ -50,11 +49,12 @@ class Verdict:
     keyword: str | None = None
     target: str | None = None
     case: str = ""  # which of the rule's ``[what]`` cases ``what`` says
+    rule: str = ""  # the rule that claimed the read (ScanRule.judge); "" for the rule of its kind
 
 
 def said(kind: Kind, case: str, **facts: object) -> str:
     """The words of the rule of ``kind`` for what a read of C does in ``case``."""
-    return rule_of(RULE_OF_KIND[kind]).describe(case, **facts)
+    return rule_of_kind(kind).describe(case, **facts)
 
 
 def judged(kind: Kind, case: str, **facts: object) -> Verdict:

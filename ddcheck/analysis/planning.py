@@ -8,9 +8,9 @@ from dataclasses import replace
 from functools import lru_cache
 
 from ..findings import Edit, Finding, FixPlan, FixSafety
-from ..rules import rule_of
+from ..rules import code_of, rule_of, rule_of_kind
 from .exprs import buffer_key
-from .hazards import CAPACITY, FALLBACK, RULE_OF_KIND
+from .hazards import CAPACITY, FALLBACK
 from .module import FunctionInfo, ModuleModel
 from .reports import Hint, Reported, Thread, _per_statement, _statement_of, _top_level_span
 from . import edits as E
@@ -153,12 +153,13 @@ class FixPlanning:
 
     def _finding(self, r: Reported) -> Finding:
         """The finding of a report: its facts and fix gathered here, its words said by its rule."""
-        rule = rule_of(RULE_OF_KIND[r.kind])
+        rule = rule_of(r.rule) if r.rule else rule_of_kind(r.kind)
         model, func = r.fp.model, r.fp.func
         stmt_text, stmt_line = _statement(model, r.node)
         l1, c1, l2, c2 = model.span(r.node)
         symbol = model.code(r.node)
-        hint, fix, replacement = self._hint(r, symbol)
+        case, facts, fix, replacement = code_of(rule.id).hint(Report(self, r, symbol))
+        hint = case, facts
         message = rule.message("sized" if r.hint is not None else "buffer" if r.buffer_line else "read",
                                symbol=symbol, what=r.what, buffer_line=r.buffer_line)
         return Finding(rule=rule.id, severity=rule.severity, path=model.source.display, relpath=model.source.relpath,
@@ -168,14 +169,14 @@ class FixPlanning:
                        resolver=r.case in ("resolver", "resolver_reached"))
 
     def _hint(self, r: Reported, symbol: str) -> tuple[Hint, FixPlan | None, str | None]:
-        """A report's fix (plan and replacement) and the hint case that says it, with its facts."""
+        """A report's fix to the per-step width (plan and replacement) and the hint case that says it, with
+        its facts: the one planned where the report was made, else W in C's place (bound at the top of
+        the verify block, threaded in from the helper's verify callers, a buffer refilled)."""
         model, func = r.fp.model, r.fp.func
         at, spec_info = _verify_input_at(r)
-        unbound = [n for n in _names(r.c_expr) if n != "self" and not r.fp.bound_at(n, at)]
+        unbound = _unbound(r, at)
         if r.hint is not None:
             return r.hint, r.plan, r.replacement
-        if r.kind == FALLBACK and not (r.case == "resolver" and r.exact and spec_info and not unbound):
-            return ("fallback", {}), None, None
         if not r.exact and r.c_expr == symbol and r.buffer_line and \
                 (refill := self._refill(r, spec_info)) is not None:
             value, how = refill
@@ -221,6 +222,32 @@ class FixPlanning:
         value = per_step_value(spec_info, r.c_expr, self.width_api)
         replacement = f"({value})"
         return ("per_step", {"replacement": replacement}), self._plan(r, value, _safety(r)), replacement
+
+
+class Report:
+    """A report on its way to a finding, offered to its rule's :meth:`~ddcheck.rules.ScanRule.hint`: what
+    the analysis knows of it, and its fix to the per-step width (:meth:`to_width`)."""
+
+    def __init__(self, planning: FixPlanning, r: Reported, symbol: str) -> None:
+        self._planning, self._r, self.symbol = planning, r, symbol
+        self.kind, self.case, self.exact = r.kind, r.case, r.exact
+
+    def verify_input(self) -> str | None:
+        """How the verify input is spelled where the fix binds W (None: not in scope)."""
+        return _verify_input_at(self._r)[1]
+
+    def spelled_in_scope(self) -> bool:
+        """Every name C is spelled with (``self`` aside) is bound where the fix binds W."""
+        return not _unbound(self._r, _verify_input_at(self._r)[0])
+
+    def to_width(self) -> tuple[str, dict, FixPlan | None, str | None]:
+        (case, facts), fix, replacement = self._planning._hint(self._r, self.symbol)
+        return case, facts, fix, replacement
+
+
+def _unbound(r: Reported, at: ast.stmt | None) -> list[str]:
+    """The names C is spelled with (``self`` aside) that are not bound at ``at``."""
+    return [n for n in _names(r.c_expr) if n != "self" and not r.fp.bound_at(n, at)]
 
 
 def _safety(r: Reported) -> FixSafety:

@@ -54,6 +54,7 @@ class Reported:
     replacement: str | None = None
     case: str = ""  # the rule's [what] case that ``what`` says
     by_inputs: bool = False  # a read of C itself (not through a local): judged by the tree's verify inputs at the end
+    rule: str = ""  # the rule that claimed the read; "" for the rule of its kind
 
 
 @dataclass

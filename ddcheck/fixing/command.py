@@ -12,6 +12,7 @@ from pathlib import Path
 from ..errors import EXIT_CLEAN, EXIT_FINDINGS, EXIT_NOT_JUDGED, EXIT_USAGE, verdict
 from ..findings import Finding, Severity
 from ..settings import Settings
+from ..target.names import TRITON_BACKEND_FILE
 from ..target.sources import PACKAGE_VERSION_RE, SourceTree, TargetError, installed_sglang, printable, read_regular
 from .runner import _disk, plan, verify_fixes, write_atomic
 from .transform import FixError
@@ -197,7 +198,7 @@ def _verify_with_smoke(tree: SourceTree, console, err) -> int:
     could not run (nothing was judged: never "does not pass"), 2 a tree --verify cannot take."""
     from ..smoke import smoke_main  # imports no torch: a smoke without it reports that, exit 3
 
-    if tree.kind != "dir" or tree.find("srt/layers/attention/triton_backend.py") is None:
+    if tree.kind != "dir" or tree.find(TRITON_BACKEND_FILE) is None:
         err.print("ddcheck: --verify needs an sglang tree with a Triton backend (a directory, or --out DIR)")
         return EXIT_USAGE
     console.print("running `ddcheck smoke` on the fixed tree...")

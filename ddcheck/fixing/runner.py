@@ -14,8 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ..target.parse import decode
-from ..deep import python_limit
+from ..target.parse import SourceError, check_compiles, decode
 from ..files import replace
 from ..findings import Edit, Finding, FixSafety, ScanResult, Severity
 from ..settings import Settings
@@ -143,13 +142,11 @@ def verify_fixes(fixes: list[FileFix], trees: list[SourceTree], settings: Settin
     rejected = []
     for fx in fixes:
         try:
-            with python_limit():
-                compile(fx.after, fx.display, "exec", dont_inherit=True)
-        except SyntaxError as exc:
-            rejected.append((fx, f"the fixed file does not parse ({exc.msg}, line {exc.lineno})"))
-            continue
-        except (RecursionError, MemoryError):
-            rejected.append((fx, "the fixed file is nested too deeply for Python to compile"))
+            check_compiles(fx.after, fx.display)
+        except SourceError as exc:
+            cause = exc.__cause__
+            rejected.append((fx, f"the fixed file does not parse ({cause.msg}, line {cause.lineno})"
+                             if isinstance(cause, SyntaxError) else "the fixed file is nested too deeply for Python to compile"))
             continue
         tree = next(t for t in trees if any(f.display == fx.display for f in t.files))
         patched = _patched_tree(tree, fixes)

@@ -14,6 +14,7 @@ from typing import Any
 from ddcheck import backends
 from ddcheck.contract import VerifyLayout, Violation, check
 from ddcheck.target.names import WIDTH_FIELDS
+from ddcheck.target.names import PAGE_SIZE
 
 
 class GuardViolation(RuntimeError):
@@ -50,7 +51,7 @@ def layout_of(backend: Any, forward_batch: Any = None, *, seq_lens=None, req_poo
     if table is None:
         pool = getattr(backend, "req_to_token_pool", None) or getattr(forward_batch, "req_to_token_pool", None)
         table = getattr(pool, "req_to_token", None)
-    page_size = getattr(backend, "page_size", 1)
+    page_size = getattr(backend, PAGE_SIZE, 1)
     return VerifyLayout(width, lens, rows, table, page_size if isinstance(page_size, int) and page_size > 0 else 1)
 
 

@@ -26,6 +26,7 @@ from ddcheck.contract import Violation, check
 from ddcheck.guard import GuardViolation, layout_of
 from ddcheck.target.names import (ATTENTION_PACKAGE, CAPTURE_CUDA_GRAPH as OLD_CAPTURE, INIT_FORWARD_METADATA as EAGER,
                                   OUT_GRAPH, REPLAY_CUDA_GRAPH as OLD_REPLAY)
+from ddcheck.target.names import SPECULATIVE_NUM_DRAFT_TOKENS
 
 PREFIX = ATTENTION_PACKAGE + "."
 # Check the first FIRST verify steps of each (backend, path), then every EVERY-th. One check costs
@@ -85,7 +86,7 @@ class Guard:
 
     def _report(self, backend: Any, path: str, layout, violations: list[Violation]) -> None:
         name = type(backend).__name__
-        c = next((getattr(backend, a) for a in ("speculative_num_draft_tokens", "num_draft_tokens")
+        c = next((getattr(backend, a) for a in (SPECULATIVE_NUM_DRAFT_TOKENS, "num_draft_tokens")
                   if isinstance(getattr(backend, a, None), int)), None)
         if not self.logged and self.log_path:
             self.logged = True

@@ -21,6 +21,7 @@ from ddcheck.launch.verdicts import ConfigFinding, Consequence, _f  # noqa: F401
 from ddcheck.target.sources import SourceTree
 from ddcheck.target.evaluate import World
 from ddcheck.target.modules import TreeModules
+from ddcheck.target.names import SPECULATIVE_DFLASH_BLOCK_SIZE, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS
 
 
 def _guard(tree, pattern, algo):
@@ -341,24 +342,24 @@ def check_startup(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
     rule(spec_v2 and a in EAGLE_FAMILY and topk > 1, "sglang-spec-v2-topk", Consequence.REJECT,
          r"Spec v2 currently only supports topk = 1", f"SGLANG_ENABLE_SPEC_V2 with topk={topk} is refused",
          "use --speculative-eagle-topk 1 or drop SGLANG_ENABLE_SPEC_V2")
-    raw_draft = s.raw.get("speculative_num_draft_tokens")
+    raw_draft = s.raw.get(SPECULATIVE_NUM_DRAFT_TOKENS)
     rule(a in EAGLE_FAMILY and s.eagle_topk == 1 and raw_draft is not None and s.num_steps is not None
          and raw_draft != s.num_steps + 1, "sglang-eagle-topk1-draft", Consequence.PERF,
          r"adjusted to speculative_num_steps \+ 1",
          f"--speculative-num-draft-tokens {raw_draft} is silently replaced by steps + 1 = {(s.num_steps or 0) + 1} "
          f"because topk == 1", f"pass --speculative-num-draft-tokens {(s.num_steps or 0) + 1}")
     block_algo = a in ("DFLASH", "DDTREE")
-    blk, drf = s.raw.get("speculative_dflash_block_size"), raw_draft
+    blk, drf = s.raw.get(SPECULATIVE_DFLASH_BLOCK_SIZE), raw_draft
     rule(block_algo and blk is not None and drf is not None and blk != drf, "sglang-dflash-block-size",
          Consequence.REJECT, r"For DFLASH they must match",
          f"--speculative-dflash-block-size {blk} != --speculative-num-draft-tokens {drf}",
          "drop --speculative-num-draft-tokens (the block size sets it) or make them equal")
-    for key, pat, name in (("speculative_num_steps", r"DFLASH only supports speculative_num_steps", "steps"),
-                           ("speculative_eagle_topk", r"DFLASH only supports speculative_eagle_topk", "topk")):
+    for key, pat, name in ((SPECULATIVE_NUM_STEPS, r"DFLASH only supports speculative_num_steps", "steps"),
+                           (SPECULATIVE_EAGLE_TOPK, r"DFLASH only supports speculative_eagle_topk", "topk")):
         v = s.raw.get(key)
         rule(block_algo and v is not None and v != 1, f"sglang-dflash-{name}", Consequence.PERF, pat,
              f"{a} forces {name} to 1; --{key.replace('_', '-')} {v} is overridden", f"drop --{key.replace('_', '-')}")
-    rule(block_algo and s.raw.get("speculative_dflash_block_size") is None and raw_draft is None,
+    rule(block_algo and s.raw.get(SPECULATIVE_DFLASH_BLOCK_SIZE) is None and raw_draft is None,
          "sglang-dflash-block-inferred", Consequence.PERF, r"defaulting (speculative_num_draft_tokens )?to",
          "block size unset: inferred from the draft model config at start-up (16 if absent), so W and C are "
          "not known here", "pass --speculative-dflash-block-size explicitly", level="info")
@@ -398,7 +399,7 @@ def tree_run_findings(run, explicit: dict, release: str) -> list[ConfigFinding]:
             out.append(_f("sglang-rewrite", Consequence.PERF,
                           f"{flag} {explicit[w.name]} is replaced by {w.new!r} at start-up ({release})",
                           f"pass {flag} {w.new} (or drop it) so the launch says what runs", [ev(w.where)]))
-        elif w.name == "speculative_num_draft_tokens" and w.name not in explicit:
+        elif w.name == SPECULATIVE_NUM_DRAFT_TOKENS and w.name not in explicit:
             out.append(_f("sglang-num-draft-tokens", Consequence.PERF,
                           f"C (speculative_num_draft_tokens) is set to {w.new} by {release}'s start-up code",
                           "pass --speculative-num-draft-tokens to fix C yourself", [ev(w.where)], level="info"))

@@ -27,9 +27,10 @@ from ddcheck.files import replace
 from ddcheck.target.sources import SourceTree, cache_dir, content_hash, read_regular
 from ddcheck.target.modules import TreeModules
 from ddcheck.target.parse import SourceError
-from ddcheck.target.names import (ARG_CHOICES_FILE, SERVER_ARGS_CLASS, SERVER_ARGS_CONFIG_PARSER_FILE,
+from ddcheck.target.names import (ARG_GROUP_FIELDS_DIR, SPECULATIVE_FOLDER, ARG_CHOICES_FILE, SERVER_ARGS_CLASS, SERVER_ARGS_CONFIG_PARSER_FILE,
                                   SERVER_ARGS_FILE, SPECULATIVE_ALGORITHM_CLASS, SPEC_INFO_FILE as SPEC_INFO,
                                   VERSION_FILES)
+from ddcheck.target.names import SPECULATIVE_ALGORITHM
 
 TABLE_VERSION = 3  # bump when extraction changes, to invalidate cached tables
 FIELD_SOURCES = (SERVER_ARGS_FILE,)
@@ -85,7 +86,7 @@ def release_of(tree: SourceTree) -> str:
 
 def _field_files(tree: SourceTree) -> list:
     files = [tree.find(s) for s in FIELD_SOURCES]
-    files += sorted((f for f in tree.files if "/arg_groups/fields/" in f"/{f.relpath}" and f.relpath.endswith(".py")),
+    files += sorted((f for f in tree.files if ARG_GROUP_FIELDS_DIR in f.relpath and f.relpath.endswith(".py")),
                     key=lambda f: f.relpath)
     return [f for f in files if f is not None]
 
@@ -299,7 +300,7 @@ def _add_argument_calls(mod: ast.Module, relpath: str, consts: dict, defaults: d
 def _algorithms(tree: SourceTree, flags: list[FlagSpec]) -> tuple[list[str] | None, bool]:
     """Algorithm names the release accepts: argparse choices, else the SpeculativeAlgorithm enum
     members (plus NEXTN, an alias resolved before the lookup) and names registered in its sources."""
-    spec = next((f for f in flags if f.dest == "speculative_algorithm"), None)
+    spec = next((f for f in flags if f.dest == SPECULATIVE_ALGORITHM), None)
     if spec and spec.choices:
         return [str(c) for c in spec.choices], True
     f = tree.find(SPEC_INFO)
@@ -316,7 +317,7 @@ def _algorithms(tree: SourceTree, flags: list[FlagSpec]) -> tuple[list[str] | No
     if names:
         names.add("NEXTN")
     for f in tree.files:  # plugin registrations shipped with the release (real calls, not docstrings)
-        if "/speculative/" in f"/{f.relpath}" and f.relpath.endswith(".py"):
+        if f"/{SPECULATIVE_FOLDER}/" in f"/{f.relpath}" and f.relpath.endswith(".py"):
             src = f.read_bytes().decode("utf-8", "replace")
             mod = TreeModules.of(tree).parsed(f.relpath) if "SpeculativeAlgorithm.register(" in src else None
             for node in ast.walk(mod) if mod is not None else ():

@@ -23,7 +23,10 @@ from ddcheck.launch.speculative import SpecSettings, flags_as_given
 from ddcheck.launch.treerun import TreeRun, load_config, run_handler, server_args_values
 from ddcheck.launch.words import launch_env, server_argv
 from ddcheck.target.sources import SourceTree
-from ddcheck.target.names import ATTENTION_BACKEND, MODEL_FIELDS
+from ddcheck.target.names import (ATTENTION_BACKEND, DISABLE_CUDA_GRAPH, MAX_RUNNING_REQUESTS, MODEL_FIELDS,
+                                  SPECULATIVE_ALGORITHM, SPECULATIVE_DDTREE_BUDGET,
+                                  SPECULATIVE_DFLASH_BLOCK_SIZE, SPECULATIVE_EAGLE_TOPK,
+                                  SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS)
 from ddcheck.target.worker import graph_capture, verify_inputs
 
 
@@ -98,7 +101,7 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
                                              message=f"{rel} argparse: {msg} (exit 2)",
                                              fix=fix.get(kind, "fix the value")))
         return report
-    algo = ns.get("speculative_algorithm")
+    algo = ns.get(SPECULATIVE_ALGORITHM)
     if algo is not None and table.algorithms is not None and algo.upper() not in table.algorithms:
         report.findings.append(ConfigFinding(
             id="unknown-algorithm", consequence=Consequence.REJECT,
@@ -229,18 +232,18 @@ def _apply(s: SpecSettings, run: TreeRun, tree: SourceTree, environ: dict[str, s
     input's ``draft_token_num``, evaluated for these values and this environment): no table."""
     v = run.values
     s.resolved_by, s.values = "tree", v
-    algo = v.get("speculative_algorithm")
+    algo = v.get(SPECULATIVE_ALGORITHM)
     s.algorithm = algo.upper() if isinstance(algo, str) else s.algorithm
-    for field, key in (("num_steps", "speculative_num_steps"), ("eagle_topk", "speculative_eagle_topk"),
-                       ("num_draft_tokens", "speculative_num_draft_tokens"),
-                       ("max_running_requests", "max_running_requests")):
+    for field, key in (("num_steps", SPECULATIVE_NUM_STEPS), ("eagle_topk", SPECULATIVE_EAGLE_TOPK),
+                       ("num_draft_tokens", SPECULATIVE_NUM_DRAFT_TOKENS),
+                       (MAX_RUNNING_REQUESTS, MAX_RUNNING_REQUESTS)):
         if isinstance(v.get(key), int):
             setattr(s, field, v[key])
-    if isinstance(v.get("speculative_ddtree_budget"), int):
-        s.ddtree_budget = v["speculative_ddtree_budget"]
-    if isinstance(v.get("speculative_dflash_block_size"), int):
-        s.dflash_block_size = v["speculative_dflash_block_size"]
-    if v.get("disable_cuda_graph"):
+    if isinstance(v.get(SPECULATIVE_DDTREE_BUDGET), int):
+        s.ddtree_budget = v[SPECULATIVE_DDTREE_BUDGET]
+    if isinstance(v.get(SPECULATIVE_DFLASH_BLOCK_SIZE), int):
+        s.dflash_block_size = v[SPECULATIVE_DFLASH_BLOCK_SIZE]
+    if v.get(DISABLE_CUDA_GRAPH):
         s.cuda_graph = False
     s.verify_width = s.verify_width_min = None
     facts = verify_inputs(tree, s.algorithm, v, environ=environ) if s.algorithm else None

@@ -26,11 +26,12 @@ from ddcheck.launch.gpu import Gpu
 from ddcheck.launch.treerun import TreeRun, Where, run_handler
 from ddcheck.target.sources import SourceTree
 from ddcheck.target.modules import TreeModules
-from ddcheck.target.names import (ATTENTION_BACKEND_FIELDS, HANDLER_METHOD_NAMES, HANDLER_NAMES,
+from ddcheck.target.names import (ARG_GROUPS_DIR, ATTENTION_BACKEND_FIELDS, HANDLER_METHOD_NAMES, HANDLER_NAMES,
                                   RESOLVED_OVERRIDES, SERVER_ARGS_CLASS, SERVER_ARGS_FILE)
 from ddcheck.target.runtime import Platform
+from ddcheck.target.names import ATTENTION_BACKEND, DECODE_ATTENTION_BACKEND, PREFILL_ATTENTION_BACKEND, SPECULATIVE_ATTENTION_MODE
 
-STARTUP_DIRS = ("/arg_groups/",)  # besides server_args.py, where the start-up code lives
+STARTUP_DIRS = (ARG_GROUPS_DIR,)  # besides server_args.py, where the start-up code lives
 
 
 @dataclass
@@ -72,7 +73,7 @@ def find_orchestrator(tree: SourceTree) -> tuple[str, str | None, str, int | Non
     """(relpath, class or None, function, line of the statement that calls the speculative handler):
     the start-up function that runs the speculative handler. A tree without a handler (0.4.10, 0.5.1):
     ``ServerArgs.__post_init__`` whole (line None)."""
-    files = [f for f in tree.files if f.relpath.endswith(".py") and "/srt/" in f.relpath
+    files = [f for f in tree.files if f.relpath.endswith(".py")
              and (f.relpath.endswith(SERVER_ARGS_FILE) or any(d in f.relpath for d in STARTUP_DIRS))]
     names = (*HANDLER_NAMES, *HANDLER_METHOD_NAMES)
     mods = TreeModules.of(tree)
@@ -185,8 +186,7 @@ def select_backends(tree: SourceTree, values: dict[str, Any], gpu: Gpu, draft_co
     def entry(run, module, cls):
         returns.append(_Returns(run))
         if owner is None:
-            dotted = relpath[len(tree.package_root("sglang") or ""):].lstrip("/")[:-3].replace("/", ".")
-            module = run.rt.import_module(dotted)
+            module = run.rt.import_module(tree.module_name(relpath))
         elif cls is None or module is None:
             raise LookupError(f"the tree's {SERVER_ARGS_CLASS} cannot be built here")
         fn, where = _compiled(run, relpath, owner, name, stop, module)
@@ -235,7 +235,7 @@ def _in_final_stash(stash, f: str, tree: SourceTree):
     where = None
     pattern = f"def {source}(".encode()
     for file in tree.files:
-        if file.relpath.endswith(".py") and ("/arg_groups/" in file.relpath or file.relpath.endswith(SERVER_ARGS_FILE)):
+        if file.relpath.endswith(".py") and (ARG_GROUPS_DIR in file.relpath or file.relpath.endswith(SERVER_ARGS_FILE)):
             data = file.read_bytes()
             at = data.find(pattern)
             if at >= 0:
@@ -262,11 +262,11 @@ def settle(s, values: dict[str, Any]) -> None:
     from ddcheck.target.names import (ATTENTION_BACKEND, DECODE_ATTENTION_BACKEND, DRAFT_ATTENTION_BACKEND,
                                       PREFILL_ATTENTION_BACKEND)
 
-    for attr, f in (("attention_backend", ATTENTION_BACKEND), ("prefill_attention_backend", PREFILL_ATTENTION_BACKEND),
-                    ("decode_attention_backend", DECODE_ATTENTION_BACKEND),
+    for attr, f in ((ATTENTION_BACKEND, ATTENTION_BACKEND), (PREFILL_ATTENTION_BACKEND, PREFILL_ATTENTION_BACKEND),
+                    (DECODE_ATTENTION_BACKEND, DECODE_ATTENTION_BACKEND),
                     ("draft_attention_backend", DRAFT_ATTENTION_BACKEND)):
         if isinstance(values.get(f), str):
             setattr(s, attr, values[f])
-    mode = values.get("speculative_attention_mode") or s.speculative_attention_mode
+    mode = values.get(SPECULATIVE_ATTENTION_MODE) or s.speculative_attention_mode
     s.verify_backend = (s.prefill_attention_backend if mode == "prefill" else s.decode_attention_backend) \
         or s.attention_backend

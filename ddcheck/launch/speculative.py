@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from ddcheck.target.names import EAGLE_FAMILY
+from ddcheck.target.names import (ATTENTION_BACKEND, CUDA_GRAPH_BACKEND_DECODE, CUDA_GRAPH_BS_DECODE,
+                                  CUDA_GRAPH_CONFIG, CUDA_GRAPH_MAX_BS_DECODE, DECODE_ATTENTION_BACKEND,
+                                  DISABLE_CUDA_GRAPH, DISABLE_DECODE_CUDA_GRAPH, DRAFT_ATTENTION_BACKEND,
+                                  EAGLE_FAMILY, ENABLE_DP_ATTENTION, ENABLE_MULTI_LAYER_EAGLE,
+                                  MAX_RUNNING_REQUESTS, PAGE_SIZE, PREFILL_ATTENTION_BACKEND,
+                                  SPECULATIVE_ALGORITHM, SPECULATIVE_ATTENTION_MODE,
+                                  SPECULATIVE_DDTREE_BUDGET, SPECULATIVE_DFLASH_BLOCK_SIZE,
+                                  SPECULATIVE_DSPARK_BLOCK_SIZE, SPECULATIVE_EAGLE_TOPK,
+                                  SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS)
 
 if TYPE_CHECKING:  # the flag table is the tree's, read in the worker: not loaded to read a kept report
     from ddcheck.launch.flags import FlagTable
@@ -99,39 +107,39 @@ def flags_as_given(ns: dict, table: FlagTable) -> SpecSettings:
     """The launch's settings as its flags give them, before any start-up code: nothing is derived
     here (no alias, no default C, no W). What the tree's start-up code and worker make of them
     replaces these (``resolved_by = "tree"``); where they cannot run, the verdict is not reached."""
-    keys = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-            "speculative_dflash_block_size", "speculative_ddtree_budget", "speculative_dspark_block_size")
+    keys = (SPECULATIVE_ALGORITHM, SPECULATIVE_NUM_STEPS, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS,
+            SPECULATIVE_DFLASH_BLOCK_SIZE, SPECULATIVE_DDTREE_BUDGET, SPECULATIVE_DSPARK_BLOCK_SIZE)
     raw = {k: ns.get(k) for k in keys if ns.get(k) is not None}
-    algo_req = ns.get("speculative_algorithm")
+    algo_req = ns.get(SPECULATIVE_ALGORITHM)
     algo = algo_req.upper() if isinstance(algo_req, str) else None
-    steps, topk, draft = (_int(ns.get("speculative_num_steps")), _int(ns.get("speculative_eagle_topk")),
-                          _int(ns.get("speculative_num_draft_tokens")))
-    mode = ns.get("speculative_attention_mode") or "prefill"
-    attn = ns.get("attention_backend")
-    prefill, decode = ns.get("prefill_attention_backend"), ns.get("decode_attention_backend")
+    steps, topk, draft = (_int(ns.get(SPECULATIVE_NUM_STEPS)), _int(ns.get(SPECULATIVE_EAGLE_TOPK)),
+                          _int(ns.get(SPECULATIVE_NUM_DRAFT_TOKENS)))
+    mode = ns.get(SPECULATIVE_ATTENTION_MODE) or "prefill"
+    attn = ns.get(ATTENTION_BACKEND)
+    prefill, decode = ns.get(PREFILL_ATTENTION_BACKEND), ns.get(DECODE_ATTENTION_BACKEND)
     verify = (prefill if mode == "prefill" else decode) or attn
     return SpecSettings(
         release=table.release, algorithm=algo, algorithm_requested=algo_req, num_steps=steps, eagle_topk=topk,
-        num_draft_tokens=draft, dflash_block_size=_int(ns.get("speculative_dflash_block_size")),
-        ddtree_budget=_int(ns.get("speculative_ddtree_budget")),
+        num_draft_tokens=draft, dflash_block_size=_int(ns.get(SPECULATIVE_DFLASH_BLOCK_SIZE)),
+        ddtree_budget=_int(ns.get(SPECULATIVE_DDTREE_BUDGET)),
         auto_params=algo in EAGLE_FAMILY and steps is None and topk is None and draft is None,
         attention_backend=attn, prefill_attention_backend=prefill, decode_attention_backend=decode,
-        draft_attention_backend=ns.get("speculative_draft_attention_backend"), speculative_attention_mode=mode,
-        verify_backend=verify, page_size=_int(ns.get("page_size")) or 1, cuda_graph=_cuda_graph_on(ns),
-        cuda_graph_max_bs=_int(_get(ns, "cuda_graph_max_bs", "cuda_graph_max_bs_decode")),
-        cuda_graph_bs=_get(ns, "cuda_graph_bs", "cuda_graph_bs_decode"),
-        enable_dp_attention=bool(ns.get("enable_dp_attention")),
-        max_running_requests=_int(ns.get("max_running_requests")),
-        enable_multi_layer_eagle=bool(ns.get("enable_multi_layer_eagle")), device=ns.get("device"), raw=raw)
+        draft_attention_backend=ns.get(DRAFT_ATTENTION_BACKEND), speculative_attention_mode=mode,
+        verify_backend=verify, page_size=_int(ns.get(PAGE_SIZE)) or 1, cuda_graph=_cuda_graph_on(ns),
+        cuda_graph_max_bs=_int(_get(ns, "cuda_graph_max_bs", CUDA_GRAPH_MAX_BS_DECODE)),
+        cuda_graph_bs=_get(ns, "cuda_graph_bs", CUDA_GRAPH_BS_DECODE),
+        enable_dp_attention=bool(ns.get(ENABLE_DP_ATTENTION)),
+        max_running_requests=_int(ns.get(MAX_RUNNING_REQUESTS)),
+        enable_multi_layer_eagle=bool(ns.get(ENABLE_MULTI_LAYER_EAGLE)), device=ns.get("device"), raw=raw)
 
 
 def _cuda_graph_on(ns: dict) -> bool:
     """Decode (and so target-verify) CUDA graphs, across the legacy and per-phase flags."""
-    if ns.get("disable_cuda_graph") or ns.get("disable_decode_cuda_graph"):
+    if ns.get(DISABLE_CUDA_GRAPH) or ns.get(DISABLE_DECODE_CUDA_GRAPH):
         return False
-    if ns.get("cuda_graph_backend_decode") == "disabled":
+    if ns.get(CUDA_GRAPH_BACKEND_DECODE) == "disabled":
         return False
-    cfg = ns.get("cuda_graph_config")
+    cfg = ns.get(CUDA_GRAPH_CONFIG)
     if isinstance(cfg, str):
         try:
             cfg = json.loads(cfg)

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from ddcheck.launch.verdicts import Evidence  # noqa: F401 - where the checks read it
 from ddcheck.target.sources import SourceTree
 from ddcheck.target.modules import TreeModules
-from ddcheck.target.names import (ALGORITHMS, ARG_GROUPS_DIR, ATTENTION_REGISTRY_FILE as REGISTRY,
+from ddcheck.target.names import (ALGORITHMS, ARG_GROUPS_DIR, ARG_GROUP_FIELDS_DIR, MODEL_RUNNERS_DIR, ATTENTION_REGISTRY_FILE as REGISTRY,
                                   MODEL_EXECUTOR_DIR, REGISTRY_FUNCTION_HINTS as _FUNC_HINTS,
                                   SERVER_ARGS_FILE, SPEC_INFO_FILE)
+from ddcheck.target.names import ATTENTION_BACKEND, SPECULATIVE_ALGORITHM
 
 
 
@@ -39,7 +40,7 @@ def _startup_files(tree: SourceTree):
     for f in tree.files:
         rel = f.relpath
         if rel.endswith(SERVER_ARGS_FILE) or rel.endswith(SPEC_INFO_FILE) or (
-                ARG_GROUPS_DIR in rel and "/fields/" not in rel and rel.endswith(".py")):
+                ARG_GROUPS_DIR in rel and ARG_GROUP_FIELDS_DIR not in rel and rel.endswith(".py")):
             yield f
 
 
@@ -114,7 +115,7 @@ def _compute_guards(tree: SourceTree) -> tuple[Guard, ...]:
 
 def _mentions_algorithm(test) -> bool:
     text = ast.unparse(test)
-    return "speculative_algorithm" in text or "is_eagle" in text or "is_ngram" in text or "is_dflash" in text
+    return SPECULATIVE_ALGORITHM in text or "is_eagle" in text or "is_ngram" in text or "is_dflash" in text
 
 
 def guards(tree: SourceTree, pattern: str) -> list[Guard]:
@@ -136,7 +137,7 @@ def allow_list(g: Guard) -> list[str] | None:
     """Backends a guard allows: the ``attention_backend not in X`` / ``!= "x"`` of its ``if`` test."""
     for test in reversed(g.tests):
         for node in ast.walk(test):
-            if not isinstance(node, ast.Compare) or "attention_backend" not in ast.unparse(node.left):
+            if not isinstance(node, ast.Compare) or ATTENTION_BACKEND not in ast.unparse(node.left):
                 continue
             op, comp = node.ops[0], node.comparators[0]
             if isinstance(op, ast.NotEq) and isinstance(comp, ast.Constant):
@@ -236,7 +237,7 @@ def topk1_only(tree: SourceTree, backend: str) -> list[Evidence]:
 def _graph_files(tree: SourceTree):
     for f in tree.files:
         rel = f.relpath
-        if MODEL_EXECUTOR_DIR in rel and ("cuda_graph" in rel or "/runner/" in rel) and rel.endswith(".py"):
+        if MODEL_EXECUTOR_DIR in rel and ("cuda_graph" in rel or MODEL_RUNNERS_DIR in rel) and rel.endswith(".py"):
             yield f
 
 

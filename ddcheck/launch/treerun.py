@@ -50,13 +50,14 @@ from typing import Any
 
 from ddcheck.target.sources import SourceTree
 from ddcheck.target.modules import TreeModules, tree_class
-from ddcheck.target.names import (HANDLER_METHOD_NAMES as METHOD_NAMES, HANDLER_NAMES, SERVER_ARGS_CLASS,
+from ddcheck.target.names import (ARG_GROUPS_DIR, HANDLER_METHOD_NAMES as METHOD_NAMES, HANDLER_NAMES, SERVER_ARGS_CLASS,
                                   SERVER_ARGS_FILE)
 from ddcheck.target.frames import function_of, put_back, replace_everywhere
 from ddcheck.target.models import ABSENT, ModelConfig, ModelFolders, NeedsInput, as_read_by, local_config, \
     path_arguments
 from ddcheck.target.runtime import Platform, TreeRuntime
 from ddcheck.target.standins import is_stand_in
+from ddcheck.target.names import MODEL_PATH, PAGE_SIZE, SPECULATIVE_DRAFT_MODEL_PATH
 
 ENTRY_METHOD = "__post_init__"  # the start-up code of a release without a handler
 GPUS = ("nvidia", "amd", "npu", "xpu", "musa", "cpu")
@@ -66,7 +67,7 @@ PLATFORMS = {"nvidia": Platform("nvidia", "sm90"), "amd": Platform("amd", "gfx94
 # ServerArgs.__post_init__ fills these before the speculative handler runs (``_handle_missing_default_values``:
 # device = get_device(); ``_handle_page_size``: 1 unless the backend asks for more); the handler reads them.
 DEVICE_OF = {"nvidia": "cuda", "amd": "cuda", "npu": "npu", "xpu": "xpu", "musa": "musa", "cpu": "cpu"}
-FILLED_BEFORE = {"page_size": 1}
+FILLED_BEFORE = {PAGE_SIZE: 1}
 SESSIONS_KEPT = 3
 @dataclass
 class Where:
@@ -234,7 +235,7 @@ class _Run:
     def absent_config(self, path: str) -> ModelConfig:
         """What the tree's reader of a model's config answers for a model ddcheck has no config of."""
         sa = self.server_args
-        draft = path == (getattr(sa, "speculative_draft_model_path", None) if sa is not None else None)
+        draft = path == (getattr(sa, SPECULATIVE_DRAFT_MODEL_PATH, None) if sa is not None else None)
         if draft:
             return ModelConfig("the draft model's config", None, "--draft-config PATH", self.need)
         return ModelConfig("the model's config", None, "--model-config PATH", self.need)
@@ -257,10 +258,10 @@ class _LaunchModels(ModelFolders):
 
     def config(self, path: str, reader: str) -> Any:
         run, sa = self.run, self.run.server_args
-        known = {getattr(sa, "model_path", None), getattr(sa, "speculative_draft_model_path", None)} - {None}
+        known = {getattr(sa, MODEL_PATH, None), getattr(sa, SPECULATIVE_DRAFT_MODEL_PATH, None)} - {None}
         if path not in known and local_config(path) is None:
             return ABSENT
-        draft_path = getattr(sa, "speculative_draft_model_path", None) if sa is not None else None
+        draft_path = getattr(sa, SPECULATIVE_DRAFT_MODEL_PATH, None) if sa is not None else None
         if draft_path is not None and path == draft_path:
             label, given, supply = "the draft model's config", run.draft_config, "--draft-config PATH"
         else:
@@ -545,8 +546,8 @@ def _stepwise(run: _Run, module, cls: type, name: str):
 
 def find_handler(tree: SourceTree) -> tuple[str, str, str] | None:
     """(relpath, kind, name): the tree's speculative handler, a module function or a ServerArgs method."""
-    candidates = [f for f in tree.files if f.relpath.endswith(".py") and "/srt/" in f.relpath
-                  and ("/arg_groups/" in f.relpath or f.relpath.endswith("srt/server_args.py"))]
+    candidates = [f for f in tree.files if f.relpath.endswith(".py")
+                  and (ARG_GROUPS_DIR in f.relpath or f.relpath.endswith(SERVER_ARGS_FILE))]
     for f in candidates:
         data = f.read_bytes()
         mod = TreeModules.of(tree).parsed(f.relpath) if any(n.encode() in data for n in HANDLER_NAMES + METHOD_NAMES) \
@@ -697,7 +698,7 @@ def _run_once(run: "_Run", tree: SourceTree, found, values: dict[str, Any], read
             h.setLevel(level)
     run.result.values = _values_of(run, sa, values) if sa is not None else values
     run.result.stand_in_modules = rt.report.stand_in_modules
-    for key in ("model_path", "speculative_draft_model_path"):  # read by an earlier launch, kept by the tree
+    for key in (MODEL_PATH, SPECULATIVE_DRAFT_MODEL_PATH):  # read by an earlier launch, kept by the tree
         text = getattr(rt, "answered", {}).get(values.get(key))
         if text is not None and not any(x.startswith(text.split(" by ddcheck")[0]) for x in run.result.limitations):
             run.limitation(text)
@@ -713,7 +714,7 @@ def _tree_server_args(run: _Run, tree: SourceTree):
     rel = tree.find(SERVER_ARGS_FILE)
     if rel is None:
         return None, None
-    name = rel.relpath[len(run.rt.tree.package_root("sglang") or "") :].lstrip("/")[:-3].replace("/", ".")
+    name = run.rt.tree.module_name(rel.relpath)
     try:
         module = run.rt.import_module(name)
     except Exception as exc:  # noqa: BLE001 - reported; the stand-in record takes over
@@ -752,7 +753,7 @@ def _prepare(run: _Run, tree: SourceTree, found, values: dict[str, Any], entry=N
         fn, run.result.handler = _stepwise(run, module, cls, ENTRY_METHOD)
         return fn, sa
     relpath, kind, name = found
-    module_name = relpath[len(tree.package_root("sglang") or "") :].lstrip("/")[:-3].replace("/", ".")
+    module_name = tree.module_name(relpath)
     if kind == "function":
         fn = getattr(run.rt.import_module(module_name), name)
         if is_stand_in(fn) or not callable(fn):

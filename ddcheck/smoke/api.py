@@ -14,6 +14,7 @@ from ddcheck.smoke import requirements
 from ddcheck.smoke.loader import BACKEND_RELPATH, HarnessError, LoadContext, SglangImporter, SmokeUsageError
 from ddcheck.smoke.report import HarnessTrace, SmokeReport, render_text
 from ddcheck.target.names import INIT_CUDA_GRAPH_STATE, INIT_FORWARD_METADATA, SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE
+from ddcheck.target.names import SPECULATIVE_ALGORITHM, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS
 
 SEED_BUDGET, SEED_C = 7, 8  # the DDTree seed configuration: budget 7 verifies 8 = C tokens
 PATHS = ("eager", "graph")
@@ -331,12 +332,12 @@ def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback
     from ddcheck.target.worker import class_fields, verify_inputs
 
     memo: dict[tuple[int, int], object] = {}
-    base = dict(launch or {"speculative_algorithm": "DDTREE", "speculative_eagle_topk": 1, "speculative_num_steps": 1})
-    algorithm = str(base.get("speculative_algorithm") or "DDTREE").upper()
+    base = dict(launch or {SPECULATIVE_ALGORITHM: "DDTREE", SPECULATIVE_EAGLE_TOPK: 1, SPECULATIVE_NUM_STEPS: 1})
+    algorithm = str(base.get(SPECULATIVE_ALGORITHM) or "DDTREE").upper()
 
     def get(width: int, c: int):
         if (width, c) not in memo:
-            values = {**base, "speculative_num_draft_tokens": c}
+            values = {**base, SPECULATIVE_NUM_DRAFT_TOKENS: c}
             if algorithm == "DDTREE":
                 values["speculative_ddtree_budget"] = width - 1
             facts = verify_inputs(tree, algorithm, values)

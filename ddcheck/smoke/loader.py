@@ -270,12 +270,12 @@ class SglangImporter:
 
     def launch_values(self) -> dict[str, Any]:
         ctx = self.context
-        return {"speculative_num_draft_tokens": ctx.num_draft_tokens, "speculative_num_steps": ctx.num_steps,
-                "speculative_eagle_topk": ctx.topk, "speculative_algorithm": "EAGLE",
-                "attention_backend": ctx.attention_backend, "prefill_attention_backend": ctx.attention_backend,
-                "decode_attention_backend": ctx.attention_backend, "page_size": 1, "kv_cache_dtype": "auto",
-                "device": "cuda", "disable_cuda_graph": False, "tp_size": 1, "dp_size": 1,
-                "triton_attention_num_kv_splits": 8}
+        return {names.SPECULATIVE_NUM_DRAFT_TOKENS: ctx.num_draft_tokens, names.SPECULATIVE_NUM_STEPS: ctx.num_steps,
+                names.SPECULATIVE_EAGLE_TOPK: ctx.topk, names.SPECULATIVE_ALGORITHM: "EAGLE",
+                names.ATTENTION_BACKEND: ctx.attention_backend, names.PREFILL_ATTENTION_BACKEND: ctx.attention_backend,
+                names.DECODE_ATTENTION_BACKEND: ctx.attention_backend, names.PAGE_SIZE: 1, names.KV_CACHE_DTYPE: "auto",
+                "device": "cuda", names.DISABLE_CUDA_GRAPH: False, names.TP_SIZE: 1, names.DP_SIZE: 1,
+                names.TRITON_ATTENTION_NUM_KV_SPLITS: 8}
 
     def _build_server_args(self) -> Any:
         """An instance of the tree's ``ServerArgs`` holding its own field defaults and the launch's
@@ -289,7 +289,7 @@ class SglangImporter:
             return Recording("server_args", self.trace, **values)
         fields = _field_names(cls)
         given = {k: v for k, v in values.items() if k in fields}
-        model = {"model_path": self._model_dir()} if "model_path" in fields else {}
+        model = {names.MODEL_PATH: self._model_dir()} if names.MODEL_PATH in fields else {}
         try:  # the tree's own start-up, for a model shaped as the smoke batch
             obj = cls(**given, **model)
         except Exception as exc:  # noqa: BLE001 - reported; its field defaults are used instead
@@ -347,8 +347,8 @@ class SglangImporter:
         import torch.distributed as dist
 
         values: dict[str, Any] = {"world_size": 1, "rank": 0, "local_rank": 0, "backend": "gloo",
-                                  "tp_rank": 0, "tp_size": 1, "dp_size": 1, "pp_size": 1,
-                                  "enable_dp_attention": False, "moe_dense_tp_size": None,
+                                  "tp_rank": 0, names.TP_SIZE: 1, names.DP_SIZE: 1, names.PP_SIZE: 1,
+                                  names.ENABLE_DP_ATTENTION: False, names.MOE_DENSE_TP_SIZE: None,
                                   "server_args": self.server_args(), "model_config": model_config}
         if not dist.is_initialized():
             with socket.socket() as sock:

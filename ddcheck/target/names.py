@@ -44,12 +44,17 @@ SPEC_INFO_FILE = "sglang/srt/speculative/spec_info.py"
 EAGLE_VERIFY_INPUT = "sglang.srt.speculative.eagle_info.EagleVerifyInput"  # EAGLE's verify input (0.5.x)
 VERSION_FILES = ("sglang/_version.py", "sglang/version.py")  # __version__, newer then older
 ARG_GROUPS_DIR = "sglang/srt/arg_groups/"  # 0.5.23: ServerArgs' fields and start-up code, by group
+ARG_GROUP_FIELDS_DIR = ARG_GROUPS_DIR + "fields/"  # 0.5.23: ServerArgs' fields, one module a group
+# Any folder so named holds speculative code (srt/speculative/, kernels/ops/speculative/): where a
+# release's plugin algorithms register themselves.
+SPECULATIVE_FOLDER = "speculative"
 SERVER_ARGS_FILE = "sglang/srt/server_args.py"  # ServerArgs and its start-up handlers
 FORWARD_BATCH_FILE = "sglang/srt/model_executor/forward_batch_info.py"  # ForwardMode, ForwardBatch
 ATTENTION_REGISTRY_FILE = "sglang/srt/layers/attention/attention_registry.py"  # backend name -> class
 SPEC_REGISTRY_MODULE = "sglang.srt.speculative.spec_registry"  # 0.5.16+: algorithm name -> worker, input
 MODEL_RUNNER_MODULE = "sglang.srt.model_executor.model_runner"  # ModelRunner
 MODEL_EXECUTOR_DIR = "sglang/srt/model_executor/"  # the runners, the CUDA-graph runners among them
+MODEL_RUNNERS_DIR = MODEL_EXECUTOR_DIR + "runner/"  # 0.5.16+: the runners, one module each
 MODEL_CONFIG_MODULE = "sglang.srt.configs.model_config"  # ModelConfig, AttentionArch
 RADIX_ATTENTION_MODULE = "sglang.srt.layers.radix_attention"  # RadixAttention, AttentionType
 FP4_KV_CACHE_MODULE = "sglang.srt.layers.quantization.fp4_kv_cache_quant_method"  # KVCacheAttentionAccessKind
@@ -147,7 +152,35 @@ ATTENTION_BACKEND_FIELDS = (ATTENTION_BACKEND, PREFILL_ATTENTION_BACKEND, DECODE
 # Where 0.5.16+ stashes start-up decisions (``(source, {field: value})`` entries) before it applies them.
 RESOLVED_OVERRIDES = "_resolved_overrides"
 
+# ----------------------------------------------------------------------------- ServerArgs' fields ddcheck reads
+# What config reads of a launch's values and smoke hands the tree's ServerArgs (each a field of
+# sglang/srt/server_args.py's ServerArgs; tests/test_names.py finds any of its fields spelled elsewhere).
+CUDA_GRAPH_BACKEND_DECODE = "cuda_graph_backend_decode"
+CUDA_GRAPH_BS_DECODE = "cuda_graph_bs_decode"
+CUDA_GRAPH_CONFIG = "cuda_graph_config"
+CUDA_GRAPH_MAX_BS_DECODE = "cuda_graph_max_bs_decode"
+DISABLE_CUDA_GRAPH = "disable_cuda_graph"
+DISABLE_DECODE_CUDA_GRAPH = "disable_decode_cuda_graph"
+DP_SIZE = "dp_size"
+ENABLE_DP_ATTENTION = "enable_dp_attention"
+ENABLE_MULTI_LAYER_EAGLE = "enable_multi_layer_eagle"
+KV_CACHE_DTYPE = "kv_cache_dtype"
+MAX_RUNNING_REQUESTS = "max_running_requests"
+MODEL_PATH = "model_path"
+MOE_DENSE_TP_SIZE = "moe_dense_tp_size"
+PAGE_SIZE = "page_size"
+PP_SIZE = "pp_size"
+SPECULATIVE_ATTENTION_MODE = "speculative_attention_mode"
+SPECULATIVE_DDTREE_BUDGET = "speculative_ddtree_budget"
+SPECULATIVE_DFLASH_BLOCK_SIZE = "speculative_dflash_block_size"
+SPECULATIVE_DSPARK_BLOCK_SIZE = "speculative_dspark_block_size"
+SPECULATIVE_EAGLE_TOPK = "speculative_eagle_topk"
+SPECULATIVE_NUM_STEPS = "speculative_num_steps"
+TP_SIZE = "tp_size"
+TRITON_ATTENTION_NUM_KV_SPLITS = "triton_attention_num_kv_splits"
+
 # ----------------------------------------------------------------------------- the models a launch names
 # ServerArgs' model fields and the revision fields SGLang hands the hub reader with them: the target's,
 # the draft's. A hub id there is read from the Hugging Face cache (``ddcheck.launch.hub``).
-MODEL_FIELDS = (("model_path", "revision"), ("speculative_draft_model_path", "speculative_draft_model_revision"))
+SPECULATIVE_DRAFT_MODEL_PATH = "speculative_draft_model_path"
+MODEL_FIELDS = ((MODEL_PATH, "revision"), (SPECULATIVE_DRAFT_MODEL_PATH, "speculative_draft_model_revision"))

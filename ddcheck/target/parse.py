@@ -69,6 +69,19 @@ def parse_source(data: bytes | str, filename: str = "<unknown>") -> ast.Module:
         raise SourceError(f"does not parse: {getattr(exc, 'msg', exc)}{where}") from exc
 
 
+def check_compiles(text: str, filename: str) -> None:
+    """Raise SourceError where Python would refuse ``text`` as a module: the parser's errors and the
+    compiler's too (a duplicate parameter, ``return`` outside a function), at Python's own nesting limit.
+    The SyntaxError, RecursionError or MemoryError is the SourceError's cause."""
+    try:
+        with python_limit():
+            compile(text, filename, "exec", dont_inherit=True)
+    except (RecursionError, MemoryError) as exc:
+        raise SourceError(f"too deeply nested or too large to compile ({type(exc).__name__})") from exc
+    except SyntaxError as exc:
+        raise SourceError(f"does not compile: {exc.msg} (line {exc.lineno})") from exc
+
+
 def decode(data: bytes) -> str:
     """Source bytes as text, in the encoding Python would read them with."""
     encoding = encoding_of(data)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
+from .names import SERVER_ARGS_FILE
 
 TYPE_CHECKING = False  # read by type checkers as typing.TYPE_CHECKING; a scan does not load typing
 if TYPE_CHECKING:
@@ -323,7 +324,7 @@ def _open_dir(path: Path, stamped: bool = False) -> SourceTree:
     # A package directory (site-packages/sglang) keeps its own name in relpath, so module names
     # and tree lookups read the same as for a wheel or a checkout.
     # A checkout's python/sglang may lack __init__.py (a namespace package): srt/ still marks it.
-    is_package = (path / "__init__.py").is_file() or (path / "srt" / "server_args.py").is_file()
+    is_package = (path / "__init__.py").is_file() or (path / SERVER_ARGS_FILE.split("/", 1)[1]).is_file()
     prefix = f"{path.resolve().name}/" if is_package else ""
     files: list[SourceFile] = []
     base = str(path)
