@@ -41,7 +41,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from ddcheck.target.sources import cache_dir, download_wheel
+from ddcheck.tree.sources import cache_dir, download_wheel
 
 
 def tree_for(version: str) -> Path:

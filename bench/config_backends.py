@@ -43,7 +43,7 @@ def launch(model: str, draft: str) -> list[str]:
 
 def run_release(release: str, gpus: list[str]) -> list[dict]:
     from ddcheck.launch import check_launch
-    from ddcheck.target.sources import open_target
+    from ddcheck.tree.sources import open_target
 
     tree = open_target(f"sglang=={release}")
     rows = []

@@ -91,7 +91,7 @@ def run_release(release: str, algorithms: list[str]) -> list[dict]:
     """The launches of one release, in this process."""
     from ddcheck.launch import check_launch
     from ddcheck.launch.flags import flag_table
-    from ddcheck.target.sources import open_target
+    from ddcheck.tree.sources import open_target
 
     tree = open_target(f"sglang=={release}")
     known = flag_table(tree).algorithms

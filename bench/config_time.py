@@ -54,7 +54,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
 
-    from ddcheck.target.sources import cache_dir, download_wheel
+    from ddcheck.tree.sources import cache_dir, download_wheel
 
     for r in args.releases:
         download_wheel(r)

@@ -43,7 +43,7 @@ def main() -> int:
     from ddcheck.smoke.batch import make_batch
     from ddcheck.smoke.harness import Session
     from ddcheck.smoke.loader import LoadContext, SglangImporter
-    from ddcheck.target.sources import open_target
+    from ddcheck.tree.sources import open_target
 
     w = args.budget + 1
     shape = default_shape(args.device)

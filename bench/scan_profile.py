@@ -40,7 +40,7 @@ from bench_scan import tree_for  # noqa: E402
 
 from ddcheck.analysis import chunk, module, names, scan, triage, verify_path, workers  # noqa: E402
 from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY  # noqa: E402
-from ddcheck.target.sources import open_target  # noqa: E402
+from ddcheck.tree.sources import open_target  # noqa: E402
 
 SPENT: dict[str, float] = {}
 COUNTS: dict[str, int] = {}

@@ -47,7 +47,7 @@ def prepare(dest: Path, device: str, releases: list[str], names: list[str], budg
     from ddcheck.fixer import fixed_file_text
     from ddcheck.settings import Settings
     from ddcheck.smoke.loader import verify_path_files
-    from ddcheck.target.sources import open_target
+    from ddcheck.tree.sources import open_target
 
     spec = []
     chosen = [backends.get(n) for n in names]

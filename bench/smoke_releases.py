@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from ddcheck import backends
-    from ddcheck.target.sources import open_target
+    from ddcheck.tree.sources import open_target
 
     wanted = [backends.get(n) for n in args.backends] if args.backends else \
         [b for b in backends.BACKENDS.values() if b.runs]

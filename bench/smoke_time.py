@@ -53,7 +53,7 @@ def main() -> None:
     ap.add_argument("--doc", type=Path)
     args = ap.parse_args()
 
-    from ddcheck.target.sources import download_wheel
+    from ddcheck.tree.sources import download_wheel
 
     for r in args.releases:  # not timed: a user's second run finds the wheel cached
         download_wheel(r)

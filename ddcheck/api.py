@@ -8,7 +8,7 @@ from . import cache, suppressions
 from .errors import UsageError
 from .findings import FileError, ScanResult
 from .settings import Settings, load_settings
-from .target.sources import SourceTree, TargetError, installed_sglang, open_target
+from .tree.sources import SourceTree, TargetError, installed_sglang, open_target
 
 
 def demo_dir() -> Path:

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ddcheck.contract import Term
-from ddcheck.target.names import ATTENTION_PACKAGE as ATTENTION, EAGLE_VERIFY_INPUT
-from ddcheck.target.names import PAGE_SIZE
+from ddcheck.tree.names import ATTENTION_PACKAGE as ATTENTION, EAGLE_VERIFY_INPUT
+from ddcheck.tree.names import PAGE_SIZE
 
 # The leading parameters of each flashinfer wrapper's ``plan`` (``begin_forward`` is its old name), as
 # flashinfer documents them; sglang passes them by position (0.5.10 flashinfer_backend.py:1493). Its

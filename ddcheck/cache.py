@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .files import stamps_digest, write_json
-from .target.sources import SourceTree, blake2b, cache_dir, content_hash, lazy_zipfile
+from .tree.sources import SourceTree, blake2b, cache_dir, content_hash, lazy_zipfile
 
 VERSION = 7  # 7: only the quoted lines of the sources
 MAX_ENTRIES = 32

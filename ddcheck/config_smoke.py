@@ -9,7 +9,7 @@ from __future__ import annotations
 from ddcheck.launch.api import _jsonable
 from ddcheck.launch.checks import ConfigFinding, Consequence, _f
 from ddcheck.launch.speculative import SpecSettings
-from ddcheck.target.sources import SourceTree
+from ddcheck.tree.sources import SourceTree
 
 
 def _unjudged(message: str, to_judge: str) -> ConfigFinding:

@@ -17,7 +17,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from .target.sources import PACKAGE_VERSION_RE, member_errors, open_target
+from .tree.sources import PACKAGE_VERSION_RE, member_errors, open_target
 
 MAX_FILE_BYTES = 256 << 20  # one member or file; nothing in an sglang tree comes near it
 MAX_TOTAL_BYTES = 4 << 30  # the whole copy

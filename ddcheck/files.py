@@ -1,5 +1,5 @@
 """Files ddcheck writes, each whole or not at all, and values kept under the stamps of the files they
-are made from. The ground floor (imports only :mod:`ddcheck.target.sources`, for the cache folder): the
+are made from. The ground floor (imports only :mod:`ddcheck.tree.sources`, for the cache folder): the
 result cache (:mod:`ddcheck.cache`), the rule definitions (:mod:`ddcheck.rules`), the flag tables
 (:mod:`ddcheck.launch.flags`) and the fixed sources (:func:`ddcheck.fixing.runner.write_atomic`)
 all write through :func:`replace`.
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from itertools import count
 from pathlib import Path
 
-from .target.sources import blake2b, cache_dir
+from .tree.sources import blake2b, cache_dir
 
 _SERIAL = count()
 TMP_SUFFIX = ".ddcheck-tmp"

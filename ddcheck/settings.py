@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .analysis.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 from .findings import Finding, Severity
-from .target.sources import read_regular
+from .tree.sources import read_regular
 
 
 class SettingsError(Exception):

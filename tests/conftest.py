@@ -38,7 +38,7 @@ def _one_download_at_a_time() -> None:
     (``pip download`` writes the wheel in place). Every in-process download goes through this lock."""
     from filelock import FileLock
 
-    from ddcheck.target import sources
+    from ddcheck.tree import sources
 
     download = sources.download_wheel
     lock = FileLock(str(Path(os.environ["DDCHECK_CACHE"]) / "wheels" / ".download.lock"))
@@ -56,7 +56,7 @@ _one_download_at_a_time()
 @pytest.fixture(scope="session")
 def wheel():
     """``wheel("0.5.10") -> Path`` of the real sglang wheel, cached under DDCHECK_CACHE."""
-    from ddcheck.target import sources
+    from ddcheck.tree import sources
 
     cache: dict[str, Path] = {}
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from smoke_fixes import hand_fix  # noqa: E402
 
 from ddcheck.smoke.loader import BACKEND_RELPATH, verify_path_files  # noqa: E402
-from ddcheck.target.sources import open_target  # noqa: E402
+from ddcheck.tree.sources import open_target  # noqa: E402
 
 BUGGY = ["0.5.5", "0.5.10", "0.5.14", "0.5.16"]
 GOOD = ["0.5.18", "0.5.20", "0.5.21", "0.5.23"]

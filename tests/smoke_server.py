@@ -3,7 +3,7 @@
 ``run_smoke`` runs each call in a fresh interpreter (``ddcheck.smoke.worker``), which pays for torch,
 triton and torch._dynamo again each time (about 10 s of a 15-25 s run on 2 cores). The tree's code
 itself runs afresh in every call either way: each call is its own ``SglangImporter`` block over a new
-copy of the tree, whose modules and stand-ins are removed when the block ends (``target/runtime.py``),
+copy of the tree, whose modules and stand-ins are removed when the block ends (``tree/runtime.py``),
 as ``run_smoke`` already does for its several C's in one process. So the server (a zygote) imports
 torch, triton and ddcheck once, under ``TRITON_INTERPRET=1`` as the worker does, and forks one process
 per tree, which runs that tree's calls one after another with ``run_smoke(isolate=False)``. Trees never

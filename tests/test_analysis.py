@@ -175,13 +175,13 @@ FORWARD_MODE_SOURCE = "sglang/srt/model_executor/forward_batch_info.py"
 
 @pytest.mark.parametrize("version", ["0.5.5", "0.5.16", "0.5.23"])
 def test_forward_mode_parsed_alone_is_the_class_the_whole_module_gives(wheel, version):
-    """The mode table reads only ForwardMode (ddcheck/target/modes.py parse_class): cut from the
+    """The mode table reads only ForwardMode (ddcheck/tree/modes.py parse_class): cut from the
     module's text at the next line of code at column 0, it must be node for node, line for line, the
     class a parse of the whole ~100 KB module holds."""
     import ast
     import zipfile
 
-    from ddcheck.target.modes import ModeTable, parse_class
+    from ddcheck.tree.modes import ModeTable, parse_class
 
     with zipfile.ZipFile(wheel(version)) as zf:
         text = zf.read(FORWARD_MODE_SOURCE).decode()
@@ -202,13 +202,13 @@ def test_forward_mode_parsed_alone_is_the_class_the_whole_module_gives(wheel, ve
 ], ids=["named twice", "string past the cut", "bracket past the cut", "decorated", "CR line ends", "absent"])
 def test_forward_mode_not_cut_alone_where_its_lines_are_not_the_class_alone(text):
     """Then the module is parsed whole, as before (None from parse_class)."""
-    from ddcheck.target.modes import parse_class
+    from ddcheck.tree.modes import parse_class
 
     assert parse_class(text, "ForwardMode") is None
 
 
 def test_forward_mode_parsed_alone_keeps_line_numbers_and_stops_at_column_zero_code():
-    from ddcheck.target.modes import parse_class
+    from ddcheck.tree.modes import parse_class
 
     text = ('import enum\n\n\nclass ForwardMode(enum.IntEnum):\n    A = 1\n\n    # indented comment\n'
             '# a comment at column 0\n    def is_a(self):\n        return self == ForwardMode.A\n\n\ndef after():\n    pass\n')
@@ -222,8 +222,8 @@ def test_scan_and_config_read_the_trees_one_forward_mode_table(tmp_path):
     object, and a fork's own predicate is in it (here one that holds in TARGET_VERIFY)."""
     from ddcheck.analysis.chunk import ChunkAnalysis
     from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY
-    from ddcheck.target.modules import TreeModules
-    from ddcheck.target.sources import open_target
+    from ddcheck.tree.modules import TreeModules
+    from ddcheck.tree.sources import open_target
 
     f = tmp_path / FORWARD_MODE_SOURCE
     f.parent.mkdir(parents=True)

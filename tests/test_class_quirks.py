@@ -1,4 +1,4 @@
-"""One class/method resolver (ddcheck/target/hierarchy.py) for scan, config and smoke (issue 42).
+"""One class/method resolver (ddcheck/tree/hierarchy.py) for scan, config and smoke (issue 42).
 
 fixtures/trees/class_quirks is a small sglang-shaped tree whose backends reach a helper of upstream's
 class only through a quirk forks write: ``class VerifyBackend(VerifyBackend)`` (the imported class
@@ -18,11 +18,11 @@ import pytest
 from ddcheck.analysis.chunk import ChunkAnalysis
 from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY
 from ddcheck.api import scan
-from ddcheck.target.hierarchy import Hierarchy, Outline, outline
-from ddcheck.target.modules import TreeModules
-from ddcheck.target.parse import parse_source
-from ddcheck.target.sources import open_target
-from ddcheck.target.worker import class_fields
+from ddcheck.tree.hierarchy import Hierarchy, Outline, outline
+from ddcheck.tree.modules import TreeModules
+from ddcheck.tree.parse import parse_source
+from ddcheck.tree.sources import open_target
+from ddcheck.tree.worker import class_fields
 
 REPO = Path(__file__).resolve().parents[1]
 TREE = REPO / "fixtures" / "trees" / "class_quirks"

@@ -18,7 +18,7 @@ import pytest
 
 from ddcheck.launch import check_launch, config_main
 from ddcheck.launch.flags import flag_table
-from ddcheck.target.sources import open_target
+from ddcheck.tree.sources import open_target
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "launch"
 network = pytest.mark.network

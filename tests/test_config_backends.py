@@ -21,7 +21,7 @@ import pytest
 from ddcheck.errors import UsageError
 from ddcheck.launch import check_launch
 from ddcheck.launch.gpu import GpuError, arch_of_product, detect_gpu, parse_gpu, resolve_gpu
-from ddcheck.target.sources import open_target
+from ddcheck.tree.sources import open_target
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = REPO / "fixtures" / "launch" / "models"

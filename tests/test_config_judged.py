@@ -26,8 +26,8 @@ import pytest
 
 from ddcheck.errors import EXIT_NOT_JUDGED
 from ddcheck.launch import check_launch
-from ddcheck.target.sources import open_target
-from ddcheck.target.worker import verify_inputs
+from ddcheck.tree.sources import open_target
+from ddcheck.tree.worker import verify_inputs
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = REPO / "fixtures" / "launch" / "models"

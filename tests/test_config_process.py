@@ -18,7 +18,7 @@ import pytest
 
 from ddcheck.errors import UsageError
 from ddcheck.launch import check_launch, kept, worker
-from ddcheck.target.sources import open_target
+from ddcheck.tree.sources import open_target
 
 REPO = Path(__file__).resolve().parents[1]
 FORK = REPO / "fixtures" / "trees" / "flag_fork" / "sglang"

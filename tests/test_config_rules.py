@@ -140,7 +140,7 @@ def config(capsys, tmp_path, *options, yaml=None, argv=(), tree=None, fmt="text"
 
 
 def newer(capsys, tmp_path, *options, backend="fa3", fmt="text", smoke=None):
-    from ddcheck.target.sources import open_target
+    from ddcheck.tree.sources import open_target
 
     if "newer" not in _TREES:
         _TREES["newer"] = open_target(str(NEWER))
@@ -156,7 +156,7 @@ FLAG_LAUNCH = ["python", "-m", "sglang.launch_server", "--model-path", str(LLAMA
 
 
 def flagfork(capsys, tmp_path, *options, fmt="text"):
-    from ddcheck.target.sources import open_target
+    from ddcheck.tree.sources import open_target
 
     if "flag_fork" not in _TREES:
         _TREES["flag_fork"] = open_target(str(FLAG_FORK))

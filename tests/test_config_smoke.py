@@ -38,7 +38,7 @@ def test_config_smoke_reports_the_run_and_plain_config_does_not():
 def test_check_launch_runs_the_smoke_it_is_given():
     from ddcheck.launch import check_launch
     from ddcheck.launch.checks import Consequence, _f
-    from ddcheck.target.sources import open_target
+    from ddcheck.tree.sources import open_target
 
     seen = []
 

@@ -17,7 +17,7 @@ import pytest
 
 from ddcheck.launch import check_launch
 from ddcheck.launch.treerun import run_handler
-from ddcheck.target.sources import open_target
+from ddcheck.tree.sources import open_target
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "launch" / "startup_tree"
 SERVER_ARGS = "sglang/srt/server_args.py"

@@ -142,7 +142,7 @@ def test_the_fixer_asks_the_models_parser_whether_a_fixed_file_compiles():
     not compile: the check the fixer runs on each fixed file (target.parse.check_compiles) says so."""
     import ast
 
-    from ddcheck.target.parse import SourceError, check_compiles
+    from ddcheck.tree.parse import SourceError, check_compiles
 
     twice = "def f(self, verify_width=None, verify_width=None):\n    return verify_width\n"
     ast.parse(twice)  # the parser alone accepts it

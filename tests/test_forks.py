@@ -16,7 +16,7 @@ from ddcheck.api import scan
 from ddcheck.config_smoke import launch_smoke
 from ddcheck.launch import check_launch
 from ddcheck.settings import Settings
-from ddcheck.target.sources import open_target
+from ddcheck.tree.sources import open_target
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("DDCHECK_FORKS", REPO.parent / "shared" / "corpus" / "ddtree-forks"))

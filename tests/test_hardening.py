@@ -80,7 +80,7 @@ def test_a_tree_file_that_is_not_python_is_said_with_check_syntax(tmp_path, monk
     one that does not parse is listed and counted as skipped, as an undecodable file is listed, and
     the exit code stays what the findings make it (it could hold no finding)."""
     from ddcheck.api import scan_trees_with_settings
-    from ddcheck.target.sources import open_target
+    from ddcheck.tree.sources import open_target
 
     (tmp_path / "backend.py").write_text((Path(__file__).resolve().parents[1] / "rules" / "DD001" / "good.py").read_text())
     (tmp_path / "broken.py").write_text("def broken(:\n    pass\n")  # no verify markers
@@ -149,7 +149,7 @@ def test_pep263_encodings_are_honoured_and_kept_by_fix(tmp_path):
 
 
 def test_a_read_error_is_not_cached(tmp_path, monkeypatch):
-    from ddcheck.target import sources
+    from ddcheck.tree import sources
 
     monkeypatch.setenv("DDCHECK_CACHE", str(tmp_path / "cache"))
     tree = tmp_path / "tree"
@@ -589,7 +589,7 @@ def test_kept_rule_definitions_are_data_checked_before_use(tmp_path, monkeypatch
 def test_a_listing_for_the_cache_stats_as_it_lists_and_one_without_stats_nothing(tmp_path, monkeypatch):
     """The result cache asks every file's stat stamp: a stamped listing takes them as it lists (what a
     later ``os.stat`` would say); a listing for a scan without the cache stats no file."""
-    from ddcheck.target import sources
+    from ddcheck.tree import sources
 
     (tmp_path / "pkg").mkdir()
     for name in ("a.py", "pkg/b.py"):
@@ -616,7 +616,7 @@ def test_a_modules_line_is_the_physical_line_as_python_counts_them(text):
     """The quoted lines come from the line table, one at a time: each is the line ``split_lines`` gives
     (line ends \\n, \\r\\n or \\r only), and past the last there is none."""
     from ddcheck.analysis.module import ModuleModel
-    from ddcheck.target.sources import SourceFile, split_lines
+    from ddcheck.tree.sources import SourceFile, split_lines
 
     m = ModuleModel.parse(SourceFile(display="t.py", relpath="t.py", _read=lambda: text.encode()), text.encode())
     lines = split_lines(text)

@@ -17,8 +17,8 @@ REPO = Path(__file__).resolve().parents[1]
 # Bottom to top. A name stands for that module and, for a package, everything under it (but
 # ``ddcheck``, the package's own __init__: its Python API).
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("ground: the target tree, its names, errors, files, the data every floor passes on",
-     ("ddcheck.target", "ddcheck.isolation", "ddcheck.errors", "ddcheck.files",
+    ("ground: the tree being checked (ddcheck/tree/), its names, errors, files, the data every floor passes on",
+     ("ddcheck.tree", "ddcheck.isolation", "ddcheck.errors", "ddcheck.files",
       "ddcheck.findings", "ddcheck.contract", "ddcheck.deep")),
     ("definitions: rules (they own their ids, severities, docs), suppression comments, backends' tables",
      ("ddcheck.rules", "ddcheck.suppressions", "ddcheck.backends")),
@@ -26,7 +26,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
      ("ddcheck.analysis",)),
     ("scan services: settings, the result cache, the scan API, baselines, copies of a target",
      ("ddcheck.settings", "ddcheck.cache", "ddcheck.api", "ddcheck.baseline", "ddcheck.copying")),
-    # one floor: both read the tree through ddcheck.target (its parse-once model, the worker's verify
+    # one floor: both read the tree through ddcheck.tree (its parse-once model, the worker's verify
     # input); smoke imports nothing of launch (test below), config --smoke composes them above
     ("config and smoke", ("ddcheck.launch", "ddcheck.smoke")),
     ("fix (its --verify runs smoke) and the guard",
@@ -165,7 +165,7 @@ def smoke_on_launch(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_smoke_imports_nothing_of_launch():
-    """smoke reads the tree through ddcheck.target, never through config's modules (issue #33)."""
+    """smoke reads the tree through ddcheck.tree, never through config's modules (issue #33)."""
     assert smoke_on_launch(GRAPH) == []
 
 
@@ -209,16 +209,16 @@ def test_an_undeclared_module_has_no_floor(tmp_path):
     assert upward(graph) == ["ddcheck.newthing: no floor declared in tests/test_layering.py"]
 
 
-@pytest.mark.parametrize("module, floor", [("ddcheck.target.names", 0), ("ddcheck.analysis.engine", 2),
+@pytest.mark.parametrize("module, floor", [("ddcheck.tree.names", 0), ("ddcheck.analysis.engine", 2),
                                            ("ddcheck", len(FLOORS) - 1), ("ddcheck.launch.api", 4),
-                                           ("ddcheck.smoke.api", 4), ("ddcheck.target.modules", 0)])
+                                           ("ddcheck.smoke.api", 4), ("ddcheck.tree.modules", 0)])
 def test_floors_are_found_by_the_longest_name(module, floor):
     assert floor_of(module) == floor
 
 
-# Where Python source is parsed: the tree's modules (target/) and the scan's model of the verify path
+# Where Python source is parsed: the tree's modules (tree/) and the scan's model of the verify path
 # (analysis/). Everything else asks them.
-PARSERS = ("ddcheck/target/", "ddcheck/analysis/")
+PARSERS = ("ddcheck/tree/", "ddcheck/analysis/")
 
 
 def parses(root: Path) -> list[str]:
@@ -255,10 +255,10 @@ def test_only_the_target_model_and_the_analysis_parse_python():
 
 def test_the_parse_check_finds_a_parse_outside(tmp_path):
     (tmp_path / "ddcheck" / "launch").mkdir(parents=True)
-    (tmp_path / "ddcheck" / "target").mkdir()
+    (tmp_path / "ddcheck" / "tree").mkdir()
     (tmp_path / "ddcheck" / "launch" / "x.py").write_text("import ast\nfrom ast import parse as p\nast.parse('1')\np('2')\n"
                                                          "compile('3', 'x', 'exec')\ncompile(ast.Module(body=[]), 'x', 'exec')\n")
-    (tmp_path / "ddcheck" / "target" / "y.py").write_text("import ast\nast.parse('1')\n")
+    (tmp_path / "ddcheck" / "tree" / "y.py").write_text("import ast\nast.parse('1')\n")
     assert parses(tmp_path) == ["ddcheck/launch/x.py:3", "ddcheck/launch/x.py:4", "ddcheck/launch/x.py:5"]
 
 
@@ -295,7 +295,7 @@ def test_the_check_finds_a_rule_importing_the_analysis(tmp_path):
 # The one class/method resolver (issue 42): the tree's classes, their bases, aliases and method
 # resolution are answered by the tree model's hierarchy; anywhere else a read of a class statement's
 # bases, or a table of them, would be a second resolver that a fork's class quirk must be taught again.
-CLASS_MODEL = ("ddcheck/target/hierarchy.py",)
+CLASS_MODEL = ("ddcheck/tree/hierarchy.py",)
 BASES_NAMES = frozenset({"bases", "class_bases"})
 
 
@@ -321,9 +321,9 @@ def test_only_the_tree_model_resolves_classes():
 
 def test_the_class_check_finds_a_second_resolver(tmp_path):
     (tmp_path / "ddcheck" / "analysis").mkdir(parents=True)
-    (tmp_path / "ddcheck" / "target").mkdir()
+    (tmp_path / "ddcheck" / "tree").mkdir()
     (tmp_path / "ddcheck" / "analysis" / "x.py").write_text(
         "def f(node, o):\n    names = [b.id for b in node.bases]\n    return o.class_bases\n"
         "class M:\n    class_bases: dict\n")
-    (tmp_path / "ddcheck" / "target" / "hierarchy.py").write_text("def g(node):\n    return node.bases\n")
+    (tmp_path / "ddcheck" / "tree" / "hierarchy.py").write_text("def g(node):\n    return node.bases\n")
     assert bases_reads(tmp_path) == ["ddcheck/analysis/x.py:2", "ddcheck/analysis/x.py:3", "ddcheck/analysis/x.py:5"]

@@ -1,4 +1,4 @@
-"""Each SGLang name ddcheck relies on is defined once, in ddcheck/target/names.py (issue 33)."""
+"""Each SGLang name ddcheck relies on is defined once, in ddcheck/tree/names.py (issue 33)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.target import names
+from ddcheck.tree import names
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "ddcheck"
-NAMES_FILE = PACKAGE / "target" / "names.py"
+NAMES_FILE = PACKAGE / "tree" / "names.py"
 LISTED = {k: v for k, v in vars(names).items() if k.isupper() and not k.startswith("_")}
 
 
@@ -111,8 +111,8 @@ def test_the_check_finds_a_second_definition(source):
 
 
 @pytest.mark.parametrize("source", [
-    "from ddcheck.target.names import EAGLE_FAMILY",
-    "from ddcheck.target.names import GRAPH_ENTRY_POINTS as GRAPH\nALL = (*GRAPH, 'warmup')",
+    "from ddcheck.tree.names import EAGLE_FAMILY",
+    "from ddcheck.tree.names import GRAPH_ENTRY_POINTS as GRAPH\nALL = (*GRAPH, 'warmup')",
     'def f(s):\n    return s.algorithm == "DDTREE"',  # a use inside code, not a definition
 ])
 def test_the_check_accepts_imports_and_uses(source):
@@ -203,5 +203,5 @@ def test_no_sglang_file_or_server_args_field_is_spelled_outside_names(wheel):
 def test_the_check_finds_a_file_or_field_spelled_out(source):
     parts = {"srt", "layers", "attention", "triton_backend.py", "arg_groups"}
     assert spelled_literals(source, "x.py", parts, {"speculative_num_steps"})
-    assert spelled_literals('from ddcheck.target.names import TRITON_BACKEND_FILE\nX = "a/b"', "x.py", parts,
+    assert spelled_literals('from ddcheck.tree.names import TRITON_BACKEND_FILE\nX = "a/b"', "x.py", parts,
                             {"speculative_num_steps"}) == []

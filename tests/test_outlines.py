@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ddcheck.analysis.chunk import ChunkAnalysis
 from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY
-from ddcheck.target.sources import open_target
+from ddcheck.tree.sources import open_target
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "analysis"
 

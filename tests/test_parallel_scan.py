@@ -214,7 +214,7 @@ def test_a_channel_carries_messages_larger_than_a_pipe_both_ways_and_ends_with_e
 def test_tree_lookups_find_every_name_ending_with_a_suffix_in_order():
     """target/modules.TreeIndex._ending_with answers, from the names grouped by their last part, what asking
     each name answers, remembered lookups and a name holding a newline included."""
-    from ddcheck.target.modules import TreeIndex
+    from ddcheck.tree.modules import TreeIndex
 
     class Tree:
         kind, root, files = "dir", None, []

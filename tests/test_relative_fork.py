@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from ddcheck.api import scan
-from ddcheck.target.sources import open_target
-from ddcheck.target.modules import TreeModules
-from ddcheck.target.worker import capture_width, verify_inputs
+from ddcheck.tree.sources import open_target
+from ddcheck.tree.modules import TreeModules
+from ddcheck.tree.worker import capture_width, verify_inputs
 
 REPO = Path(__file__).resolve().parents[1]
 TREE = REPO / "fixtures" / "trees" / "relative_ddtree"

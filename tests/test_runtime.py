@@ -1,4 +1,4 @@
-"""ddcheck.target.runtime: the tree's own code runs; stand-ins only for what cannot run, reported."""
+"""ddcheck.tree.runtime: the tree's own code runs; stand-ins only for what cannot run, reported."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from ddcheck.target.sources import open_target
-from ddcheck.target.runtime import Platform, TreeRuntime
-from ddcheck.target.standins import is_stand_in, last_call
+from ddcheck.tree.sources import open_target
+from ddcheck.tree.runtime import Platform, TreeRuntime
+from ddcheck.tree.standins import is_stand_in, last_call
 
 PROBE = Path(__file__).resolve().parents[1] / "fixtures" / "trees" / "runtime_probe"
 KERNELS = PROBE / "sglang" / "srt" / "ops" / "kernels.py"
@@ -63,7 +63,7 @@ def test_an_import_outside_the_tree_is_not_stood_in():
 
 
 def test_stand_ins_are_falsy_and_empty_and_subclassable():
-    from ddcheck.target.standins import Usage, stand_in
+    from ddcheck.tree.standins import Usage, stand_in
 
     usage = Usage()
     s = stand_in("ext.Thing", usage)

@@ -30,7 +30,7 @@ from smoke_fixes import hand_fix  # noqa: E402
 
 from ddcheck.smoke import run_smoke, smoke_main  # noqa: E402
 from ddcheck.smoke.loader import BACKEND_RELPATH  # noqa: E402
-from ddcheck.target.sources import open_target  # noqa: E402
+from ddcheck.tree.sources import open_target  # noqa: E402
 
 # The proof's releases (tests/smoke_matrix.py; every release: bench/smoke_releases.py). The suite runs
 # the oldest and newest of each group (each run 15-25 s on 2 cores); DDCHECK_SMOKE_ALL=1 runs them all.

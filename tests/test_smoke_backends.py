@@ -163,7 +163,7 @@ def test_flashinfer_plans_the_verify_layout_at_w(version, smoke):
 def test_flashinfer_planned_with_c_breaks_the_contract(smoke):
     """The same backend handing the wrapper query offsets laid out with C = 8 (what a backend built for
     C would do): exit 1 at W = 17, the W == C control still right."""
-    from ddcheck.target.sources import open_target
+    from ddcheck.tree.sources import open_target
 
     relpath = backends.get("flashinfer").relpath
     source = open_target("sglang==0.5.10").find(relpath).read_bytes().decode()

@@ -11,10 +11,10 @@ import pytest
 
 from ddcheck.launch import check_launch
 from ddcheck.launch.inputs import input_truth
-from ddcheck.target.sources import open_target
-from ddcheck.target.evaluate import Evaluator, World
-from ddcheck.target.modules import TreeModules
-from ddcheck.target.worker import capture_width, verify_inputs
+from ddcheck.tree.sources import open_target
+from ddcheck.tree.evaluate import Evaluator, World
+from ddcheck.tree.modules import TreeModules
+from ddcheck.tree.worker import capture_width, verify_inputs
 
 TREE = Path(__file__).resolve().parents[1] / "fixtures" / "trees" / "newer_ddtree" / "sglang"
 
@@ -146,7 +146,7 @@ def test_evaluator_never_skips_a_change_it_cannot_follow():
 
     assert run("x = [1]\nx.append(2)")["x"] == [1, 2]
     assert run("x = 1\nx += 2")["x"] == 3
-    from ddcheck.target.evaluate import UNKNOWN
+    from ddcheck.tree.evaluate import UNKNOWN
 
     assert run("x = [1]\nfor i in y:\n    x.append(i)")["x"] is UNKNOWN  # a loop: any number of times
     assert run("x = [1]\nx[0] = 5")["x"] is UNKNOWN
@@ -171,7 +171,7 @@ def test_start_up_width_that_resolves_to_w_for_this_launch(tree):
 def test_graph_runner_that_replays_only_its_captured_width(tree, tmp_path):
     """A per-step W replays the graph only when the step is as wide as the capture (can_run checks
     it; narrower steps run eagerly); without that check, a narrower step replays a wrong-sized graph."""
-    from ddcheck.target.worker import graph_capture
+    from ddcheck.tree.worker import graph_capture
 
     runner = "srt/model_executor/runner/decode_cuda_graph_runner.py"
     values = {"speculative_ddtree_budget": 16, "speculative_num_draft_tokens": 16}
@@ -264,7 +264,7 @@ def test_config_judges_with_the_trees_settings_and_suppressions(tmp_path):
 def test_width_fixed_at_start_up_is_not_per_step():
     """Only a width computed in the step (a local of the method) counts as per step; one read from the
     worker's own attributes is fixed at start-up even when ddcheck cannot evaluate it."""
-    from ddcheck.target.worker import _computed_in_step
+    from ddcheck.tree.worker import _computed_in_step
 
     def expr(src):
         return ast.parse(src, mode="eval").body

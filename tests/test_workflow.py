@@ -853,7 +853,7 @@ def test_python_api_fix_returns_pydantic_models(tmp_path):
 
 def test_python_api_check_launch_without_sglang_is_a_clear_error():
     from ddcheck.launch.api import UsageError
-    from ddcheck.target.sources import installed_sglang
+    from ddcheck.tree.sources import installed_sglang
 
     if installed_sglang() is not None:
         pytest.skip("sglang is installed here")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 
 from .exprs import dotted, every_node, walk
-from ..target.modes import VERIFY_MEMBER
-from ..target.parse import statement_lines
+from ..tree.modes import VERIFY_MEMBER
+from ..tree.parse import statement_lines
 from .module import FunctionInfo, ModuleModel
 from .verify_path import FunctionPass
 

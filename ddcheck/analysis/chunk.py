@@ -9,18 +9,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
-from ..target.sources import SourceFile, SourceTree, open_target
+from ..tree.sources import SourceFile, SourceTree, open_target
 from ..suppressions import MARKER
 from .engine import Engine
 from .reports import MethodUses, is_test_module
-from ..target.modules import TreeModules
-from ..target.parse import SourceError, decode
+from ..tree.modules import TreeModules
+from ..tree.parse import SourceError, decode
 from .module import ModuleModel
-from ..target.hierarchy import Outline
+from ..tree.hierarchy import Outline
 from .inputs import built_inputs
 from .names import NameIndex, Part
 from .vocabulary import Vocabulary
-from ..target.names import (DRAFT_TOKEN_NUM, NUM_TOKENS_PER_REQ, PACKAGE, PREPARE_FOR_VERIFY, SERVER_ARGS_FILE,
+from ..tree.names import (DRAFT_TOKEN_NUM, NUM_TOKENS_PER_REQ, PACKAGE, PREPARE_FOR_VERIFY, SERVER_ARGS_FILE,
                             SPEC_INFO_FILE, SPECULATIVE_NUM_DRAFT_TOKENS)
 
 # Subclasses read `self.num_draft_tokens` that a base class in another module set from C.

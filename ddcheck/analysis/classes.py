@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from ..target.hierarchy import Hierarchy, Outline
+from ..tree.hierarchy import Hierarchy, Outline
 from .module import FunctionInfo, ModuleModel
 from .verify_path import FunctionPass
 
@@ -41,7 +41,7 @@ class ClassResolution:
     @property
     def classes(self) -> Hierarchy:
         """The tree's classes over the modules' outlines (another process's where it sent them): the
-        one resolver, :class:`~ddcheck.target.hierarchy.Hierarchy`, that config and smoke ask too."""
+        one resolver, :class:`~ddcheck.tree.hierarchy.Hierarchy`, that config and smoke ask too."""
         if self._classes is None:
             self._classes = Hierarchy(self._outline)
         return self._classes

@@ -16,10 +16,10 @@ from .exprs import (buffer_key, call_leaf, dotted, every_node, is_c_read, is_exa
                     mentions_per_step, walk)
 from .hazards import (ALIAS, ARGUMENT, CAPACITY, DERIVED, FALLBACK, HARMLESS, LAYOUT, RANK, Verdict,
                       classify, judged, layout_of, said)
-from ..target.modes import ModeTable
-from ..target.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
+from ..tree.modes import ModeTable
+from ..tree.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
 from .module import ClassFacts, FunctionInfo, ModuleModel, names_a_budget
-from ..target.hierarchy import Hierarchy, Outline
+from ..tree.hierarchy import Hierarchy, Outline
 from .verify_path import FunctionPass, Site
 from .callers import Callers
 from .classes import ClassResolution
@@ -29,7 +29,7 @@ from . import edits as E
 from .vocabulary import ALLOCATORS, Vocabulary
 from .inputs import Built, Reach, expression_reach, truth
 from ..rules import rule_of, scan_codes
-from ..target.names import DRAFT_TOKEN_NUM, VERIFY_MARKERS as VERIFY_TEXT
+from ..tree.names import DRAFT_TOKEN_NUM, VERIFY_MARKERS as VERIFY_TEXT
 
 
 @dataclass

@@ -23,8 +23,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..target.modules import TreeModules
-from ..target.names import (DRAFT_TOKEN_NUM, PREPARE_FOR_VERIFY, SPEC_INFO_FIELD, SPEC_INPUT_TYPE_CLASS, SPEC_INPUT_TYPE_FIELD,
+from ..tree.modules import TreeModules
+from ..tree.names import (DRAFT_TOKEN_NUM, PREPARE_FOR_VERIFY, SPEC_INFO_FIELD, SPEC_INPUT_TYPE_CLASS, SPEC_INPUT_TYPE_FIELD,
                             WIDTH_FIELDS)
 from .module import names_a_budget
 from .reports import is_test_module
@@ -149,7 +149,7 @@ def _class_facts(mods: TreeModules, name: str, module: str, classes) -> tuple:
                     values[item.target.id] = v
                 elif item.target.id in WIDTH_FIELDS and item.value is None:
                     values[item.target.id] = WIDTH  # a required width: every instance carries one
-    from ..target.worker import class_input_type  # the worker model (and typing) only when a class is read
+    from ..tree.worker import class_input_type  # the worker model (and typing) only when a class is read
 
     kind = class_input_type(mods, name, module)
     if kind is not None:

@@ -9,9 +9,9 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
-from ..target.sources import SourceFile, split_lines
-from ..target.hierarchy import Hierarchy, Outline, outline
-from ..target.parse import decode, parse_source
+from ..tree.sources import SourceFile, split_lines
+from ..tree.hierarchy import Hierarchy, Outline, outline
+from ..tree.parse import decode, parse_source
 from .exprs import every_node, is_c_valued, is_exact_c, self_attr
 from .vocabulary import Vocabulary
 
@@ -73,7 +73,7 @@ class ModuleModel:
     @classmethod
     def parse(cls, source: SourceFile, data: bytes | None = None, syntax: ast.Module | None = None) -> "ModuleModel":
         """The module of ``source`` (its bytes ``data`` when read already); ``syntax``: its syntax tree,
-        parsed by the tree model (:meth:`ddcheck.target.modules.TreeModules.syntax`), else parsed here."""
+        parsed by the tree model (:meth:`ddcheck.tree.modules.TreeModules.syntax`), else parsed here."""
         raw = source.read_bytes() if data is None else data
         text = decode(raw)
         model = cls(source=source, text=text, tree=syntax if syntax is not None else parse_source(raw, source.display))
@@ -97,7 +97,7 @@ class ModuleModel:
 
     @cached_property
     def lines(self) -> list[str]:
-        """Physical lines as Python's tokenizer counts them (:func:`ddcheck.target.sources.split_lines`)."""
+        """Physical lines as Python's tokenizer counts them (:func:`ddcheck.tree.sources.split_lines`)."""
         return split_lines(self.text)
 
     def line(self, n: int) -> str | None:

@@ -9,9 +9,9 @@ import bisect
 from dataclasses import dataclass, field
 
 from ..findings import Edit, FixPlan
-from ..target.parse import statement_lines
+from ..tree.parse import statement_lines
 from .module import ModuleModel
-from ..target.hierarchy import Outline
+from ..tree.hierarchy import Outline
 from .verify_path import FunctionPass
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from .. import deep
 from ..findings import FileError, ScanResult
-from ..target.sources import SourceTree
+from ..tree.sources import SourceTree
 from .chunk import ChunkAnalysis, ChunkResult
 from .triage import Triage, triage
 from .vocabulary import DEFAULT_VOCABULARY, Vocabulary

@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass, field
 
 from .. import suppressions
-from ..target.sources import SourceTree
-from ..target.names import VERIFY_MARKERS
-from ..target.parse import SourceError, check_decodes, decode, encoding_of, parse_source
+from ..tree.sources import SourceTree
+from ..tree.names import VERIFY_MARKERS
+from ..tree.parse import SourceError, check_decodes, decode, encoding_of, parse_source
 from .names import Part, index_into
 from .vocabulary import Vocabulary
 

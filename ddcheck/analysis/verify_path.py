@@ -17,7 +17,7 @@ from functools import cached_property
 
 from .exprs import (arith_names, buffer_key, children, ends_flow, guard_polarity, is_c_read, is_c_valued, mentions_per_step,
                     every_node, self_attr, walk)
-from ..target.modes import ModeTable
+from ..tree.modes import ModeTable
 from .module import FunctionInfo, ModuleModel
 from .vocabulary import Vocabulary
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-# SGLang's names (ddcheck.target.names): attribute names whose value *is* the start-up width C,
+# SGLang's names (ddcheck.tree.names): attribute names whose value *is* the start-up width C,
 # whatever object they hang off; attribute names that carry the per-step width W of the verify input;
 # its width fields, newest first (what the guard and smoke read W from); functions whose whole body is
 # the verify path.
-from ..target.names import (C_SOURCE_ATTRS, NUM_TOKENS_PER_REQ, PER_STEP_ATTRS, TARGET_VERIFY,
+from ..tree.names import (C_SOURCE_ATTRS, NUM_TOKENS_PER_REQ, PER_STEP_ATTRS, TARGET_VERIFY,
                             VERIFY_FUNCTION_MARKERS, WIDTH_FIELDS)
 
 # Words that name a width in an identifier (a `num_draft_tokens=None` parameter, an attribute named

@@ -20,7 +20,7 @@ import queue
 import threading
 from dataclasses import replace
 
-from ..target.sources import SourceTree
+from ..tree.sources import SourceTree
 from . import channel
 from .chunk import ChunkAnalysis, ChunkResult
 from .triage import Triage, triage

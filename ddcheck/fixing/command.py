@@ -12,8 +12,8 @@ from pathlib import Path
 from ..errors import EXIT_CLEAN, EXIT_FINDINGS, EXIT_NOT_JUDGED, EXIT_USAGE, verdict
 from ..findings import Finding, Severity
 from ..settings import Settings
-from ..target.names import TRITON_BACKEND_FILE
-from ..target.sources import PACKAGE_VERSION_RE, SourceTree, TargetError, installed_sglang, printable, read_regular
+from ..tree.names import TRITON_BACKEND_FILE
+from ..tree.sources import PACKAGE_VERSION_RE, SourceTree, TargetError, installed_sglang, printable, read_regular
 from .runner import _disk, plan, verify_fixes, write_atomic
 from .transform import FixError
 

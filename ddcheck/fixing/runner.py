@@ -14,11 +14,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ..target.parse import SourceError, check_compiles, decode
+from ..tree.parse import SourceError, check_compiles, decode
 from ..files import replace
 from ..findings import Edit, Finding, FixSafety, ScanResult, Severity
 from ..settings import Settings
-from ..target.sources import SourceTree, TargetError, open_target, split_lines
+from ..tree.sources import SourceTree, TargetError, open_target, split_lines
 from .transform import FixError, rewrite
 
 
@@ -169,7 +169,7 @@ def verify_fixes(fixes: list[FileFix], trees: list[SourceTree], settings: Settin
 
 
 def _patched_tree(tree: SourceTree, fixes: list[FileFix]) -> SourceTree:
-    from ..target.sources import SourceFile
+    from ..tree.sources import SourceFile
 
     after = {fx.display: fx.after for fx in fixes}
     files = [SourceFile(f.display, f.relpath, (lambda data=after[f.display]: data), f.disk)

@@ -9,9 +9,9 @@ import bisect
 
 import libcst as cst
 
-from ..target.parse import SourceError, decode, encoding_of, top_level_spans
+from ..tree.parse import SourceError, decode, encoding_of, top_level_spans
 from ..findings import Edit, Finding
-from ..target.sources import split_lines
+from ..tree.sources import split_lines
 
 
 class FixError(Exception):

@@ -13,8 +13,8 @@ from typing import Any
 
 from ddcheck import backends
 from ddcheck.contract import VerifyLayout, Violation, check
-from ddcheck.target.names import WIDTH_FIELDS
-from ddcheck.target.names import PAGE_SIZE
+from ddcheck.tree.names import WIDTH_FIELDS
+from ddcheck.tree.names import PAGE_SIZE
 
 
 class GuardViolation(RuntimeError):

@@ -24,9 +24,9 @@ from typing import Any
 from ddcheck import backends
 from ddcheck.contract import Violation, check
 from ddcheck.guard import GuardViolation, layout_of
-from ddcheck.target.names import (ATTENTION_PACKAGE, CAPTURE_CUDA_GRAPH as OLD_CAPTURE, INIT_FORWARD_METADATA as EAGER,
+from ddcheck.tree.names import (ATTENTION_PACKAGE, CAPTURE_CUDA_GRAPH as OLD_CAPTURE, INIT_FORWARD_METADATA as EAGER,
                                   OUT_GRAPH, REPLAY_CUDA_GRAPH as OLD_REPLAY)
-from ddcheck.target.names import SPECULATIVE_NUM_DRAFT_TOKENS
+from ddcheck.tree.names import SPECULATIVE_NUM_DRAFT_TOKENS
 
 PREFIX = ATTENTION_PACKAGE + "."
 # Check the first FIRST verify steps of each (backend, path), then every EVERY-th. One check costs

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from ddcheck.errors import UsageError
 from ddcheck.launch.words import jsonable as _jsonable, launch_env, server_argv  # noqa: F401 - the API's names
-from ddcheck.target.sources import SourceTree, TargetError, installed_sglang, open_target
+from ddcheck.tree.sources import SourceTree, TargetError, installed_sglang, open_target
 
 def open_sglang(sglang: str | None) -> SourceTree:
     if sglang is None:

@@ -18,10 +18,10 @@ from ddcheck.launch.paths import Launch, batch_fields, finding_reach, launch_val
 from ddcheck.launch.speculative import EAGLE_FAMILY, SpecSettings
 from ddcheck.launch.target import Evidence
 from ddcheck.launch.verdicts import ConfigFinding, Consequence, _f  # noqa: F401 - the checks' findings
-from ddcheck.target.sources import SourceTree
-from ddcheck.target.evaluate import World
-from ddcheck.target.modules import TreeModules
-from ddcheck.target.names import SPECULATIVE_DFLASH_BLOCK_SIZE, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS
+from ddcheck.tree.sources import SourceTree
+from ddcheck.tree.evaluate import World
+from ddcheck.tree.modules import TreeModules
+from ddcheck.tree.names import SPECULATIVE_DFLASH_BLOCK_SIZE, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS
 
 
 def _guard(tree, pattern, algo):

@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Iterator, MutableMapping
 
-from ddcheck.target.runtime import runs_from_tree
+from ddcheck.tree.runtime import runs_from_tree
 
 SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL")
 _PASSING = ("os.py", "_collections_abc.py", "<frozen os>", "<frozen _collections_abc>")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ddcheck.findings import Finding, Severity
 from ddcheck.launch.target import backend_files
-from ddcheck.target.sources import SourceTree, content_hash
+from ddcheck.tree.sources import SourceTree, content_hash
 
 ENGINE = "ddcheck scan"
 _MEMO: dict[tuple, list[Finding]] = {}

@@ -24,13 +24,13 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from ddcheck.files import replace
-from ddcheck.target.sources import SourceTree, cache_dir, content_hash, read_regular
-from ddcheck.target.modules import TreeModules
-from ddcheck.target.parse import SourceError
-from ddcheck.target.names import (ARG_GROUP_FIELDS_DIR, SPECULATIVE_FOLDER, ARG_CHOICES_FILE, SERVER_ARGS_CLASS, SERVER_ARGS_CONFIG_PARSER_FILE,
+from ddcheck.tree.sources import SourceTree, cache_dir, content_hash, read_regular
+from ddcheck.tree.modules import TreeModules
+from ddcheck.tree.parse import SourceError
+from ddcheck.tree.names import (ARG_GROUP_FIELDS_DIR, SPECULATIVE_FOLDER, ARG_CHOICES_FILE, SERVER_ARGS_CLASS, SERVER_ARGS_CONFIG_PARSER_FILE,
                                   SERVER_ARGS_FILE, SPECULATIVE_ALGORITHM_CLASS, SPEC_INFO_FILE as SPEC_INFO,
                                   VERSION_FILES)
-from ddcheck.target.names import SPECULATIVE_ALGORITHM
+from ddcheck.tree.names import SPECULATIVE_ALGORITHM
 
 TABLE_VERSION = 3  # bump when extraction changes, to invalidate cached tables
 FIELD_SOURCES = (SERVER_ARGS_FILE,)

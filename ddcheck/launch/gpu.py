@@ -4,7 +4,7 @@ found on this machine (``nvidia-smi``, else the NVIDIA driver's files), or assum
 This is GPU knowledge, not SGLang knowledge: which product has which compute capability. What the
 tree does with it (which attention backend it picks on an sm90 GPU...) is the tree's own code's
 business (:mod:`ddcheck.launch.selection`), run with the torch probes answering for this GPU
-(:class:`ddcheck.target.runtime.Platform`).
+(:class:`ddcheck.tree.runtime.Platform`).
 """
 
 from __future__ import annotations

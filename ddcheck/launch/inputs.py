@@ -16,9 +16,9 @@ from typing import Any
 from ddcheck.analysis.exprs import dotted, mentions_per_step
 from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY
 from ddcheck.findings import Finding
-from ddcheck.target.sources import SourceTree
-from ddcheck.target.evaluate import UNKNOWN, Evaluator, guards_to
-from ddcheck.target.modules import TreeModules
+from ddcheck.tree.sources import SourceTree
+from ddcheck.tree.evaluate import UNKNOWN, Evaluator, guards_to
+from ddcheck.tree.modules import TreeModules
 
 
 def _is_input(node: ast.expr) -> bool:

@@ -22,12 +22,12 @@ from ddcheck.launch.selection import apply as apply_selection, platform_of, sele
 from ddcheck.launch.speculative import SpecSettings, flags_as_given
 from ddcheck.launch.treerun import TreeRun, load_config, run_handler, server_args_values
 from ddcheck.launch.words import launch_env, server_argv
-from ddcheck.target.sources import SourceTree
-from ddcheck.target.names import (ATTENTION_BACKEND, DISABLE_CUDA_GRAPH, MAX_RUNNING_REQUESTS, MODEL_FIELDS,
+from ddcheck.tree.sources import SourceTree
+from ddcheck.tree.names import (ATTENTION_BACKEND, DISABLE_CUDA_GRAPH, MAX_RUNNING_REQUESTS, MODEL_FIELDS,
                                   SPECULATIVE_ALGORITHM, SPECULATIVE_DDTREE_BUDGET,
                                   SPECULATIVE_DFLASH_BLOCK_SIZE, SPECULATIVE_EAGLE_TOPK,
                                   SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS)
-from ddcheck.target.worker import graph_capture, verify_inputs
+from ddcheck.tree.worker import graph_capture, verify_inputs
 
 
 def judge(argv: list[str], tree: SourceTree, file: str | None, draft_config: str | None,

@@ -28,7 +28,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ddcheck.files import write_json
-from ddcheck.target.sources import SourceTree, cache_dir, open_target
+from ddcheck.tree.sources import SourceTree, cache_dir, open_target
 
 VERSION = 1
 MAX_ENTRIES = 64

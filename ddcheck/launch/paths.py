@@ -17,13 +17,13 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddcheck.target.modes import ModeTable
+from ddcheck.tree.modes import ModeTable
 from ddcheck.findings import Finding
 from ddcheck.launch.inputs import inline_helper, input_truth
-from ddcheck.target.sources import SourceTree
-from ddcheck.target.evaluate import UNKNOWN, Evaluator, guards_to, statements_before
-from ddcheck.target.modules import TreeModules, tree_class
-from ddcheck.target.names import (EAGER_ENTRY_POINTS as EAGER, FORWARD_BATCH_CLASS, FORWARD_BATCH_FILE,
+from ddcheck.tree.sources import SourceTree
+from ddcheck.tree.evaluate import UNKNOWN, Evaluator, guards_to, statements_before
+from ddcheck.tree.modules import TreeModules, tree_class
+from ddcheck.tree.names import (EAGER_ENTRY_POINTS as EAGER, FORWARD_BATCH_CLASS, FORWARD_BATCH_FILE,
                                   FORWARD_METHODS as FORWARD, GRAPH_ENTRY_POINTS as GRAPH,
                                   NEW_EAGER_ENTRY_POINTS as NEW_EAGER)
 

@@ -15,7 +15,7 @@ from ddcheck.findings import Finding, Severity
 from ddcheck.launch.verdicts import ConfigFinding, Consequence
 from ddcheck.launch.speculative import SpecSettings
 from ddcheck.rules import get_rule, rule_of
-from ddcheck.target.sources import SourceTree
+from ddcheck.tree.sources import SourceTree
 
 
 class GpuReport(BaseModel):

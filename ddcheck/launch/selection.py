@@ -24,12 +24,12 @@ from typing import Any
 
 from ddcheck.launch.gpu import Gpu
 from ddcheck.launch.treerun import TreeRun, Where, run_handler
-from ddcheck.target.sources import SourceTree
-from ddcheck.target.modules import TreeModules
-from ddcheck.target.names import (ARG_GROUPS_DIR, ATTENTION_BACKEND_FIELDS, HANDLER_METHOD_NAMES, HANDLER_NAMES,
+from ddcheck.tree.sources import SourceTree
+from ddcheck.tree.modules import TreeModules
+from ddcheck.tree.names import (ARG_GROUPS_DIR, ATTENTION_BACKEND_FIELDS, HANDLER_METHOD_NAMES, HANDLER_NAMES,
                                   RESOLVED_OVERRIDES, SERVER_ARGS_CLASS, SERVER_ARGS_FILE)
-from ddcheck.target.runtime import Platform
-from ddcheck.target.names import ATTENTION_BACKEND, DECODE_ATTENTION_BACKEND, PREFILL_ATTENTION_BACKEND, SPECULATIVE_ATTENTION_MODE
+from ddcheck.tree.runtime import Platform
+from ddcheck.tree.names import ATTENTION_BACKEND, DECODE_ATTENTION_BACKEND, PREFILL_ATTENTION_BACKEND, SPECULATIVE_ATTENTION_MODE
 
 STARTUP_DIRS = (ARG_GROUPS_DIR,)  # besides server_args.py, where the start-up code lives
 
@@ -259,7 +259,7 @@ def apply(sel: Selection, values: dict[str, Any], s) -> None:
 
 def settle(s, values: dict[str, Any]) -> None:
     """The settings' backends from ``values`` (after the picked ones, or the tree's handler, changed them)."""
-    from ddcheck.target.names import (ATTENTION_BACKEND, DECODE_ATTENTION_BACKEND, DRAFT_ATTENTION_BACKEND,
+    from ddcheck.tree.names import (ATTENTION_BACKEND, DECODE_ATTENTION_BACKEND, DRAFT_ATTENTION_BACKEND,
                                       PREFILL_ATTENTION_BACKEND)
 
     for attr, f in ((ATTENTION_BACKEND, ATTENTION_BACKEND), (PREFILL_ATTENTION_BACKEND, PREFILL_ATTENTION_BACKEND),

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from ddcheck.target.names import (ATTENTION_BACKEND, CUDA_GRAPH_BACKEND_DECODE, CUDA_GRAPH_BS_DECODE,
+from ddcheck.tree.names import (ATTENTION_BACKEND, CUDA_GRAPH_BACKEND_DECODE, CUDA_GRAPH_BS_DECODE,
                                   CUDA_GRAPH_CONFIG, CUDA_GRAPH_MAX_BS_DECODE, DECODE_ATTENTION_BACKEND,
                                   DISABLE_CUDA_GRAPH, DISABLE_DECODE_CUDA_GRAPH, DRAFT_ATTENTION_BACKEND,
                                   EAGLE_FAMILY, ENABLE_DP_ATTENTION, ENABLE_MULTI_LAYER_EAGLE,

@@ -11,12 +11,12 @@ import re
 from dataclasses import dataclass, field
 
 from ddcheck.launch.verdicts import Evidence  # noqa: F401 - where the checks read it
-from ddcheck.target.sources import SourceTree
-from ddcheck.target.modules import TreeModules
-from ddcheck.target.names import (ALGORITHMS, ARG_GROUPS_DIR, ARG_GROUP_FIELDS_DIR, MODEL_RUNNERS_DIR, ATTENTION_REGISTRY_FILE as REGISTRY,
+from ddcheck.tree.sources import SourceTree
+from ddcheck.tree.modules import TreeModules
+from ddcheck.tree.names import (ALGORITHMS, ARG_GROUPS_DIR, ARG_GROUP_FIELDS_DIR, MODEL_RUNNERS_DIR, ATTENTION_REGISTRY_FILE as REGISTRY,
                                   MODEL_EXECUTOR_DIR, REGISTRY_FUNCTION_HINTS as _FUNC_HINTS,
                                   SERVER_ARGS_FILE, SPEC_INFO_FILE)
-from ddcheck.target.names import ATTENTION_BACKEND, SPECULATIVE_ALGORITHM
+from ddcheck.tree.names import ATTENTION_BACKEND, SPECULATIVE_ALGORITHM
 
 
 

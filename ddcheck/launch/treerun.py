@@ -2,7 +2,7 @@
 
 Forks add flags and change what the old ones mean (``--speculative-dflash-enable-ddtree`` skips a
 check, a budget flag sets C...), so per-release tables cannot know them. Here the tree's own code
-decides, run by :class:`ddcheck.target.runtime.TreeRuntime` (every module of the tree's package
+decides, run by :class:`ddcheck.tree.runtime.TreeRuntime` (every module of the tree's package
 runs from the tree's files; what cannot run on this machine -- a third-party package that is not
 installed, a compiled extension -- is a stand-in, found automatically; torch's platform probes answer
 for the serving machine, ``--gpu``):
@@ -48,16 +48,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddcheck.target.sources import SourceTree
-from ddcheck.target.modules import TreeModules, tree_class
-from ddcheck.target.names import (ARG_GROUPS_DIR, HANDLER_METHOD_NAMES as METHOD_NAMES, HANDLER_NAMES, SERVER_ARGS_CLASS,
+from ddcheck.tree.sources import SourceTree
+from ddcheck.tree.modules import TreeModules, tree_class
+from ddcheck.tree.names import (ARG_GROUPS_DIR, HANDLER_METHOD_NAMES as METHOD_NAMES, HANDLER_NAMES, SERVER_ARGS_CLASS,
                                   SERVER_ARGS_FILE)
-from ddcheck.target.frames import function_of, put_back, replace_everywhere
-from ddcheck.target.models import ABSENT, ModelConfig, ModelFolders, NeedsInput, as_read_by, local_config, \
+from ddcheck.tree.frames import function_of, put_back, replace_everywhere
+from ddcheck.tree.models import ABSENT, ModelConfig, ModelFolders, NeedsInput, as_read_by, local_config, \
     path_arguments
-from ddcheck.target.runtime import Platform, TreeRuntime
-from ddcheck.target.standins import is_stand_in
-from ddcheck.target.names import MODEL_PATH, PAGE_SIZE, SPECULATIVE_DRAFT_MODEL_PATH
+from ddcheck.tree.runtime import Platform, TreeRuntime
+from ddcheck.tree.standins import is_stand_in
+from ddcheck.tree.names import MODEL_PATH, PAGE_SIZE, SPECULATIVE_DRAFT_MODEL_PATH
 
 ENTRY_METHOD = "__post_init__"  # the start-up code of a release without a handler
 GPUS = ("nvidia", "amd", "npu", "xpu", "musa", "cpu")
@@ -334,7 +334,7 @@ class _AnsweredReaders:
 def _calling_code() -> str:
     """The name of the innermost frame outside ddcheck and the stand-ins: ``<module>`` for import-time code."""
     frame = sys._getframe(2)
-    while frame is not None and (frame.f_code.co_filename == __file__ or "ddcheck/target/" in frame.f_code.co_filename):
+    while frame is not None and (frame.f_code.co_filename == __file__ or "ddcheck/tree/" in frame.f_code.co_filename):
         frame = frame.f_back
     return frame.f_code.co_name if frame is not None else ""
 

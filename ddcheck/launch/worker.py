@@ -2,7 +2,7 @@
 
 Why a process: the run imports the tree's modules under their own names and patches ``sys.modules``,
 the environment, torch's device probes and tensor factories, the root logger and the profile hook
-(:mod:`ddcheck.target.runtime`); all of it stays in the worker, as smoke's runs stay in its own. The
+(:mod:`ddcheck.tree.runtime`); all of it stays in the worker, as smoke's runs stay in its own. The
 worker is kept for the next launch of the same process (the Python API, the tests), so its tree
 sessions are reused as they were in-process; each request carries the caller's environment and working
 folder, set for its run.
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ddcheck.errors import UsageError
 from ddcheck.launch.kept import Judged, state
-from ddcheck.target.sources import SourceTree
+from ddcheck.tree.sources import SourceTree
 
 WORKER = ["-m", "ddcheck.launch.worker"]  # the interpreter's arguments that start a worker
 TIMEOUT = 1800.0  # seconds one launch may take in the worker
@@ -183,8 +183,8 @@ class _Reads:
         import site
 
         from ddcheck.rules import rules_dir
-        from ddcheck.target.runtime import TREE_DIR_PREFIX
-        from ddcheck.target.sources import cache_dir
+        from ddcheck.tree.runtime import TREE_DIR_PREFIX
+        from ddcheck.tree.sources import cache_dir
 
         roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages(), site.getusersitepackages(),
                  str(Path(__file__).resolve().parents[1]), str(rules_dir().resolve()), str(cache_dir()),
@@ -226,7 +226,7 @@ def _serve(req: dict, trees: dict) -> dict:
     from ddcheck.launch.words import jsonable
     from ddcheck.launch.gpu import Gpu
     from ddcheck.launch.judge import judge
-    from ddcheck.target.sources import TargetError, open_target
+    from ddcheck.tree.sources import TargetError, open_target
 
     os.environ.clear()
     os.environ.update(req["env"])

@@ -13,8 +13,8 @@ from ddcheck.errors import EXIT_NOT_JUDGED, EXIT_USAGE, not_judged
 from ddcheck.smoke import requirements
 from ddcheck.smoke.loader import BACKEND_RELPATH, HarnessError, LoadContext, SglangImporter, SmokeUsageError
 from ddcheck.smoke.report import HarnessTrace, SmokeReport, render_text
-from ddcheck.target.names import INIT_CUDA_GRAPH_STATE, INIT_FORWARD_METADATA, SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE
-from ddcheck.target.names import SPECULATIVE_ALGORITHM, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS
+from ddcheck.tree.names import INIT_CUDA_GRAPH_STATE, INIT_FORWARD_METADATA, SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE
+from ddcheck.tree.names import SPECULATIVE_ALGORITHM, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS
 
 SEED_BUDGET, SEED_C = 7, 8  # the DDTree seed configuration: budget 7 verifies 8 = C tokens
 PATHS = ("eager", "graph")
@@ -212,7 +212,7 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     except ImportError as exc:
         raise HarnessError(f"{exc.name} is not installed: {requirements.EXTRA}",
                            f"install torch and triton: {requirements.EXTRA}") from exc
-    from ddcheck.target.sources import TargetError, installed_sglang, open_target
+    from ddcheck.tree.sources import TargetError, installed_sglang, open_target
     from ddcheck.smoke.harness import Session, build_batch, pinned_memory_ignored, triton_interpreter
 
     w, c, device = report.width, report.num_draft_tokens, report.device
@@ -321,15 +321,15 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
 
 def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback: str | None = None):
     """``(width, C) -> (class, fields, module, mask source, call site, launch values)`` of the verify input the tree's own worker builds at that C
-    (for DDTREE, budget = width - 1) (``ddcheck.target.worker``), or None when the tree has no such
+    (for DDTREE, budget = width - 1) (``ddcheck.tree.worker``), or None when the tree has no such
     worker; the classes used are recorded in the report. The worker is the launch's algorithm's
     (``launch``: resolved server_args values), else the tree's DDTREE worker. ``fallback``
     (``module.Class``): where the tree has no DDTREE input, that class of the tree, built at the width,
     for a backend that calls the input's methods."""
-    from ddcheck.target.modules import TreeModules
-    from ddcheck.target.names import SPECULATIVE_PREFIX
-    from ddcheck.target.verify_call import find_call
-    from ddcheck.target.worker import class_fields, verify_inputs
+    from ddcheck.tree.modules import TreeModules
+    from ddcheck.tree.names import SPECULATIVE_PREFIX
+    from ddcheck.tree.verify_call import find_call
+    from ddcheck.tree.worker import class_fields, verify_inputs
 
     memo: dict[tuple[int, int], object] = {}
     base = dict(launch or {SPECULATIVE_ALGORITHM: "DDTREE", SPECULATIVE_EAGLE_TOPK: 1, SPECULATIVE_NUM_STEPS: 1})

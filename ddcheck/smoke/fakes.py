@@ -14,9 +14,9 @@ import torch
 
 from ddcheck.smoke.batch import Shape, VerifyBatch
 from ddcheck.smoke.loader import Trace, Recording, smoke_model_config, tree_class
-from ddcheck.target import names
-from ddcheck.target.models import ModelConfig
-from ddcheck.target.names import FP4_KV_CACHE_MODULE, MODEL_CONFIG_MODULE, RADIX_ATTENTION_MODULE, WIDTH_FIELDS
+from ddcheck.tree import names
+from ddcheck.tree.models import ModelConfig
+from ddcheck.tree.names import FP4_KV_CACHE_MODULE, MODEL_CONFIG_MODULE, RADIX_ATTENTION_MODULE, WIDTH_FIELDS
 
 
 def kv_pool(batch: VerifyBatch, trace: Trace) -> Recording:
@@ -222,7 +222,7 @@ def planned_views(backend: Any, fields) -> None:
     ``begin_forward``) call, by flashinfer's parameter names: what its kernels would have run on."""
     from ddcheck.backends import PLAN_PARAMETERS
     from ddcheck.contract import read_field
-    from ddcheck.target.standins import is_stand_in, last_call
+    from ddcheck.tree.standins import is_stand_in, last_call
 
     for path in fields:
         head, sep, _ = path.partition(".planned.")

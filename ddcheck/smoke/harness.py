@@ -36,7 +36,7 @@ from ddcheck.smoke import fakes
 from ddcheck.smoke.batch import Shape, VerifyBatch, make_batch, reference
 from ddcheck.smoke.loader import HarnessError, SglangImporter
 from ddcheck.smoke.report import PathResult
-from ddcheck.target.names import (CAPTURE_CUDA_GRAPH as OLD_CAPTURE, EXTEND_ATTENTION_MODULES,
+from ddcheck.tree.names import (CAPTURE_CUDA_GRAPH as OLD_CAPTURE, EXTEND_ATTENTION_MODULES,
                                   SPECULATIVE_ALGORITHM, SPECULATIVE_NUM_DRAFT_TOKENS,
                                   INIT_FORWARD_METADATA, IN_GRAPH, OUT_GRAPH,
                                   REPLAY_CUDA_GRAPH as OLD_REPLAY)
@@ -366,7 +366,7 @@ class Session:
         member for the model runner (None where the tree builds no verify input of its own)."""
         import importlib
 
-        from ddcheck.target.names import SPECULATIVE_ALGORITHM_CLASS, SPEC_INFO_MODULE
+        from ddcheck.tree.names import SPECULATIVE_ALGORITHM_CLASS, SPEC_INFO_MODULE
 
         found = self.input_fields(width)
         values = dict(found[5]) if found is not None else {}
@@ -388,13 +388,13 @@ class Session:
 
     def _worker_keywords(self, site, batch: VerifyBatch, backend, mask) -> dict:
         """The keywords the tree's worker passes to its verify input, evaluated for this batch and backend
-        (:mod:`ddcheck.target.verify_call`); raises :class:`WorkerRefused` where a ``raise`` on the worker's
+        (:mod:`ddcheck.tree.verify_call`); raises :class:`WorkerRefused` where a ``raise`` on the worker's
         way to the call holds for them. The width fields stay the batch's; the mask is the one this
         session decided (the tree's builder's, or the reference layout) wherever the worker passes one."""
         from ddcheck.smoke.treemask import batch_values
-        from ddcheck.target.modules import TreeModules
-        from ddcheck.target.names import WIDTH_FIELDS
-        from ddcheck.target.verify_call import RunnerView, WorkerSelf, evaluate
+        from ddcheck.tree.modules import TreeModules
+        from ddcheck.tree.names import WIDTH_FIELDS
+        from ddcheck.tree.verify_call import RunnerView, WorkerSelf, evaluate
 
         given = batch_values(batch, self.device)
         given["custom_mask"] = lambda: mask

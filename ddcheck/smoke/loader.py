@@ -1,6 +1,6 @@
 """Load an attention backend of an sglang tree, with the tree's own code, without importing sglang.
 
-:class:`SglangImporter` runs the tree through :class:`ddcheck.target.runtime.TreeRuntime`: every
+:class:`SglangImporter` runs the tree through :class:`ddcheck.tree.runtime.TreeRuntime`: every
 module of the tree runs for real from its own file (the backend, its base, the kernels, utils, env
 readers, ``ForwardMode``, the verify-input classes...), and only what cannot run on this machine is a
 stand-in, found automatically from the import that fails (compiled extensions such as
@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddcheck.target.sources import SourceTree
-from ddcheck.target import names
-from ddcheck.target.classes import UNDECLARED, class_member, init_value, initializers
-from ddcheck.target.models import ABSENT, ModelFolders
-from ddcheck.target.startup import env_assignments, propagate_env
-from ddcheck.target.runtime import Platform, TreeRuntime
-from ddcheck.target.standins import is_stand_in, stand_in
-from ddcheck.target.names import PACKAGE, TRITON_BACKEND_FILE
+from ddcheck.tree.sources import SourceTree
+from ddcheck.tree import names
+from ddcheck.tree.classes import UNDECLARED, class_member, init_value, initializers
+from ddcheck.tree.models import ABSENT, ModelFolders
+from ddcheck.tree.startup import env_assignments, propagate_env
+from ddcheck.tree.runtime import Platform, TreeRuntime
+from ddcheck.tree.standins import is_stand_in, stand_in
+from ddcheck.tree.names import PACKAGE, TRITON_BACKEND_FILE
 
 BACKEND_MODULE = f"{names.ATTENTION_PACKAGE}.triton_backend"  # the default backend
 BACKEND_RELPATH = TRITON_BACKEND_FILE
@@ -93,7 +93,7 @@ class Recording:
         object.__setattr__(self, "_label", label)
         object.__setattr__(self, "_trace", trace)
         object.__setattr__(self, "_attrs", dict(attrs))
-        # the tree's class this object stands for (:mod:`ddcheck.target.classes`)
+        # the tree's class this object stands for (:mod:`ddcheck.tree.classes`)
         object.__setattr__(self, "_like", _like)
 
     def _initialized(self, name: str) -> Any:

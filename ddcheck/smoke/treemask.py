@@ -1,7 +1,7 @@
 """The tree mask as the target tree's own code builds it, for the harness's batch.
 
 A DDTree worker hands its verify input a mask built by a function of the tree
-(``custom_mask = compile_ddtree_tree(...)[2]``, found by :func:`ddcheck.target.worker.mask_source`).
+(``custom_mask = compile_ddtree_tree(...)[2]``, found by :func:`ddcheck.tree.worker.mask_source`).
 Running that function on the batch's tree — its parents, depths, visibility and unequal prefix
 lengths — gives the mask in the layout the tree really produces, which the backend must read right.
 Its parameters are filled by name from what the batch knows; a required parameter of another name

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from collections.abc import Iterator
 from typing import Any
 
-from ddcheck.target.evaluate import SA, UNKNOWN, Algo, Evaluator, Span, World, guards_to, statements_before
-from ddcheck.target.modules import TreeModules
-from ddcheck.target.sources import SourceTree
-from ddcheck.target.names import (DRAFT_TOKEN_NUM, MODEL_EXECUTOR_DIR, NUM_TOKENS_PER_REQ,
+from ddcheck.tree.evaluate import SA, UNKNOWN, Algo, Evaluator, Span, World, guards_to, statements_before
+from ddcheck.tree.modules import TreeModules
+from ddcheck.tree.sources import SourceTree
+from ddcheck.tree.names import (DRAFT_TOKEN_NUM, MODEL_EXECUTOR_DIR, NUM_TOKENS_PER_REQ,
                                   SPEC_INFO_FILE as SPEC_INFO, SPEC_INFO_MODULE, SPEC_INPUT_TYPE_CLASS,
                                   SPEC_INPUT_TYPE_FIELD, SPECULATIVE_ALGORITHM_CLASS, VERIFY_FUNCTION_MARKERS)
 

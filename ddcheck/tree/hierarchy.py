@@ -4,7 +4,7 @@ order Python looks methods up (C3), and the class whose method a call on an inst
 
 It reads outlines (:class:`Outline`): small and picklable, so the scan's workers hand them to each
 other; :func:`outline` makes one from a module's syntax tree, for the tree model
-(:class:`~ddcheck.target.modules.TreeModules`) and the scan's module model alike. A module without an
+(:class:`~ddcheck.tree.modules.TreeModules`) and the scan's module model alike. A module without an
 outline (outside the tree, or one a caller chose not to read) is opaque: its classes have no methods
 here and their bases are not followed.
 """
@@ -16,8 +16,8 @@ from collections import namedtuple
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ddcheck.target.imports import absolute, package_of
-from ddcheck.target.syntax import dotted
+from ddcheck.tree.imports import absolute, package_of
+from ddcheck.tree.syntax import dotted
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")

@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ddcheck.target.sources import SourceTree
-from ddcheck.target.modules import TreeModules
+from ddcheck.tree.sources import SourceTree
+from ddcheck.tree.modules import TreeModules
 
 
 @dataclass(frozen=True)

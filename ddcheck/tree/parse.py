@@ -1,6 +1,6 @@
 """Python source as Python reads it: the encoding it declares, its text, its syntax tree (at Python's own
 nesting limit), and the lines of its statements. The one way ddcheck parses source, for the tree model
-(:mod:`ddcheck.target.modules`) and the scan's model of the verify path alike."""
+(:mod:`ddcheck.tree.modules`) and the scan's model of the verify path alike."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ddcheck.target.standins import is_stand_in
+from ddcheck.tree.standins import is_stand_in
 
 
 def function_of(frame) -> tuple[Any, str, Any] | None:

@@ -39,7 +39,7 @@ class Usage:
     import_calls: int = 0
     startup_calls: list[tuple[str, str]] = field(default_factory=list)
     # ``answer(name, args, kwargs)``: a value for a call that ddcheck can answer as the real code would
-    # (a local model folder's config: :mod:`ddcheck.target.models`), else ``ABSENT``; answered calls
+    # (a local model folder's config: :mod:`ddcheck.tree.models`), else ``ABSENT``; answered calls
     # are kept in ``answers`` (name, tree line).
     answer: Callable[[str, tuple, dict], Any] | None = None
     answers: list[tuple[str, str]] = field(default_factory=list)

@@ -1,5 +1,5 @@
 """How Python resolves ``from .x import y`` in a module: one definition, for the scan's module model
-(``analysis/module.py``) and the tree model (``target/modules.py``). Plain string work, importing nothing."""
+(``analysis/module.py``) and the tree model (``tree/modules.py``). Plain string work, importing nothing."""
 
 from __future__ import annotations
 

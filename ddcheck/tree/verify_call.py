@@ -1,6 +1,6 @@
 """The verify input as the tree's worker builds it: its constructor call's keywords, evaluated at run time.
 
-:mod:`ddcheck.target.worker` finds where the worker builds its verify input
+:mod:`ddcheck.tree.worker` finds where the worker builds its verify input
 (``DDTreeVerifyInput(draft_token_num=..., visibility=v[:, :n, :n] if capability.use_visibility else None)``).
 ``ddcheck smoke`` hands the backend that input, so here each keyword of that call is evaluated as
 written, on real objects: the tree's functions run (``resolve_..._capability(self.target_worker.
@@ -25,11 +25,11 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ddcheck.target.evaluate import UNKNOWN, Evaluator
-from ddcheck.target.modules import TreeModules
-from ddcheck.target.names import ATTN_BACKEND_ATTR, MODEL_RUNNER_ATTR, SERVER_ARGS_ATTR
-from ddcheck.target.sources import SourceTree
-from ddcheck.target.worker import worker_class
+from ddcheck.tree.evaluate import UNKNOWN, Evaluator
+from ddcheck.tree.modules import TreeModules
+from ddcheck.tree.names import ATTN_BACKEND_ATTR, MODEL_RUNNER_ATTR, SERVER_ARGS_ATTR
+from ddcheck.tree.sources import SourceTree
+from ddcheck.tree.worker import worker_class
 
 MAX_DEPTH = 12  # locals through locals
 

@@ -11,7 +11,7 @@ would answer for it, by two rules that name no reader:
   ``None`` (what the hub's readers answer for a local folder without it).
 
 Everything else a stand-in is handed is left to the stand-in. Each answer is recorded in the
-runtime's :class:`~ddcheck.target.standins.Usage` (``answers``), so a report says what ddcheck read.
+runtime's :class:`~ddcheck.tree.standins.Usage` (``answers``), so a report says what ddcheck read.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from ddcheck.target.standins import ABSENT  # noqa: F401 - re-exported: the answerers' "no answer"
+from ddcheck.tree.standins import ABSENT  # noqa: F401 - re-exported: the answerers' "no answer"
 
 # A stand-in reads a model's config when its last two names mention a config and not one of these.
 NOT_MODEL_CONFIG = ("generation", "processor", "tokenizer", "quant", "lora", "peft")

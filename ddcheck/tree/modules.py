@@ -1,14 +1,14 @@
 """The target tree's modules, each file parsed at most once: what config, smoke and the start-up readers
 ask of the tree's code without running it.
 
-One model per :class:`~ddcheck.target.sources.SourceTree` (:meth:`TreeModules.of`), kept with the tree; a
+One model per :class:`~ddcheck.tree.sources.SourceTree` (:meth:`TreeModules.of`), kept with the tree; a
 tree is a snapshot of its files, so a file is read and parsed once. A file that cannot be read or parsed
 is None (its error kept for who must name it). Imports resolve as Python resolves them for that module,
 relative ones included (``from .ddtree_info import X`` in a package's ``__init__`` or in a plain module).
 The scan hands in the bytes it has read (:meth:`TreeModules.syntax`) and finds modules through
 :attr:`TreeModules.index`; the tree's ForwardMode table (:meth:`TreeModules.mode_table`), its functions
 by qualified name and their callers are answered here too. Classes, their bases and the method a call
-runs are the one resolver's (:mod:`ddcheck.target.hierarchy`), over the modules' outlines.
+runs are the one resolver's (:mod:`ddcheck.tree.hierarchy`), over the modules' outlines.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from ddcheck.target.sources import SourceFile, SourceTree, _disk_file
-from ddcheck.target.hierarchy import FUNCS, ClassRef, Hierarchy, Outline, outline
-from ddcheck.target.imports import absolute, package_of
-from ddcheck.target.modes import ModeTable, read_mode_table
-from ddcheck.target.parse import SourceError, decode, parse_source
-from ddcheck.target.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
+from ddcheck.tree.sources import SourceFile, SourceTree, _disk_file
+from ddcheck.tree.hierarchy import FUNCS, ClassRef, Hierarchy, Outline, outline
+from ddcheck.tree.imports import absolute, package_of
+from ddcheck.tree.modes import ModeTable, read_mode_table
+from ddcheck.tree.parse import SourceError, decode, parse_source
+from ddcheck.tree.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
 
 
 @dataclass
@@ -203,7 +203,7 @@ class TreeModules:
 
     @cached_property
     def classes(self) -> Hierarchy:
-        """The tree's classes, resolved as the scan resolves them (:mod:`ddcheck.target.hierarchy`)."""
+        """The tree's classes, resolved as the scan resolves them (:mod:`ddcheck.tree.hierarchy`)."""
         return Hierarchy(self.outline)
 
     def find_class(self, name: str, module: str) -> tuple[str, ast.ClassDef, str] | None:

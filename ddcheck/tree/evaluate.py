@@ -19,8 +19,8 @@ import operator
 from dataclasses import dataclass
 from typing import Any
 
-from ddcheck.target.modules import TreeModules
-from ddcheck.target.names import (MODEL_RUNNER_CLASS, MODEL_RUNNER_MODULE, PACKAGE, SERVER_ARGS_GETTERS,
+from ddcheck.tree.modules import TreeModules
+from ddcheck.tree.names import (MODEL_RUNNER_CLASS, MODEL_RUNNER_MODULE, PACKAGE, SERVER_ARGS_GETTERS,
                                   SPECULATIVE_ALGORITHM_CLASS, SPEC_INFO_MODULE)
 
 UNKNOWN = object()

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from ddcheck.isolation import SwappedImports
-from ddcheck.target.sources import SourceTree
-from ddcheck.target.standins import StandInModule, Usage, is_stand_in, stand_in
+from ddcheck.tree.sources import SourceTree
+from ddcheck.tree.standins import StandInModule, Usage, is_stand_in, stand_in
 
 # Products by architecture: the name the probes give for an emulated GPU.
 GPU_NAMES = {"sm80": "NVIDIA A100-SXM4-80GB", "sm86": "NVIDIA RTX A6000", "sm89": "NVIDIA L40S",
@@ -147,7 +147,7 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
         return self
 
     def __exit__(self, *exc) -> None:
-        from ddcheck.target.frames import put_back
+        from ddcheck.tree.frames import put_back
 
         put_back(self._replaced)
         self._replaced.clear()
@@ -249,7 +249,7 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
         did (a JIT kernel's loader whose compiler and sources are not here), never one of ``protect``
         (the backend's own module: its verify path is what is judged). It is replaced wherever
         the tree holds it (until the block ends) and recorded; returns a line saying so, or None."""
-        from ddcheck.target.frames import function_of, replace_everywhere
+        from ddcheck.tree.frames import function_of, replace_everywhere
 
         tb = exc.__traceback__
         while tb is not None:

@@ -17,7 +17,7 @@ import inspect
 import textwrap
 from typing import Any
 
-from ddcheck.target.standins import ABSENT, is_stand_in
+from ddcheck.tree.standins import ABSENT, is_stand_in
 
 UNDECLARED = object()  # a name the tree's class does not declare at all
 

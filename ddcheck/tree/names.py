@@ -38,7 +38,7 @@ SINGLE_PROCESS_STARTUP = (
 )
 
 # ----------------------------------------------------------------------------- SGLang's files
-# Modules (dotted) and files (relpaths in a tree, as ddcheck.target.sources names them).
+# Modules (dotted) and files (relpaths in a tree, as ddcheck.tree.sources names them).
 SPEC_INFO_MODULE = "sglang.srt.speculative.spec_info"  # SpeculativeAlgorithm, SpecInput
 SPEC_INFO_FILE = "sglang/srt/speculative/spec_info.py"
 EAGLE_VERIFY_INPUT = "sglang.srt.speculative.eagle_info.EagleVerifyInput"  # EAGLE's verify input (0.5.x)
