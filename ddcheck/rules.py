@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple
+from collections import namedtuple
 
 from .findings import Severity
 
@@ -247,14 +247,13 @@ def rule_of(rule_id: str) -> Rule:
 
 # ------------------------------------------------------------------ a rule's code
 
-class Claim(NamedTuple):
+class Claim(namedtuple("Claim", "case facts kind")):
     """A read of C a rule's :meth:`ScanRule.judge` takes for itself: the case of its ``[what]`` that says
-    it, the facts to fill it with, and the kind of hazard the analysis treats it as (how it is ranked
-    against another report of the same read, whether a fix threads W for it)."""
+    it (str), the facts to fill it with (dict), and the kind of hazard the analysis treats it as (how it
+    is ranked against another report of the same read, whether a fix threads W for it). A collections
+    namedtuple: typing costs a one-file scan its import."""
 
-    case: str
-    facts: dict
-    kind: str
+    __slots__ = ()
 
 
 class ScanRule:

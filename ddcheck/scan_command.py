@@ -48,8 +48,10 @@ def internal_failure(exc: Exception) -> int:
     """The last line of defence for scripts: a message and exit 2, a traceback only on request."""
     if os.environ.get("DDCHECK_DEBUG"):
         raise exc
-    console(stderr=True).print(f"[bold red]ddcheck: internal error:[/bold red] {type(exc).__name__}: {exc} "
-                               f"(set DDCHECK_DEBUG=1 for a traceback)")
+    from rich.markup import escape
+
+    console(stderr=True).print(f"[bold red]ddcheck: internal error:[/bold red] {type(exc).__name__}: "
+                               f"{escape(str(exc))} (set DDCHECK_DEBUG=1 for a traceback)")
     return EXIT_USAGE
 
 

@@ -413,13 +413,17 @@ def _verdict(report: SmokeReport) -> None:
                           f"layout to judge")
         return
     tree_crash = [p for p in ddtree if p.status == "tree_crash"]
-    controls_ok = all(p.status == "ok" for p in controls)
+    # a control that fails the same way on the same path: the tree's path fails at W == C too
+    controls_ok = all(p.status == "ok" or p.status == "tree_crash" and any(q.path == p.path for q in tree_crash)
+                      for p in controls)
     if tree_crash and not crashed and controls_ok:
         p = tree_crash[0]
         others = [q for q in ddtree if q.status not in ("ok", "tree_crash") and q not in mask_fault]
         report.exit_code = 1
         how = f"{INIT_CUDA_GRAPH_STATE}, capture and replay" if p.path == "graph" else INIT_FORWARD_METADATA
-        report.verdict = (f"tree crash: the W == C controls are right, but at W = {report.width} the tree's own "
+        at_c = any(q.status == "tree_crash" for q in controls)
+        report.verdict = (f"tree crash: {'at W == C as well as' if at_c else 'the W == C controls are right, but'} "
+                          f"at W = {report.width} the tree's own "
                           f"{p.path} path fails: {p.error}: the backend reads state of its own that neither its "
                           f"constructor nor its entry points ({how}, called as the tree's runner calls them) set "
                           f"for this launch's verify input; the launch fails loudly there (not a width bug, and "

@@ -484,17 +484,22 @@ class WorkerRefused(Exception):
 
 
 def _own_state_missing(exc: BaseException, backend_module: str) -> bool:
-    """The backend's own code, in its own module, read an attribute of itself that is not set: state its
-    constructor and the entry points (called as the tree's runner calls them) never made. A crash of the
-    tree; any other failure may be the harness's."""
+    """The backend's own code, in its own module or a base class's it inherits, read an attribute of itself
+    that is not set: state its constructor and the entry points (called as the tree's runner calls them)
+    never made. A crash of the tree; any other failure may be the harness's."""
     if not isinstance(exc, AttributeError) or getattr(exc, "obj", None) is None:
         return False
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames or "ddcheck-tree-" not in frames[-1].filename:
         return False
     obj = exc.obj
-    return type(obj).__module__ == backend_module and frames[-1].filename.endswith(
-        backend_module.rsplit(".", 1)[-1] + ".py")
+    if type(obj).__module__ != backend_module:
+        return False
+    # read in the backend's module or in a base class's (an entry point the backend inherits): the files
+    # of the modules its class and the tree bases it derives from are defined in
+    own = {c.__module__.rsplit(".", 1)[-1] + ".py" for c in type(obj).__mro__
+           if c.__module__.split(".")[0] == backend_module.split(".")[0]}
+    return any(frames[-1].filename.endswith("/" + name) for name in own)
 
 
 def _padded_like(mask: torch.Tensor, pad: tuple[torch.Tensor, int] | None) -> torch.Tensor:

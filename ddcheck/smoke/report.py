@@ -130,33 +130,33 @@ def render_text(report: SmokeReport, console=None) -> None:
                 "contract"):
         table.add_column(col)
     for p in report.paths:
-        style = {"ok": "green", "wrong": "red", "crash": "magenta"}.get(p.status, "")
+        style = {"ok": "green", "wrong": "red", "crash": "magenta", "tree_crash": "magenta"}.get(p.status, "")
         cells = (str(p.wrong_tokens), str(p.unwritten_tokens),
                  "" if p.max_abs_err is None else f"{p.max_abs_err:.2e}") if numbers else ()
         contract = f"{len(p.violations)} of {len(p.contract_fields)} fields wrong" if p.violations else \
             (f"{len(p.contract_fields)} fields right" if p.contract_fields else "")
         table.add_row(p.case, p.path + (f"@{p.capture_width}" if p.capture_width else ""), str(p.width),
-                      str(p.num_draft_tokens), f"[{style}]{p.status}[/]", *cells, contract)
+                      str(p.num_draft_tokens), f"[{style}]{p.status}[/]" if style else p.status, *cells, contract)
     if report.paths:  # none ran (torch missing, a bad target): no empty table
         console.print(table)
     for p in report.paths:
         if p.error:
-            console.print(f"[magenta]{p.case}/{p.path}[/]: {p.error}")
+            console.print(f"[magenta]{p.case}/{p.path}[/]: {escape(p.error)}")
         for v in p.violations:
-            console.print(f"  {p.case}/{p.path} {v['field']}: {v['term']}: expected {_short(v['expected'])}, "
-                          f"got {_short(v['got'])}", highlight=False)
+            console.print(escape(f"  {p.case}/{p.path} {v['field']}: {v['term']}: expected {_short(v['expected'])}, "
+                                 f"got {_short(v['got'])}"), highlight=False)
         for o in p.out_of_bounds:
-            console.print(f"  {p.case}/{p.path} out of bounds: wrote {o['rows']} row(s) past the "
-                          f"{o['batch_rows']} of {o['buffer']}", highlight=False)
+            console.print(escape(f"  {p.case}/{p.path} out of bounds: wrote {o['rows']} row(s) past the "
+                                 f"{o['batch_rows']} of {o['buffer']}"), highlight=False)
     for case, cls in report.verify_inputs.items():
         reads = sorted({a for label, attrs in report.harness.reads.items() if cls.split()[0] in label for a in attrs})
         how = "an instance of" if cls.split()[0] in report.verify_input_instances else "a stand-in with the fields of"
-        console.print(f"verify input {case}: {how} the tree's own {cls}; the backend read "
-                      f"{', '.join(reads) or 'nothing'}", highlight=False)
+        console.print(escape(f"verify input {case}: {how} the tree's own {cls}; the backend read "
+                             f"{', '.join(reads) or 'nothing'}"), highlight=False)
     for case, builder in report.tree_masks.items():
-        console.print(f"tree mask {case}: built by the tree's own {builder}", highlight=False)
+        console.print(escape(f"tree mask {case}: built by the tree's own {builder}"), highlight=False)
     for note in report.limitations:
-        console.print(f"[yellow]limitation[/]: {note}")
+        console.print(f"[yellow]limitation[/]: {escape(note)}")
     for n in report.not_judged:
         console.print(f"[magenta]not judged[/]: {escape(n['what'])}; to judge it: {escape(n['to_judge'])}",
                       highlight=False)
