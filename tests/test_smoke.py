@@ -438,3 +438,27 @@ def test_a_run_that_ends_its_process_is_judged_by_run_smoke(tmp_path):
     assert len(server.fallbacks) == 1 and r.exit_code == 3 and "smoke worker exited with" in r.verdict, r.verdict
     assert server.run("sglang==0.5.10", budget=7).exit_code == 0 and len(server.fallbacks) == 1
     server.stop()
+
+
+@pytest.mark.network
+def test_a_device_fault_ends_its_process_and_the_paths_after_it_run_in_a_new_one():
+    # A CUDA kernel's fault (device-side assert) leaves the process's context unusable: the faulted path
+    # is judged as it failed, where it was launched, and each path after it runs in a fresh worker. The
+    # fault is raised by the backend at W != C only, as a kernel indexed with C would on a GPU.
+    fault = ('        if forward_batch.forward_mode.is_target_verify() and forward_batch.spec_info.draft_token_num '
+             '!= self.num_draft_tokens:\n            raise RuntimeError("CUDA error: device-side assert triggered\\n'
+             'CUDA kernel errors might be asynchronously reported at some other API call")\n')
+    text = backend_text("0.5.10")
+    head = "    def init_forward_metadata(self, forward_batch: ForwardBatch):\n"
+    at = text.index(head) + len(head)
+    at = text.index('"""', text.index('"""', at) + 3) + 4  # after its docstring
+    r = run_smoke("sglang==0.5.10", backend_source=text[:at] + fault + text[at:], seed_case=False)
+    assert r.device_faults == ["ddtree/eager"], r.verdict
+    # the graph path (capture and replay, no init_forward_metadata) ran in the next process: 0.5.10's bug
+    assert statuses(r) == {"ddtree/eager": "crash", "ddtree/graph": "wrong", "control/eager": "ok",
+                           "control/graph": "ok"}
+    eager = r.paths[0]
+    assert eager.error.startswith("RuntimeError: CUDA error: device-side assert triggered (at ")
+    assert "asynchronously" not in eager.error and "triton_backend.py" in eager.error
+    assert r.exit_code == 3 and r.verdict.startswith("harness failure in ddtree/eager")
+    assert any("faulted on the device" in note for note in r.limitations) and not r.restart

@@ -12,7 +12,7 @@ from typing import Literal
 from ddcheck.errors import EXIT_NOT_JUDGED, EXIT_USAGE, not_judged
 from ddcheck.smoke import requirements
 from ddcheck.smoke.loader import BACKEND_RELPATH, HarnessError, LoadContext, SglangImporter, SmokeUsageError
-from ddcheck.smoke.report import HarnessTrace, SmokeReport, render_text
+from ddcheck.smoke.report import HarnessTrace, PathResult, SmokeReport, render_text
 from ddcheck.tree.names import INIT_CUDA_GRAPH_STATE, INIT_FORWARD_METADATA, SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE
 from ddcheck.tree.names import SPECULATIVE_ALGORITHM, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS
 
@@ -85,6 +85,8 @@ def run_smoke(
     timeout: float = 1800,
     launch: dict | None = None,
     backend: str = "triton",
+    done: list[dict] | None = None,
+    restartable: bool = False,
 ) -> "SmokeReport":
     """Run the target's TritonAttnBackend on a DDTree batch of W = budget + 1 tokens per request
     with the backend built for C = ``num_draft_tokens``; compare against a float64 reference.
@@ -101,6 +103,10 @@ def run_smoke(
     Every width runs, W < C included: the batch's tensors and the backend's output are backed by spare
     rows, and rows a path writes past the batch are reported (``PathResult.out_of_bounds``) and make
     it wrong. ``allow_out_of_bounds`` is deprecated: accepted, and does nothing.
+
+    A path that faults on the device (a CUDA device-side assert) ends the process's CUDA context: its
+    result is kept and, isolated, the paths after it run in a new process (``done``: the results so far;
+    ``restartable``: a worker's run, whose parent does that).
     """
     try:
         backend = backend_name(backend)  # in any case; an unknown name is the harness failure below
@@ -132,7 +138,7 @@ def run_smoke(
                     pass  # the worker reports the unreadable file
             return _isolated(args, timeout, report)
         _run(report, target, backend_file, backend_source, prefix_lens, dtype, allow_out_of_bounds,
-             graph_capture_width, seed_case, launch, spec)
+             graph_capture_width, seed_case, launch, spec, done)
     except SmokeUsageError as exc:
         report.exit_code, report.verdict = EXIT_USAGE, f"usage: {exc}"
     except HarnessError as exc:
@@ -140,7 +146,12 @@ def run_smoke(
     except Exception as exc:  # never let a crash look like a verdict
         _unjudged(report, f"harness failure: {type(exc).__name__}: {exc}")
     else:
-        _verdict(report)
+        if not report.restart:
+            _verdict(report)
+        elif not restartable:  # no parent to run the paths after the fault
+            p = report.paths[-1]
+            _unjudged(report, f"harness failure: {p.case}/{p.path} faulted on the device ({p.error}) and no "
+                              f"path after it can run in this process", "run isolated (the default)")
     report.seconds = round(time.perf_counter() - t0, 2)
     return report
 
@@ -188,24 +199,53 @@ def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if args.get("device", "cpu") != "cpu":  # a kernel's fault is raised where it is launched, in its path
+        env.setdefault("CUDA_LAUNCH_BLOCKING", "1")
+    deadline = time.monotonic() + timeout
+    earlier: list[SmokeReport] = []  # reports of workers that stopped at a device fault
     with tempfile.TemporaryDirectory(prefix="ddcheck-smoke-") as tmp:
         out = Path(tmp) / "report.json"
-        try:
-            proc = subprocess.run([sys.executable, "-m", "ddcheck.smoke.worker", str(out)], input=json.dumps(args),
-                                  capture_output=True, text=True, timeout=timeout, env=env)
-        except subprocess.TimeoutExpired:
-            _unjudged(fail, f"harness failure: the smoke worker did not finish within {timeout:.0f} s",
-                      "a machine with more time (the worker's timeout), or a GPU (--device cuda)")
-            return fail
-        if proc.returncode == 0 and out.is_file():
-            return SmokeReport.model_validate_json(out.read_text(encoding="utf-8"))
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        _unjudged(fail, f"harness failure: the smoke worker exited with {proc.returncode}: " + " | ".join(tail))
-        return fail
+        while True:
+            out.unlink(missing_ok=True)
+            try:
+                proc = subprocess.run([sys.executable, "-m", "ddcheck.smoke.worker", str(out)],
+                                      input=json.dumps(args), capture_output=True, text=True, env=env,
+                                      timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _unjudged(fail, f"harness failure: the smoke worker did not finish within {timeout:.0f} s",
+                          "a machine with more time (the worker's timeout), or a GPU (--device cuda)")
+                return fail
+            if proc.returncode != 0 or not out.is_file():
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+                _unjudged(fail, f"harness failure: the smoke worker exited with {proc.returncode}: "
+                          + " | ".join(tail))
+                return fail
+            report = SmokeReport.model_validate_json(out.read_text(encoding="utf-8"))
+            # a new process per fault; each one runs at least the faulted path, so this ends
+            if not report.restart or len(report.paths) <= len(args.get("done") or ()):
+                break
+            earlier.append(report)
+            args = dict(args, done=[p.model_dump() for p in report.paths])
+    for before in earlier:  # what the stopped workers saw and found
+        _merge(report.harness, before.harness)
+        report.device_faults = list(dict.fromkeys(before.device_faults + report.device_faults))
+        report.limitations = list(dict.fromkeys(before.limitations + report.limitations))
+    if report.restart:
+        p = report.paths[-1]
+        _unjudged(report, f"harness failure: {p.case}/{p.path} faulted on the device ({p.error}) in a new "
+                          f"process as well", "a tree whose paths run on this device")
+        report.restart = False
+    elif earlier:
+        report.limitations.append(
+            "a path faulted on the device (" + ", ".join(report.device_faults) + "): it is judged as it failed, "
+            "and the paths after it ran in a new process (a fault ends a process's CUDA context)")
+    return report
 
 
 def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens, dtype, allow_oob,
-         capture_mode, seed_case, launch, spec) -> None:
+         capture_mode, seed_case, launch, spec, done: list[dict] | None = None) -> None:
+    """The cases and paths, in order; ``done``: the results, in that order, of the paths a process before
+    this one ran (up to a device fault, which ends a process's CUDA context): not run again."""
     try:
         import torch  # noqa: F401
         import triton  # noqa: F401
@@ -213,7 +253,7 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
         raise HarnessError(f"{exc.name} is not installed: {requirements.EXTRA}",
                            f"install torch and triton: {requirements.EXTRA}") from exc
     from ddcheck.tree.sources import TargetError, installed_sglang, open_target
-    from ddcheck.smoke.harness import Session, build_batch, pinned_memory_ignored, triton_interpreter
+    from ddcheck.smoke.harness import DeviceFault
 
     w, c, device = report.width, report.num_draft_tokens, report.device
     if device == "cpu" and not _interpreted():
@@ -263,6 +303,33 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     found = [f for _, w_, c_ in cases if (f := inputs(w_, c_)) is not None]
     modules = {f[2] for f in found if f[2]} | {f[3].module for f in found if f[3]}
     extra = modules | {SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE} if modules else set()
+    recorded = [PathResult.model_validate(p) for p in done or ()]
+    order: list[PathResult] = []  # every path's result, in the order they ran
+
+    def run_path(session, case, path, batch, capture, pad) -> PathResult:
+        if recorded and (recorded[0].case, recorded[0].path) == (case, path):
+            result = recorded.pop(0)  # ran in an earlier process
+        else:
+            result = session.run(case, path, batch, tol, capture, pad)
+        order.append(result)
+        return result
+
+    try:
+        _run_cases(report, tree, spec, shape, device, cases, paths, prefix_lens, capture_mode, allow_oob, inputs,
+                   extra, backend_source, trace, run_path)
+    except DeviceFault as fault:  # this process can run nothing more on the device: the parent starts another
+        report.paths = order + [fault.result]
+        report.device_faults.append(f"{fault.result.case}/{fault.result.path}")
+        report.restart = True
+        return
+    report.harness = trace
+    report.loader = "tree"
+
+
+def _run_cases(report, tree, spec, shape, device, cases, paths, prefix_lens, capture_mode, allow_oob, inputs,
+               extra, backend_source, trace, run_path) -> None:
+    from ddcheck.smoke.harness import Session, build_batch, pinned_memory_ignored, triton_interpreter
+
     with triton_interpreter(device == "cpu"), pinned_memory_ignored(device == "cpu"):
         for cfg_c in dict.fromkeys(cc for _, _, cc in cases):
             ctx = LoadContext(device=device, num_draft_tokens=cfg_c, num_steps=max(1, cfg_c - 1),
@@ -276,13 +343,13 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                 for case, cw_, _ in [x for x in cases if x[2] == cfg_c]:
                     batch, pad = build_batch(cw_, prefix_lens, shape, device, report.seed, cfg_c, allow_oob)
                     capture = cw_ if capture_mode == "W" else cfg_c
-                    ran = [session.run(case, path, batch, tol, capture, pad) for path in paths]
+                    ran = [run_path(session, case, path, batch, capture, pad) for path in paths]
                     report.paths += ran
                     eager, graph = ran[0], ran[-1]
                     if case == "ddtree" and len(ran) > 1 and capture != cw_ and eager.status == "ok" \
                             and graph.status == "wrong":
                         # Is it the backend or the capture width? Re-capture at W to tell them apart.
-                        diag = session.run("ddtree-capture-at-W", "graph", batch, tol, cw_, pad)
+                        diag = run_path(session, "ddtree-capture-at-W", "graph", batch, cw_, pad)
                         report.paths.append(diag)
                     failing = [p for p in ran if p.status in ("wrong", "crash")]
                     if case == "ddtree" and cw_ in session.tree_masks and failing:
@@ -290,8 +357,8 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                         session.use_tree_mask = False
                         try:
                             for p in failing:
-                                report.paths.append(session.run("ddtree-reference-mask", p.path, batch, tol,
-                                                                capture, pad))
+                                report.paths.append(run_path(session, "ddtree-reference-mask", p.path, batch,
+                                                             capture, pad))
                         finally:
                             session.use_tree_mask = True
                 importer.collect()
@@ -315,8 +382,6 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
                     report.limitations.append(note)
                 for width, builder in session.tree_masks.items():
                     report.tree_masks[f"W={width} C={cfg_c}"] = builder
-    report.harness = trace
-    report.loader = "tree"
 
 
 def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback: str | None = None):

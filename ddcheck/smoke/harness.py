@@ -248,6 +248,7 @@ class Session:
         start = time.perf_counter()
         made: list = []  # the backend's padded allocations on this path
         backend = None
+        fault = None
         try:
             out, backend, entry = self._run_standing_in(path, batch, capture_width, pad_rows, made)
             result.entry_points = entry
@@ -263,12 +264,18 @@ class Session:
             result.status, result.error = "refused", str(exc)
         except Exception as exc:  # any failure of the harness or the backend: never a verdict of 1
             result.status = "tree_crash" if _own_state_missing(exc, self.importer.backend_module) else "crash"
-            result.error = f"{type(exc).__name__}: {exc} (at {_where(exc)})"
+            fault = device_fault(exc)
+            result.error = f"{type(exc).__name__}: {fault or exc} (at {_where(exc)})"
             if os.environ.get("DDCHECK_DEBUG"):  # the whole stack, for whoever debugs a harness failure
                 traceback.print_exc()
+            if fault:  # the device's context is lost: nothing more runs in this process
+                result.seconds = round(time.perf_counter() - start, 3)
+                raise DeviceFault(result) from exc
         finally:
-            # rows written past the batch (the spare rows are put back for the next path)
-            result.out_of_bounds = written_past(batch, made)
+            # rows written past the batch (the spare rows are put back for the next path); not after a
+            # device fault, when no memory of the device can be read
+            if not fault:
+                result.out_of_bounds = written_past(batch, made)
         if result.out_of_bounds and result.status == "ok":
             result.status = "wrong"  # right numbers in the batch, but the launch wrote past it
         result.seconds = round(time.perf_counter() - start, 3)
@@ -477,6 +484,27 @@ class Session:
         result.wrong_tokens = int(wrong_rows.sum())
         result.max_abs_err = float(finite.max()) if finite.numel() else None
         result.status = "ok" if not bad.any() else "wrong"
+
+
+# what CUDA says when a kernel faults: the context is unusable afterwards, in this process
+DEVICE_FAULTS = ("device-side assert triggered", "an illegal memory access was encountered",
+                 "unspecified launch failure", "misaligned address")
+
+
+class DeviceFault(Exception):
+    """A path faulted on the device: its result is recorded; the paths after it need a new process."""
+
+    def __init__(self, result: PathResult):
+        super().__init__(result.error)
+        self.result = result
+
+
+def device_fault(exc: BaseException) -> str | None:
+    """CUDA's first line for a kernel fault (which kills the process's context), else None."""
+    text = str(exc)
+    if not any(f in text for f in DEVICE_FAULTS):
+        return None
+    return text.strip().splitlines()[0]
 
 
 class WorkerRefused(Exception):

@@ -89,6 +89,9 @@ class SmokeReport(BaseModel):
     worker_call: dict[str, dict[str, str]] = Field(default_factory=dict)
     # "W=17 C=8" -> the tree's own function that built the verify input's mask for that case
     tree_masks: dict[str, str] = Field(default_factory=dict)
+    # paths that faulted on the device ("case/path"): each ended its process, the paths after it ran in a new one
+    device_faults: list[str] = Field(default_factory=list)
+    restart: bool = False  # a worker's report that stopped at a device fault (its parent starts the next)
     harness: HarnessTrace = Field(default_factory=HarnessTrace)
     # "tree": the tree's own code ran (ddcheck.smoke.loader); "fakes": it stopped on this machine and
     # ddcheck's fakes of the sglang runtime gave the verdict (the limitations say why)
