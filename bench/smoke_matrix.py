@@ -62,6 +62,9 @@ def prepare(dest: Path, device: str, releases: list[str], names: list[str], budg
                 out.write_bytes(f.read_bytes())
         findings = scan([target], settings=Settings()).findings
         for b in chosen:
+            if tree.file_at(b.relpath) is None:  # a backend this release does not ship: no cell
+                print(f"{ver}: no {b.relpath}, {b.name} left out", file=sys.stderr)
+                continue
             hazards = sorted((f for f in findings if f.rule == "DD001" and f.path.endswith("!" + b.relpath)),
                              key=lambda f: f.line)
             evidence = (f"DD001 x{len(hazards)}, first {b.relpath.rsplit('/', 1)[-1]}:{hazards[0].line}"
@@ -91,6 +94,25 @@ def prepare(dest: Path, device: str, releases: list[str], names: list[str], budg
     return spec
 
 
+# (release, backend) -> (the verdict's first words, why: the tree's code path), for cells that are not as
+# the scan expects for a reason that is not a width (the tree's own path fails at every width)
+EXCEPTIONS = {
+    ("0.4.10.post2", "trtllm_mla"): (
+        "tree crash: at W == C as well", "on the graph path (a GPU runs it), its init_cuda_graph_state "
+        "(trtllm_mla_backend.py:156-170) replaces the parent's without calling it, so cuda_graph_qo_indptr "
+        "(made at flashinfer_mla_backend.py:217) never exists when the target-verify capture it hands to the "
+        "parent (trtllm_mla_backend.py:183-185) reads it (flashinfer_mla_backend.py:269): a launch with CUDA "
+        "graphs fails at capture at every width"),
+}
+
+
+def _listed(run: dict) -> bool:
+    """A run not as expected for a listed reason (``EXCEPTIONS``)."""
+    cell = run.get("cell") or {}
+    words = EXCEPTIONS.get((cell.get("release"), cell.get("backend")), ("\0",))[0]
+    return run["verdict"].startswith(words)
+
+
 # a record made before 78632f9, when smoke fell back to ddcheck's fakes where the tree's runtime stopped
 FAKES = (" '(fakes)': a run of a ddcheck that still fell back to its fakes of the tree's runtime where that "
          "stopped on this machine (the report's first limitation says where); that fallback is gone (78632f9): "
@@ -100,7 +122,7 @@ FAKES = (" '(fakes)': a run of a ddcheck that still fell back to its fakes of th
 def _cell(run: dict | None) -> str:
     if run is None:
         return ""
-    mark = "" if run["met"] else f" (expected {run['expect']})"
+    mark = "" if run["met"] else " (listed)" if _listed(run) else f" (expected {run['expect']})"
     cause = " capture width" if run["verdict"].startswith("capture width") else ""
     fakes = " (fakes)" if (run.get("report") or {}).get("loader") == "fakes" else ""
     return f"{run['exit_code']}{cause}{fakes}{mark}"
@@ -137,8 +159,15 @@ def table(record: dict) -> str:
                     cells.append(_cell(run))
         lines.append(f"| {rel} | {name} | {first['cell']['evidence']} | " + " | ".join(cells) + " |")
     met = sum(r["met"] for r in record["runs"])
-    lines += ["", f"{met}/{len(record['runs'])} runs as expected.", ""]
-    bad = [r for r in record["runs"] if not r["met"]]
+    listed = [r for r in record["runs"] if not r["met"] and _listed(r)]
+    lines += ["", f"{met}/{len(record['runs'])} runs as expected"
+              + (f", {len(listed)} more a listed exception" if listed else "") + ".", ""]
+    shown = {(r["cell"]["release"], r["cell"]["backend"]) for r in listed}
+    if shown:
+        lines += ["Exceptions (not a width; the tree's code path):", ""]
+        lines += [f"* {rel} {name} (`{EXCEPTIONS[rel, name][0]}`): {EXCEPTIONS[rel, name][1]}"
+                  for rel, name in sorted(shown)] + [""]
+    bad = [r for r in record["runs"] if not r["met"] and not _listed(r)]
     if bad:
         lines.append("Not as expected:")
         lines.append("")
@@ -163,12 +192,9 @@ def rerun(dest: Path, jobs: int) -> dict:
     return record
 
 
-DOC_START, DOC_END = "<!-- matrix:start -->", "<!-- matrix:end -->"
-
-
-def write_doc(doc: Path, text: str) -> None:
-    """Put the table between the page's markers (the page is made with them when it has none)."""
-    write_between(doc, DOC_START, DOC_END, text, new_page=(
+def write_doc(doc: Path, text: str, section: str = "matrix") -> None:
+    """Put the table between the page's markers for ``section`` (the page is made with them when it has none)."""
+    write_between(doc, f"<!-- {section}:start -->", f"<!-- {section}:end -->", text, new_page=(
         "# `ddcheck smoke` matrix: releases x backends, unfixed and after the default `ddcheck fix`\n\n"
         "Made by `python bench/smoke_matrix.py all .carry/matrix --doc docs/smoke-matrix.md` (see docs/smoke.md).\n\n"))
 
@@ -192,8 +218,9 @@ def main() -> int:
     r.add_argument("--jobs", type=int, default=2)
     r.add_argument("--doc", type=Path, default=None)
     t = sub.add_parser("table")
-    t.add_argument("record", type=Path)
+    t.add_argument("record", type=Path, nargs="+", help="records; a later one's runs replace an earlier one's")
     t.add_argument("--doc", type=Path, default=None)
+    t.add_argument("--section", default="matrix", help="the page's markers: <!-- SECTION:start --> ... end")
     args = ap.parse_args()
     if args.cmd in ("prepare", "all"):
         args.dest.mkdir(parents=True, exist_ok=True)
@@ -210,13 +237,19 @@ def main() -> int:
         path.write_text(json.dumps(record, indent=1) + "\n")
     elif args.cmd == "rerun":
         record = rerun(args.dest, args.jobs)
-    else:
-        record = json.loads(args.record.read_text())
+    else:  # later records win over earlier ones, run by run (a part run again elsewhere)
+        records = [json.loads(p.read_text()) for p in args.record]
+        record = records[0]
+        for more in records[1:]:
+            fresh = {r["label"]: r for r in more["runs"]}
+            record["runs"] = [fresh.pop(r["label"], r) for r in record["runs"]] + list(fresh.values())
+            record["seconds"] = round(record.get("seconds", 0) + more.get("seconds", 0), 1)
+            record["reruns"] = record.get("reruns", 0) + len(more["runs"])
     text = table(record)
     print(text)
     if args.doc is not None:
-        write_doc(args.doc, text)
-    return 0 if record.get("all_met", True) else 1
+        write_doc(args.doc, text, getattr(args, "section", "matrix"))
+    return 0 if all(r["met"] or _listed(r) for r in record["runs"]) else 1
 
 
 if __name__ == "__main__":

@@ -519,7 +519,14 @@ def _verdict(report: SmokeReport) -> None:
                 f"DDTree with CUDA graphs needs the graph runner to capture at W (or CUDA graphs off for verify).")
     if crashed:
         p = crashed[0]
-        _unjudged(report, f"harness failure in {p.case}/{p.path}: {p.error}")
+        stopped = _startup_stopped(report.harness)
+        if stopped:  # the tree's own start-up did not run here: what the path then lacked may be that
+            _unjudged(report, f"harness failure in {p.case}/{p.path}: {p.error}; the tree's start-up stopped "
+                              f"before it: " + "; ".join(f"{k}: {v}" for k, v in stopped.items()),
+                      "an environment where the tree's start-up runs (its dependencies at the versions the "
+                      "tree pins)")
+        else:
+            _unjudged(report, f"harness failure in {p.case}/{p.path}: {p.error}")
     elif any(p.status != "ok" for p in controls):
         bad = ", ".join(f"{p.case}/{p.path} (W = C = {p.width})" for p in controls if p.status != "ok")
         _unjudged(report, f"control wrong: {bad}; the harness or this release is broken at W == C, no verdict",
@@ -560,6 +567,16 @@ def _verdict(report: SmokeReport) -> None:
     for call in report.harness.stand_ins_called:  # what cannot run here, reached while the backend ran
         report.limitations.append(f"stand-in {call}: it cannot run on this machine; what it returned is "
                                   f"ddcheck's stand-in, so this verdict does not cover what it computes")
+
+
+def _startup_stopped(trace: HarnessTrace) -> dict[str, str]:
+    """The calls of the tree's start-up (its server-args setters and single-process parallel set-up) that
+    failed here, each with why (first line)."""
+    from ddcheck.tree.names import SERVER_ARGS_SETTER, SINGLE_PROCESS_STARTUP
+
+    setup = {fn for _, fn in SINGLE_PROCESS_STARTUP}
+    return {k: v.splitlines()[0] for k, v in trace.stopped.items()
+            if k.rsplit(".", 1)[-1] in setup or re.fullmatch(SERVER_ARGS_SETTER, k.rsplit(".", 1)[-1])}
 
 
 def _unjudged(report: SmokeReport, why: str, to_judge: str = "") -> None:
