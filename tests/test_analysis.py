@@ -232,7 +232,7 @@ def test_scan_and_config_read_the_trees_one_forward_mode_table(tmp_path):
     tree = open_target(str(tmp_path))
     table = TreeModules.of(tree).mode_table()
     assert table.covers == {"is_fork_verify": True} and table.source.endswith("forward_batch_info.py")
-    assert ChunkAnalysis(tree, DEFAULT_VOCABULARY).engine.modes is table
+    assert ChunkAnalysis(tree, DEFAULT_VOCABULARY).engine.modes.table is table
 
 
 BACKEND_READING_C = (

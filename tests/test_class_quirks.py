@@ -54,7 +54,7 @@ def test_scan_reaches_the_helper_through_each_quirk():
 def test_scan_and_config_resolve_the_call_alike(tree, module, cls, name):
     """The scan's engine and config's evaluator (TreeModules.method) name the same function."""
     chunk = ChunkAnalysis(tree, DEFAULT_VOCABULARY)
-    model, func = chunk.engine.method_of(chunk.load(module), cls, name)
+    model, func = chunk.engine.classes.method_of(chunk.load(module), cls, name)
     mods = TreeModules.of(tree)
     fn, owner = mods.method(cls, module, name)
     assert (model.source.relpath, func.qualname, func.node.lineno) == (BASE, f"VerifyBackend.{name}", fn.lineno)
@@ -72,8 +72,8 @@ def test_smoke_reads_the_verify_inputs_fields_through_the_quirks(tree, name):
     assert (rel, line) == ("sglang/srt/speculative/fork_info.py",
                            line_of("sglang/srt/speculative/fork_info.py", "class EagleVerifyInput("))
     chunk = ChunkAnalysis(tree, DEFAULT_VOCABULARY)
-    ref = chunk.engine.classes.find(name, module)
-    assert [(c.relpath, c.name) for c in chunk.engine.classes.mro(ref)] == \
+    ref = chunk.engine.classes.hierarchy.find(name, module)
+    assert [(c.relpath, c.name) for c in chunk.engine.classes.hierarchy.mro(ref)] == \
         [(r, node.name) for r, node, _ in mods.class_chain(name, module)] == \
         [("sglang/srt/speculative/fork_info.py", "EagleVerifyInput"),
          ("sglang/srt/speculative/eagle_info.py", "EagleVerifyInput"),

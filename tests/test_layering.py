@@ -327,3 +327,42 @@ def test_the_class_check_finds_a_second_resolver(tmp_path):
         "class M:\n    class_bases: dict\n")
     (tmp_path / "ddcheck" / "tree" / "hierarchy.py").write_text("def g(node):\n    return node.bases\n")
     assert bases_reads(tmp_path) == ["ddcheck/analysis/x.py:2", "ddcheck/analysis/x.py:3", "ddcheck/analysis/x.py:5"]
+
+
+# The engine's parts meet through public interfaces (issue 42): no module of the analysis reaches
+# into another object's private state. ``x._name`` is allowed only on ``self`` and ``cls``; a module's
+# private function imported by name (``from .reports import _statement_of``) is no attribute and is
+# allowed; so are the few public names Python itself spells with an underscore.
+PRIVATE_SCOPE = "ddcheck/analysis"
+PYTHON_UNDERSCORED = frozenset({"_fields", "_exit"})  # ast nodes' (and namedtuples') fields; os._exit
+
+
+def private_reads(root: Path) -> list[str]:
+    """``file:line: expression`` of each ``x._name`` (read, written or deleted; dunders aside) in
+    PRIVATE_SCOPE where ``x`` is not the name ``self`` or ``cls``."""
+    out = []
+    for path in sorted((root / PRIVATE_SCOPE).glob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(n, ast.Attribute) or not n.attr.startswith("_") or n.attr in PYTHON_UNDERSCORED \
+                    or n.attr.startswith("__") and n.attr.endswith("__"):
+                continue
+            if not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")):
+                out.append(f"{rel}:{n.lineno}: {ast.unparse(n)}")
+    return out
+
+
+def test_the_analysis_reads_no_other_objects_private_state():
+    assert private_reads(REPO) == []
+
+
+def test_the_private_check_finds_a_reach_into_another_object(tmp_path):
+    (tmp_path / PRIVATE_SCOPE).mkdir(parents=True)
+    (tmp_path / PRIVATE_SCOPE / "x.py").write_text(
+        "from .reports import _statement_of\n"
+        "class P:\n    def f(self, engine):\n        self._memo = engine._memo\n"
+        "        engine.callers._recorded[1] = 2\n        return self._memo, node._fields, node.__dict__, _statement_of\n"
+        "    @classmethod\n    def g(cls):\n        return cls._made, cls()._index()\n")
+    assert private_reads(tmp_path) == [f"{PRIVATE_SCOPE}/x.py:4: engine._memo",
+                                       f"{PRIVATE_SCOPE}/x.py:5: engine.callers._recorded",
+                                       f"{PRIVATE_SCOPE}/x.py:9: cls()._index"]

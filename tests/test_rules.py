@@ -146,7 +146,7 @@ def test_every_case_the_analysis_names_has_the_rules_words():
     for rule in rules.values():
         for template in [*rule.messages.values(), *rule.hints.values()]:
             assert {f for _, f, _, _ in string.Formatter().parse(template) if f} <= FACTS, (rule.id, template)
-    general = _cases_named_in({"_hint"})  # any read of C, by how its fix to W goes
+    general = _cases_named_in({"to_width"})  # any read of C, by how its fix to W goes
     startup = _cases_named_in({"_largest_width", "_judge"})  # DD002 at a size fixed at start-up
     refills = {"refill_offsets", "refill_entries", "refill_by_hand"}  # reads of a buffer: DD001 only
     assert {"per_step", *refills} <= general and startup

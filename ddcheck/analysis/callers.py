@@ -4,53 +4,82 @@ deriving from it) and on other objects, across the tree's modules, each with the
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
+from .c_attrs import ClassAttrs
+from .classes import Classes
 from .exprs import dotted, every_node, walk
 from ..tree.modes import VERIFY_MEMBER
 from ..tree.parse import statement_lines
+from .mode_checks import Modes
 from .module import FunctionInfo, ModuleModel
+from .reports import MethodUses
 from .verify_path import FunctionPass
+from .vocabulary import Vocabulary
 
 
 class Callers:
-    """The part of :class:`~ddcheck.analysis.engine.Engine` that finds callers."""
+    """The fact of who calls a helper: its calls as a method of its own class, found across the tree's
+    modules (``method_uses``: a method name -> where the tree uses it) and resolved through ``classes``;
+    a caller is judged by a pass over it as an entry point (``attrs``, ``modes``: what that pass needs)."""
 
-    def _callers_of(self, model: ModuleModel, func: FunctionInfo) -> \
+    def __init__(self, vocab: Vocabulary, load_module: Callable[..., ModuleModel | None],
+                 method_uses: Callable[[str], MethodUses | None], classes: Classes, attrs: ClassAttrs,
+                 modes: Modes) -> None:
+        self._vocab, self._load, self._uses = vocab, load_module, method_uses
+        self._classes, self._attrs, self._modes = classes, attrs, modes
+        # helper function node id -> the verify-branch calls of it as a method of its own class
+        self._recorded: dict[int, dict[int, tuple[FunctionPass, ast.Call]]] = {}
+        self._method_calls: dict[tuple, dict] = {}  # (module id, name) -> _self_calls' table
+        self._caller_passes: dict[int, tuple] = {}  # function node id -> _caller_pass
+        # function node id -> its pass as an entry point with nothing tainted: what _caller_pass would run
+        self._entry_passes: dict[int, FunctionPass] = {}
+        self._other_calls_memo: dict[tuple, list[ast.Call]] = {}  # (module id, name) -> calls
+
+    def verify_call(self, func: FunctionInfo, fp: FunctionPass, call: ast.Call) -> None:
+        """``call`` in ``fp``, on a verify branch, runs ``func`` as a method of the caller's class."""
+        self._recorded.setdefault(id(func.node), {})[id(call)] = (fp, call)
+
+    def entry_pass(self, func: FunctionInfo, fp: FunctionPass) -> None:
+        """``fp`` is the pass over ``func`` as an entry point with nothing tainted (a caller's pass reuses it)."""
+        self._entry_passes[id(func.node)] = fp
+
+    def callers_of(self, model: ModuleModel, func: FunctionInfo) -> \
             tuple[list[tuple[FunctionPass, ast.Call, bool]], list[str]] | None:
         """Every ``self.<func>(...)`` call in the tree that resolves to ``func`` (from its class, its
         subclasses, classes mixing it in), with a pass over the caller and whether the call is on a
         verify path; and the calls that hand ``func`` a forward mode other than TARGET_VERIFY (which
         need no W), as ``file:line``. None when a subclass overrides ``func``, or the tree calls the
         name on another object without such a mode (that caller could not be handed W)."""
-        recorded = self.callers.get(id(func.node), {})
+        recorded = self._recorded.get(id(func.node), {})
         found, exempt, seen = [], [], set()
-        uses = self.method_uses(func.name)
+        uses = self._uses(func.name)
         if uses is None:
             return None
         here = model.outline
         # An override would not take the new parameter.
         for other in model.functions.values():
             if other.name == func.name and other.cls and other.node is not func.node \
-                    and self._derives(here, other.cls, here, func.cls):
+                    and self._classes.derives(here, other.cls, here, func.cls):
                 return None
         for o in uses.definers:
-            if o.relpath != here.relpath and any(self._derives(o, cls, here, func.cls) for cls in o.methods.get(func.name, ())):
+            if o.relpath != here.relpath and any(self._classes.derives(o, cls, here, func.cls) for cls in o.methods.get(func.name, ())):
                 return None
         mode = _mode_parameter(func)
         for module in uses.foreign:
-            m = self.load_module(module)
+            m = self._load(module)
             if m is None:  # a caller on another object that cannot be read: cannot be judged
                 return None
             for call in self._other_calls(m, func.name):
                 if not _hands_other_mode(func, mode, call):
                     return None
                 exempt.append(f"{m.source.relpath}:{call.lineno}")
-        for m in [model, *self._deriving(uses.callers, here, func.cls)]:
+        for m in [model, *self._classes.deriving(uses.callers, here, func.cls)]:
             if id(m) in seen:
                 continue
             seen.add(id(m))
             for caller, calls in self._self_calls(m, func.name).values():
-                hit = self.method_of(m, caller.cls, func.name)
+                hit = self._classes.method_of(m, caller.cls, func.name)
                 if hit is None or hit[1].node is not func.node:
                     continue
                 cfp = None
@@ -93,9 +122,9 @@ class Callers:
         if hit is None:
             cfp = self._entry_passes.get(id(caller.node))
             if cfp is None:
-                facts = self.facts(model, caller.cls)
-                cfp = FunctionPass(model, caller, self.vocab.is_verify_function(caller.name), facts.c_attrs,
-                                   self.vocab, buffers=facts.buffers, sized=facts.sized, modes=lambda: self.modes).run()
+                facts, modes = self._attrs.facts(model, caller.cls), self._modes
+                cfp = FunctionPass(model, caller, self._vocab.is_verify_function(caller.name), facts.c_attrs,
+                                   self._vocab, buffers=facts.buffers, sized=facts.sized, modes=lambda: modes.table).run()
             hit = self._caller_passes[id(caller.node)] = (cfp, {id(c) for c, _ in cfp.verify_calls})
         return hit
 

@@ -12,6 +12,7 @@ from ..errors import UsageError
 from ..tree.sources import SourceFile, SourceTree, open_target
 from ..suppressions import MARKER
 from .engine import Engine
+from .planning import Planning
 from .reports import MethodUses, is_test_module
 from ..tree.modules import TreeModules
 from ..tree.parse import SourceError, decode
@@ -125,6 +126,7 @@ class ChunkAnalysis:
                              outline_of=self.outline_of, mode_table=self.trees.mode_table,
                              budget_flag=lambda: tree_budget_flag(tree),
                              built_inputs=self._built_inputs)
+        self.planning = Planning(self.engine)
 
     def use_index(self, parts: list[Part], unindexed: list[int]) -> None:
         """Answer name questions from these index parts (and index ``unindexed`` on the first one)."""
@@ -269,11 +271,11 @@ class ChunkAnalysis:
 
     def prepare_findings(self) -> None:
         """With the whole name index at hand (:meth:`use_index`), between candidates: load what the
-        findings of the helpers reported so far will need (:meth:`Engine.prepare_threads`)."""
-        self.engine.prepare_threads()
+        findings of the helpers reported so far will need (:meth:`Planning.prepare_threads`)."""
+        self.planning.prepare_threads()
 
     def finish(self) -> ChunkResult:
-        self.out.findings = self.engine.findings()
+        self.out.findings = self.planning.findings()
         at: dict[str, set[int]] = {}
         for f in self.out.findings:
             at.setdefault(f.path, set()).add(f.line)

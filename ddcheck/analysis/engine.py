@@ -1,29 +1,30 @@
 """Ties the per-function verify model together across functions and modules: follows each verify path
 into its helpers and judges every read of C on it (layout, capacity, fallback), where C came from.
 
-The engine's other parts, one module each: which function a call runs (``classes.py``), who calls a
-helper (``callers.py``), and each report's fix and finding (``planning.py``); what they share is in
-``reports.py``."""
+The facts it asks, a provider each in the module named by its role: which function a call runs
+(``classes.py``), who calls a helper (``callers.py``), what a class holds of C (``c_attrs.py``), the
+forward modes (``mode_checks.py``); each report's fix and finding is ``planning.py``'s, over the
+engine's public interface; what they share is in ``reports.py``."""
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..findings import FixPlan, FixSafety
-from .exprs import (buffer_key, call_leaf, dotted, every_node, is_c_read, is_exact_c, is_mode_check,
-                    mentions_per_step, walk)
+from .exprs import buffer_key, call_leaf, dotted, every_node, is_c_read, is_exact_c, mentions_per_step, walk
 from .hazards import (ALIAS, ARGUMENT, CAPACITY, DERIVED, FALLBACK, HARMLESS, LAYOUT, RANK, Verdict,
                       classify, judged, layout_of, said)
 from ..tree.modes import ModeTable
-from ..tree.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
-from .module import ClassFacts, FunctionInfo, ModuleModel, names_a_budget
-from ..tree.hierarchy import Hierarchy, Outline
+from .module import FunctionInfo, ModuleModel, names_a_budget
+from ..tree.hierarchy import Outline
 from .verify_path import FunctionPass, Site
+from .c_attrs import ClassAttrs
 from .callers import Callers
-from .classes import ClassResolution
-from .planning import FixPlanning
+from .classes import Classes
+from .mode_checks import Modes
 from .reports import Hint, MethodUses, Origin, ParamUse, Reported, _per_statement, _statement_of, _top_level_span
 from . import edits as E
 from .vocabulary import ALLOCATORS, Vocabulary
@@ -33,55 +34,66 @@ from ..tree.names import DRAFT_TOKEN_NUM, VERIFY_MARKERS as VERIFY_TEXT
 
 
 @dataclass
-class Engine(FixPlanning, Callers, ClassResolution):
-    """The analysis of a tree's verify paths: follows each into its helpers and reports hazards."""
+class Engine:
+    """The analysis of a tree's verify paths: follows each into its helpers and reports hazards.
+
+    The fields are what the tree gives it; the facts it asks of the tree are declared below (after
+    libcst's metadata providers): each a provider built on first use, whose answers are worked out when
+    asked and kept, shared by whoever asks them (the caller finder asks the class resolver; the fix
+    planning, :class:`~ddcheck.analysis.planning.Planning`, asks them all)."""
 
     vocab: Vocabulary
     load_module: Callable[..., ModuleModel | None]  # (dotted module name, needs_c=False) -> model (lazy)
     width_api: str = DRAFT_TOKEN_NUM  # or NUM_TOKENS_PER_REQ, read from the target tree
     inherited_c_attrs: frozenset[str] = frozenset()
     reported: dict[tuple, Reported] = field(default_factory=dict)
-    _memo: dict[tuple, dict[str, list[ParamUse]]] = field(default_factory=dict)
-    _c_attrs: dict[int, dict[str, ClassFacts]] = field(default_factory=dict)
-    _mode_checks: dict[int, bool] = field(default_factory=dict)
-    _modes: ModeTable | None = None
-    # helper function node id -> the verify-branch calls of it as a method of its own class:
-    # (caller's pass, call, call's statement)
-    callers: dict[int, dict[int, tuple[FunctionPass, ast.Call]]] = field(default_factory=dict)
-    _method_calls: dict[tuple, dict] = field(default_factory=dict)  # (module id, name) -> _self_calls' table
-    _caller_passes: dict[int, tuple] = field(default_factory=dict)  # function node id -> _caller_pass
-    # function node id -> its pass as an entry point with nothing tainted: what _caller_pass would run
-    _entry_passes: dict[int, FunctionPass] = field(default_factory=dict)
-    _threads: dict[int, object] = field(default_factory=dict)  # helper node id -> _thread_edits, per findings()
-    _prepared_reports: set[tuple] = field(default_factory=set)  # reported keys prepare_threads() has seen
     # method name -> where the tree uses it, for threading W into helpers
     method_uses: Callable[[str], MethodUses | None] = lambda name: MethodUses()
     # dotted module name -> its outline, which another process may have parsed; None: from load_module
     outline_of: Callable[[str], Outline | None] | None = None
-    _classes: Hierarchy | None = None  # the tree's classes over those outlines (``classes``)
     # the target's ForwardMode table, from the tree model; None (an engine without a tree): from its
     # module, loaded here
     mode_table: Callable[[], ModeTable | None] | None = None
-    _locals: dict[int, dict[tuple[int, str], str]] = field(default_factory=dict)  # function -> (anchor, W) -> name
-    _other_calls_memo: dict[tuple, list[ast.Call]] = field(default_factory=dict)  # (module id, name) -> calls
     # the server argument in which the tree states a tree drafter's budget (read on first use), or None
     budget_flag: Callable[[], str | None] = lambda: None
-    _budget: list = field(default_factory=list)
-    _alloc_passes: dict[int, FunctionPass] = field(default_factory=dict)  # allocating function id -> its pass
     # the verify inputs the tree builds (read on first use, :mod:`.inputs`)
     built_inputs: Callable[[], list[Built]] = lambda: []
-    _built: list = field(default_factory=list)
+    _memo: dict[tuple, dict[str, list[ParamUse]]] = field(default_factory=dict)
+    _alloc_passes: dict[int, FunctionPass] = field(default_factory=dict)  # allocating function id -> its pass
 
-    @property
-    def modes(self) -> ModeTable:
-        """The target's own ForwardMode predicates (parsed on first use), else upstream's."""
-        if self._modes is None:
-            table = self.mode_table() if self.mode_table is not None else None
-            if table is None:
-                model = self.load_module(FORWARD_MODE_MODULE)
-                table = ModeTable.from_module(model.tree, model.source.display) if model is not None else None
-            self._modes = table or ModeTable()
-        return self._modes
+    # -- the facts the engine declares -------------------------------------------------------------
+
+    @cached_property
+    def classes(self) -> Classes:
+        """Which function a call runs, over the tree's classes (:mod:`.classes`)."""
+        return Classes(self.load_module, self.outline_of)
+
+    @cached_property
+    def attrs(self) -> ClassAttrs:
+        """What each class holds of C (:mod:`.c_attrs`)."""
+        return ClassAttrs(self.vocab, self.inherited_c_attrs)
+
+    @cached_property
+    def modes(self) -> Modes:
+        """The tree's ForwardMode table, and which helpers test the forward mode (:mod:`.mode_checks`)."""
+        return Modes(self.load_module, self.mode_table)
+
+    @cached_property
+    def callers(self) -> Callers:
+        """Who calls a helper (:mod:`.callers`)."""
+        return Callers(self.vocab, self.load_module, self.method_uses, self.classes, self.attrs, self.modes)
+
+    @cached_property
+    def budget(self) -> str | None:
+        """The server argument in which the tree states a tree drafter's budget, or None."""
+        return self.budget_flag()
+
+    @cached_property
+    def verify_inputs(self) -> list[Built]:
+        """The verify inputs the tree builds (:mod:`.inputs`)."""
+        return self.built_inputs()
+
+    # -- the verify paths ----------------------------------------------------------------------------
 
     def analyze(self, model: ModuleModel) -> None:
         for f in list(model.functions.values()):
@@ -89,24 +101,9 @@ class Engine(FixPlanning, Callers, ClassResolution):
                 continue
             # Only functions that read C or test for verification can start a verify path.
             text = model.text_of(f.node)
-            tokens = self.c_attrs_of(model, f.cls) | self.vocab.c_source_attrs
+            tokens = self.attrs.c_attrs_of(model, f.cls) | self.vocab.c_source_attrs
             if any(m in text for m in VERIFY_TEXT) or any(t in text for t in tokens):
                 self.run_function(model, f, self.vocab.is_verify_function(f.name), {})
-
-    def facts(self, model: ModuleModel, cls: str | None) -> ClassFacts:
-        table = self._c_attrs.get(id(model))
-        if table is None:
-            table = self._c_attrs[id(model)] = model.class_c_attrs(self.vocab, self.inherited_c_attrs)
-        if cls is None:
-            extra = set(self.vocab.extra_c_attrs) | set(self.vocab.c_source_attrs)
-            return ClassFacts(extra, extra, {})
-        default = set(self.inherited_c_attrs) | set(self.vocab.extra_c_attrs) | set(self.vocab.c_source_attrs)
-        return table.get(cls) or ClassFacts(default, default, {})
-
-    def c_attrs_of(self, model: ModuleModel, cls: str | None, exact: bool = False) -> set[str]:
-        """``self.X`` attributes of ``cls`` that hold C (with ``exact``: those that are copies of C)."""
-        f = self.facts(model, cls)
-        return f.exact if exact else f.c_attrs
 
     def run_function(self, model: ModuleModel, func: FunctionInfo, entry_verify: bool,
                      tainted: dict[str, Origin]) -> dict[str, list[ParamUse]]:
@@ -114,12 +111,12 @@ class Engine(FixPlanning, Callers, ClassResolution):
         if key in self._memo:
             return self._memo[key]
         self._memo[key] = {}  # recursion guard
-        facts = self.facts(model, func.cls)
+        facts = self.attrs.facts(model, func.cls)
         fp = FunctionPass(model, func, entry_verify, facts.c_attrs, self.vocab,
                           tainted_params=dict(tainted), buffers=facts.buffers, sized=facts.sized,
-                          modes=lambda: self.modes).run()
+                          modes=lambda: self.modes.table).run()
         if not tainted and entry_verify == self.vocab.is_verify_function(func.name):
-            self._entry_passes[id(func.node)] = fp
+            self.callers.entry_pass(func, fp)
         param_uses: dict[str, list[ParamUse]] = {}
         if fp.sites or fp.fills:
             model.link(func.node)  # parent links, for judging each read by its surroundings
@@ -141,7 +138,7 @@ class Engine(FixPlanning, Callers, ClassResolution):
         path at ``at`` uses it: DD002 at the allocation, naming that use. The fix sizes it for the largest
         width the launch can verify where the tree states one (a tree drafter's budget flag, read from
         server args in scope there); elsewhere there is none, and the hint says what the size must cover."""
-        facts = self.facts(fp.model, fp.func.cls)
+        facts = self.attrs.facts(fp.model, fp.func.cls)
         model = fp.model
         model.link(fp.func.node)
         parent = model.parent(at)
@@ -159,7 +156,7 @@ class Engine(FixPlanning, Callers, ClassResolution):
         afp = self._alloc_passes.get(id(owner.node))
         if afp is None:
             afp = self._alloc_passes[id(owner.node)] = FunctionPass(
-                model, owner, False, facts.c_attrs, self.vocab, modes=lambda: self.modes).run()
+                model, owner, False, facts.c_attrs, self.vocab, modes=lambda: self.modes.table).run()
         model.link(owner.node)
         helper = call_leaf(call) not in ALLOCATORS  # sized through a helper: C is any argument handed to it
         sizes = [*call.args, *(k.value for k in call.keywords if k.arg == "size" or helper)]
@@ -167,7 +164,7 @@ class Engine(FixPlanning, Callers, ClassResolution):
         where = f"{model.source.display.rsplit('/', 1)[-1]}:{at.lineno}"
         what = said(CAPACITY, "sized_at_startup", symbol=f"self.{attr}", what=use, where=where,
                     function=fp.func.qualname)
-        exact = node is not call and is_exact_c(node, self.c_attrs_of(model, fp.func.cls, exact=True), self.vocab)
+        exact = node is not call and is_exact_c(node, self.attrs.c_attrs_of(model, fp.func.cls, exact=True), self.vocab)
         c = model.code(node)
         plan, replacement, hint = self._largest_width(model, owner, afp, node, exact, f"`self.{attr}`")
         verdict = Verdict(CAPACITY, what, case="sized_at_startup")
@@ -183,7 +180,7 @@ class Engine(FixPlanning, Callers, ClassResolution):
         server args in scope there); elsewhere no fix, and the hint says what the size must cover (``sized``:
         how the hint names it)."""
         plan, replacement = None, None
-        flag = self._tree_budget()
+        flag = self.budget
         args = _server_args_in(model, owner, afp) if flag and exact else None
         c = model.code(node)
         if args is not None:
@@ -204,11 +201,6 @@ class Engine(FixPlanning, Callers, ClassResolution):
             hint = "no_largest_width", {"sized": sized}
         return plan, replacement, hint
 
-    def _tree_budget(self) -> str | None:
-        if not self._budget:
-            self._budget.append(self.budget_flag())
-        return self._budget[0]
-
     # -- judging one read of C -----------------------------------------------------------------
 
     def _judge(self, fp: FunctionPass, site: Site, param_uses: dict[str, list[ParamUse]]) -> None:
@@ -220,7 +212,7 @@ class Engine(FixPlanning, Callers, ClassResolution):
             # A buffer laid out with C at start-up: whatever it feeds is laid out with C.
             if verdict.kind in (HARMLESS, FALLBACK):
                 return
-            if buffer_key(site.node) in self.facts(fp.model, fp.func.cls).length_only:
+            if buffer_key(site.node) in self.attrs.facts(fp.model, fp.func.cls).length_only:
                 self._report(fp, site.node, site.anchor, judged(CAPACITY, "length_only", buffer_line=site.buffer_line),
                              fp.model.code(site.node), exact=False, hint=("length_only", {}))
                 return
@@ -249,7 +241,7 @@ class Engine(FixPlanning, Callers, ClassResolution):
             param_uses.setdefault(via.name, []).append(ParamUse(verdict.kind, verdict.what, where))
             return
         source = via.value if via is not None and via.value is not None else site.node
-        exact = is_exact_c(source, self.c_attrs_of(fp.model, fp.func.cls, exact=True), self.vocab)
+        exact = is_exact_c(source, self.attrs.c_attrs_of(fp.model, fp.func.cls, exact=True), self.vocab)
         if verdict.kind == CAPACITY and verdict.case == "startup_size" and source is site.node:
             # a bound fixed at start-up: sized for the largest width the launch verifies, not this step's
             plan, replacement, hint = self._largest_width(fp.model, fp.func, fp, site.node, exact, "the bound")
@@ -290,11 +282,6 @@ class Engine(FixPlanning, Callers, ClassResolution):
 
     # -- judged by the verify inputs the tree builds ------------------------------------------------
 
-    def _inputs(self) -> list[Built]:
-        if not self._built:
-            self._built.append(self.built_inputs())
-        return self._built[0]
-
     def _by_inputs(self, fp: FunctionPass, node: ast.expr, verdict: Verdict) -> Verdict | None:
         """A read of C judged by the verify inputs the tree builds (:mod:`.inputs`). A fallback's C that an
         input of another width than C reaches is this step's layout (DD001); one that no verify input
@@ -310,7 +297,7 @@ class Engine(FixPlanning, Callers, ClassResolution):
             isinstance(_statement_of(fp.model, node), ast.Return)  # `return resolver(spec_info) or C`
         if not fallback and verdict.kind != LAYOUT:
             return verdict
-        inputs = self._inputs()
+        inputs = self.verify_inputs
         others = [b for b in inputs if b.other_width]
         if not inputs or (not fallback and not others):
             return verdict
@@ -333,12 +320,12 @@ class Engine(FixPlanning, Callers, ClassResolution):
         tree hands it a value that is a width for every verify input the tree builds (``getattr(spec_info,
         "draft_token_num", None)``, each input carrying one), so no verify input reaches C; calls off the
         verify path are no verify input's."""
-        inputs = self._inputs()
+        inputs = self.verify_inputs
         parent = fp.model.parents.get(id(node), (None,))[0]
         name = parent.values[0].id if isinstance(parent, ast.BoolOp) and isinstance(parent.values[0], ast.Name) else None
         if not inputs or name is None or not fp.func.cls:
             return False
-        found = self._callers_of(fp.model, fp.func)
+        found = self.callers.callers_of(fp.model, fp.func)
         calls = [(cfp, call) for cfp, call, verify in (found[0] if found else ()) if verify]
         if not calls:
             return False
@@ -454,7 +441,7 @@ class Engine(FixPlanning, Callers, ClassResolution):
     def _startup_only(self, fp: FunctionPass, value: ast.expr) -> bool:
         """``value`` is made of ``self`` attributes that do not hold C and constants only, with at least
         one attribute (a size fixed at start-up, like ``self.max_context_len``)."""
-        c_attrs = self.c_attrs_of(fp.model, fp.func.cls)
+        c_attrs = self.attrs.c_attrs_of(fp.model, fp.func.cls)
         attrs = 0
         for n in ast.walk(value):
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
@@ -469,7 +456,7 @@ class Engine(FixPlanning, Callers, ClassResolution):
 
     def _argument(self, fp: FunctionPass, verdict: Verdict) -> Verdict | None:
         """C passed to a call: followed into the callee when it resolves, else taken as layout."""
-        target = self._resolve(fp, verdict.call)
+        target = self.classes.resolve(fp, verdict.call)
         name = ast.unparse(verdict.call.func)
         if target is None:
             if verdict.keyword:
@@ -479,21 +466,12 @@ class Engine(FixPlanning, Callers, ClassResolution):
         param = _param_for(func, verdict.call, verdict.arg, verdict.keyword, bound)
         if param is None:
             return judged(LAYOUT, "passes", name=f"{func.qualname}()")
-        uses = self.run_function(model, func, not self._mode_checked(model, func),
+        uses = self.run_function(model, func, not self.modes.checked(model, func),
                                  {param: Origin(fp.model, verdict.arg)}).get(param, [])
         if not uses:
             return None
         worst = max(uses, key=lambda u: RANK.get(u.kind, -1))
         return judged(worst.kind, "passed", parameter=param, where=worst.where, what=worst.what)
-
-    def _mode_checked(self, model: ModuleModel, func: FunctionInfo) -> bool:
-        """A helper that tests the forward mode itself decides its own verify path."""
-        hit = self._mode_checks.get(id(func.node))
-        if hit is None:
-            # a mode test names a mode (`forward_mode.is_*()`, `ForwardMode.X`): most helpers' text does not
-            hit = self._mode_checks[id(func.node)] = model.spans(func.node, "mode", fold=True) \
-                and is_mode_check(func.node.body)
-        return hit
 
     # -- calls from the verify path --------------------------------------------------------------
 
@@ -501,12 +479,12 @@ class Engine(FixPlanning, Callers, ClassResolution):
         """A helper called from a verify branch is on the verify path too."""
         if any(is_c_read(a, fp.c_attrs, self.vocab) for a in [*call.args, *(k.value for k in call.keywords)]):
             return  # judged with the taint, through _argument
-        target = self._resolve(fp, call, needs_c=True)
+        target = self.classes.resolve(fp, call, needs_c=True)
         if target is not None:
             model, func, bound = target
             if bound:
-                self.callers.setdefault(id(func.node), {})[id(call)] = (fp, call)
-            self.run_function(model, func, not self._mode_checked(model, func), {})
+                self.callers.verify_call(func, fp, call)
+            self.run_function(model, func, not self.modes.checked(model, func), {})
 
     def _report(self, fp: FunctionPass, node: ast.expr, anchor, verdict: Verdict, c_expr: str, exact: bool,
                 hint: Hint | None = None, buffer_line: int = 0) -> None:

@@ -69,7 +69,7 @@ def _per_step(node: ast.expr, vocab: Vocabulary) -> bool:
     if known is not None and known[0] is vocab:
         return known[1]
     value = mentions_per_step(node, vocab)
-    node._ddcheck_per_step = (vocab, value)
+    node.__dict__["_ddcheck_per_step"] = (vocab, value)
     return value
 
 

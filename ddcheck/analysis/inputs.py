@@ -219,7 +219,7 @@ def _bindings(fn: ast.AST) -> dict[str, list[ast.expr]]:
     """Local name -> the values bound to it in ``fn`` (kept on the node)."""
     known = fn.__dict__.get("_ddcheck_bindings")
     if known is None:
-        known = fn._ddcheck_bindings = {}
+        known = fn.__dict__["_ddcheck_bindings"] = {}
         for a in ast.walk(fn):
             if isinstance(a, (ast.Assign, ast.AnnAssign)) and a.value is not None:
                 for t in _targets(a):
@@ -232,7 +232,7 @@ def _self_bindings(owner: ast.ClassDef) -> dict[str, list[tuple[ast.AST, ast.exp
     """``self`` attribute -> (method, value) for each binding of it in the class (kept on the node)."""
     known = owner.__dict__.get("_ddcheck_self_bindings")
     if known is None:
-        known = owner._ddcheck_self_bindings = {}
+        known = owner.__dict__["_ddcheck_self_bindings"] = {}
         for method in owner.body:
             if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for a in ast.walk(method):

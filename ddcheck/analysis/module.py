@@ -76,9 +76,10 @@ class ModuleModel:
         parsed by the tree model (:meth:`ddcheck.tree.modules.TreeModules.syntax`), else parsed here."""
         raw = source.read_bytes() if data is None else data
         text = decode(raw)
-        model = cls(source=source, text=text, tree=syntax if syntax is not None else parse_source(raw, source.display))
-        model._index()
-        return model
+        return cls(source=source, text=text, tree=syntax if syntax is not None else parse_source(raw, source.display))
+
+    def __post_init__(self) -> None:
+        self._index()
 
     @property
     def name(self) -> str:

@@ -1,5 +1,6 @@
 """From reports to findings: each report's fix planned (the per-step width bound, or threaded into a
-helper from its verify callers), its hint case and facts, its words said by its rule."""
+helper from its verify callers), its hint case and facts, its words said by its rule. Planning asks
+the engine's public interface only: its reports and the facts it declares."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from functools import lru_cache
 
 from ..findings import Edit, Finding, FixPlan, FixSafety
 from ..rules import code_of, rule_of, rule_of_kind
+from .engine import Engine
 from .exprs import buffer_key
 from .hazards import CAPACITY, FALLBACK
 from .module import FunctionInfo, ModuleModel
@@ -17,22 +19,28 @@ from . import edits as E
 from .vocabulary import FIX_LOCAL as LOCAL, FIX_PARAMETER as THREADED, WIDTH_WORDS
 
 
-class FixPlanning:
-    """The part of :class:`~ddcheck.analysis.engine.Engine` that plans fixes and makes findings."""
+class Planning:
+    """Plans the fixes of an :class:`~ddcheck.analysis.engine.Engine`'s reports and makes its findings."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._threads: dict[int, object] = {}  # helper node id -> _thread_edits, per findings()
+        self._prepared: set[tuple] = set()  # reported keys prepare_threads() has seen
+        self._locals: dict[int, dict[tuple[int, str], str]] = {}  # function -> (anchor, W) -> name
 
     def findings(self) -> list[Finding]:
         self._threads.clear()  # threads are planned over everything analysed by now
-        self.judge_by_inputs()
-        return [self._finding(r) for r in self.reported.values()]
+        self._engine.judge_by_inputs()
+        return [self._finding(r) for r in self._engine.reported.values()]
 
     def prepare_threads(self) -> None:
         """Load now what threading W into the helpers reported so far will read of other modules (their
         callers and definers, parsed or outlined), so a worker does it while candidates are still being
         handed out, not all at the end. Decides nothing: findings() plans every thread afresh."""
-        for key, r in list(self.reported.items()):
-            if key in self._prepared_reports:
+        for key, r in list(self._engine.reported.items()):
+            if key in self._prepared:
                 continue
-            self._prepared_reports.add(key)
+            self._prepared.add(key)
             # the case findings() threads W for (see _finding): no verify input in scope
             if r.hint is None and r.kind != FALLBACK and _verify_input_at(r)[1] is None:
                 self._threaded(r)  # memoized per helper until findings() starts afresh
@@ -42,10 +50,10 @@ class FixPlanning:
         stepping by C from 0; every entry C), when the verify input is in scope at the verify block
         (and, for offsets, the module has ``torch`` to rebuild them with)."""
         fp, model = r.fp, r.fp.model
-        how = self.facts(model, fp.func.cls).strided.get(buffer_key(r.node))
+        how = self._engine.attrs.facts(model, fp.func.cls).strided.get(buffer_key(r.node))
         if not how or spec_info is None or r.anchor is None or how[0] == "arange" and "torch" not in model.imports:
             return None
-        return per_step_value(spec_info, how[1], self.width_api), how[0]
+        return per_step_value(spec_info, how[1], self._engine.width_api), how[0]
 
     def _plan(self, r: Reported, value: str, safety: FixSafety, edits: list[Edit] = (), replace_site: bool = True,
               refill: tuple[ast.stmt, str, str] | None = None) -> FixPlan | None:
@@ -109,14 +117,14 @@ class FixPlanning:
         if id(func.node) in seen or not func.cls or not _free_of(func, model, THREADED):
             return None
         seen = seen | {id(func.node)}
-        found = self._callers_of(model, func)
+        found = self._engine.callers.callers_of(model, func)
         if found is None:
             return None
         calls, exempt = found
         # A helper that tests the forward mode itself uses W only on its verify branch, where any
         # caller's verify input is this step's: every caller hands it in. Otherwise only the verify
         # branches that call it do; other callers pass nothing and keep C.
-        callers = [(cfp, call) for cfp, call, verify in calls if verify or self._mode_checked(model, func)]
+        callers = [(cfp, call) for cfp, call, verify in calls if verify or self._engine.modes.checked(model, func)]
         if not callers and not exempt:
             return None
         model.link(func.node)
@@ -131,7 +139,7 @@ class FixPlanning:
             cfp.model.link(cfp.func.node)  # the call's statement, where the caller's verify input must be in scope
             spec_info = cfp.spec_info_expr(_statement_of(cfp.model, call))
             if spec_info is not None:
-                value = per_step_or_none(spec_info, self.width_api)
+                value = per_step_or_none(spec_info, self._engine.width_api)
             else:  # a helper itself: it gets W from its own callers and hands it on
                 up = self._thread_edits(cfp.model, cfp.func, seen)
                 if up is None:
@@ -168,7 +176,7 @@ class FixPlanning:
                        fix_safety=fix.safety if fix else None, fix=fix, statement=stmt_text, stmt_line=stmt_line,
                        resolver=r.case in ("resolver", "resolver_reached"))
 
-    def _hint(self, r: Reported, symbol: str) -> tuple[Hint, FixPlan | None, str | None]:
+    def to_width(self, r: Reported, symbol: str) -> tuple[Hint, FixPlan | None, str | None]:
         """A report's fix to the per-step width (plan and replacement) and the hint case that says it, with
         its facts: the one planned where the report was made, else W in C's place (bound at the top of
         the verify block, threaded in from the helper's verify callers, a buffer refilled)."""
@@ -193,7 +201,7 @@ class FixPlanning:
             # that same width is for a reviewer: unsafe.
             edits = []
             if spec_info is not None:
-                value = per_step_value(spec_info, r.c_expr, self.width_api)
+                value = per_step_value(spec_info, r.c_expr, self._engine.width_api)
             else:
                 value, edits = threaded[0], threaded[1].edits
             replacement = f"({value})"
@@ -219,7 +227,7 @@ class FixPlanning:
                                  "parameter": THREADED, "replacement": replacement}), fix, replacement
         if unbound:
             return ("unbound", {"c_expr": r.c_expr, "name": unbound[0]}), None, None
-        value = per_step_value(spec_info, r.c_expr, self.width_api)
+        value = per_step_value(spec_info, r.c_expr, self._engine.width_api)
         replacement = f"({value})"
         return ("per_step", {"replacement": replacement}), self._plan(r, value, _safety(r)), replacement
 
@@ -228,7 +236,7 @@ class Report:
     """A report on its way to a finding, offered to its rule's :meth:`~ddcheck.rules.ScanRule.hint`: what
     the analysis knows of it, and its fix to the per-step width (:meth:`to_width`)."""
 
-    def __init__(self, planning: FixPlanning, r: Reported, symbol: str) -> None:
+    def __init__(self, planning: Planning, r: Reported, symbol: str) -> None:
         self._planning, self._r, self.symbol = planning, r, symbol
         self.kind, self.case, self.exact = r.kind, r.case, r.exact
 
@@ -241,7 +249,7 @@ class Report:
         return not _unbound(self._r, _verify_input_at(self._r)[0])
 
     def to_width(self) -> tuple[str, dict, FixPlan | None, str | None]:
-        (case, facts), fix, replacement = self._planning._hint(self._r, self.symbol)
+        (case, facts), fix, replacement = self._planning.to_width(self._r, self.symbol)
         return case, facts, fix, replacement
 
 
