@@ -128,3 +128,16 @@ def test_a_could_not_judge_is_never_kept(tmp_path, cache, monkeypatch):
 def test_a_usage_error_in_the_worker_is_one(cache, tmp_path):
     with pytest.raises(UsageError, match="not a readable JSON model config"):
         check_launch(_launch(), tree=open_target(str(FORK)), draft_config=str(tmp_path / "nowhere"))
+
+
+def test_the_worker_leaves_no_folder_behind(tmp_path):
+    # The worker ends by os._exit, so its tree copy lives in the parent's folder, removed with the worker.
+    import subprocess
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "DDCHECK_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "ddcheck", "config", "--no-cache", "--sglang", str(FORK), "--",
+                           *_launch(model=str(MODELS / "llama"))], capture_output=True, text=True, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert list(tmp.iterdir()) == []

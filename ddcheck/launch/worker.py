@@ -19,6 +19,7 @@ import atexit
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -68,7 +69,8 @@ class _Worker:
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         read, write = os.pipe()
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, *WORKER, str(write)], stdin=subprocess.PIPE,
+            # the worker's temporary folders (the tree's private copy) live in this one, removed with it
+            self.proc = subprocess.Popen([sys.executable, *WORKER, str(write), self.folder], stdin=subprocess.PIPE,
                                          stdout=log, stderr=subprocess.STDOUT, pass_fds=(write,), env=env)
         os.close(write)
         self.reply = read
@@ -121,9 +123,7 @@ class _Worker:
             self.proc.kill()
             self.proc.wait()
         os.close(self.reply)
-        for name in os.listdir(self.folder):
-            Path(self.folder, name).unlink(missing_ok=True)
-        os.rmdir(self.folder)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 _WORKER: list[_Worker] = []
@@ -261,6 +261,8 @@ def _serve(req: dict, trees: dict) -> dict:
 
 def main() -> int:
     reply = int(sys.argv[1])
+    if len(sys.argv) > 2:  # the parent's folder: what this process leaves there goes with it (it ends by os._exit)
+        tempfile.tempdir = sys.argv[2]
     sys.addaudithook(_audit)
     trees: dict = {}
     for line in sys.stdin:

@@ -205,6 +205,7 @@ def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
     earlier: list[SmokeReport] = []  # reports of workers that stopped at a device fault
     with tempfile.TemporaryDirectory(prefix="ddcheck-smoke-") as tmp:
         out = Path(tmp) / "report.json"
+        env["TMPDIR"] = tmp  # what a worker leaves behind (one that ends abruptly) goes with this folder
         while True:
             out.unlink(missing_ok=True)
             try:
