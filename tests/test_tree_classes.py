@@ -30,6 +30,16 @@ class Pool:
         self.quant = quant if quant is not None else Quant()
         self.ps = ps
         self.rank = ps.rank
+        self.cache: object = _UNSET
+
+    def load(self):
+        self.model = load_it(self.size)
+        self.swa = hasattr(self.model, "window") and self.model.window()
+        self.twice = self.size
+        self.twice = self.size * 2
+
+
+_UNSET = object()
 '''
 
 
@@ -69,3 +79,12 @@ def test_a_parameter_answered_by_itself_is_no_answer(module):
     obj = Held(module.Pool, size=1)
     assert init_value(module.Pool, "ps", obj, held=obj.__dict__.__contains__) is ABSENT
     assert init_value(module.Pool, "rank", obj, held=obj.__dict__.__contains__) is ABSENT
+
+
+def test_an_attribute_one_statement_assigns_anywhere_in_the_class(module):
+    """``self.swa = hasattr(self.model, ...) and ...`` in a method that needs what is not here (load_it):
+    that one statement, over the object's values; an attribute assigned twice is not answered so."""
+    obj = Held(module.Pool, size=3, model=object())
+    assert init_value(module.Pool, "swa", obj) is False
+    assert init_value(module.Pool, "twice", obj) is ABSENT
+    assert init_value(module.Pool, "cache", obj) is module._UNSET  # ``self.cache: object = _UNSET``

@@ -29,12 +29,32 @@ class _Declared:
     initializers: dict[str, tuple[str, ...]]  # attribute -> methods of no other parameter that assign it
     # attribute -> (its ``__init__``'s parameters, the expression a top-level statement of that
     # ``__init__`` assigns it, the module that defines it) where the expression reads names and calls what
-    # they name (``server_args.dcp_size``, ``SpeculativeAlgorithm.from_string(server_args.x)``)
+    # they name (``server_args.dcp_size``, ``SpeculativeAlgorithm.from_string(server_args.x)``); else, for an
+    # attribute only one statement of the class's methods assigns, that one's (over ``self`` alone)
     from_init: dict[str, tuple[tuple[str, ...], Any, str]]
 
 
 _PLAIN = (ast.Name, ast.Attribute, ast.Constant, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Load,
           ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.IfExp, ast.Call, ast.keyword)
+
+
+def _assigned_attr(stmt: ast.AST) -> str | None:
+    """``X`` of a statement ``self.X = expr`` (or ``self.X: T = expr``) whose expression is plain."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target = stmt.targets[0]
+    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        target = stmt.target
+    else:
+        return None
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self" \
+            and _plain(stmt.value):
+        return target.attr
+    return None
+
+
+# the builtins such an expression may call: reads and conversions, nothing that acts
+_BUILTINS = {f.__name__: f for f in (hasattr, getattr, isinstance, len, min, max, bool, int, float, str, tuple,
+                                     any, all, abs)}
 
 
 def _plain(expr: ast.expr) -> bool:
@@ -52,6 +72,8 @@ def _declared(cls: type) -> _Declared:
     names: set[str] = set()
     initializers: dict[str, list[str]] = {}
     from_init: dict[str, tuple[tuple[str, ...], Any, str]] = {}
+    assigned: dict[str, int] = {}  # attribute -> how many statements of the class's methods assign it
+    sole: dict[str, tuple[Any, str]] = {}  # attribute -> (the first plain ``self.X = expr`` of it, module)
     for klass in cls.__mro__:
         names |= set(getattr(klass, "__annotations__", {})) | set(getattr(klass, "__slots__", ()))
         if klass.__module__ in ("builtins", "abc", "typing"):
@@ -69,21 +91,30 @@ def _declared(cls: type) -> _Declared:
             if fn.name == "__init__":
                 params = tuple(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs))
                 for stmt in fn.body:
-                    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _plain(stmt.value):
-                        t = stmt.targets[0]
-                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                            code = compile(ast.Expression(stmt.value), f"<{klass.__name__}.__init__>", "eval")
-                            from_init.setdefault(t.attr, (params, code, klass.__module__))
+                    attr = _assigned_attr(stmt)
+                    if attr is not None:
+                        code = compile(ast.Expression(stmt.value), f"<{klass.__name__}.__init__>", "eval")
+                        from_init.setdefault(attr, (params, code, klass.__module__))
             for node in ast.walk(fn):
                 targets = node.targets if isinstance(node, ast.Assign) else \
                     [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+                attr = _assigned_attr(node)
+                if attr is not None and attr not in sole:
+                    sole[attr] = (compile(ast.Expression(node.value), f"<{klass.__name__}.{fn.name}>", "eval"),
+                                  klass.__module__)
                 for t in targets:
                     for leaf in ast.walk(t):
                         if isinstance(leaf, ast.Attribute) and isinstance(leaf.value, ast.Name) \
                                 and leaf.value.id == "self":
                             names.add(leaf.attr)
+                            assigned[leaf.attr] = assigned.get(leaf.attr, 0) + 1
                             if only_self and fn.name != "__init__" and isinstance(fn, ast.FunctionDef):
                                 initializers.setdefault(leaf.attr, []).append(fn.name)
+    # an attribute one statement of the class assigns, in whichever method: that expression, over ``self``
+    # and the module's names (``self.prefill_aware_swa = hasattr(self.model, ...) and ...`` in load_model)
+    for attr, (code, module) in sole.items():
+        if assigned.get(attr) == 1:
+            from_init.setdefault(attr, (("self",), code, module))
     _CACHE[cls] = _Declared(frozenset(names), {k: tuple(dict.fromkeys(v)) for k, v in initializers.items()},
                             from_init)
     return _CACHE[cls]
@@ -137,7 +168,7 @@ def init_value(cls: type, name: str, instance: Any, held=lambda key: True) -> An
     _EVALUATING.add(key)
     try:
         reads = _Reads(instance, params, _init_defaults(cls), held, module)
-        value = eval(code, {"__builtins__": {}}, reads)  # noqa: S307 - the tree's own expression
+        value = eval(code, {"__builtins__": _BUILTINS}, reads)  # noqa: S307 - the tree's own expression
     except Exception:  # noqa: BLE001 - it needs what this object was not handed
         return ABSENT
     finally:
