@@ -242,9 +242,10 @@ def test_smoke_spells_no_forward_batch_or_model_runner_field(wheel):
 
 
 def recorded_keywords(source: str, where: str, fields: set[str]) -> list[str]:
-    """A field handed to a Recording (the tree's class stood in for) as a keyword: ``Recording(..., seq_lens=x)``."""
+    """A field handed by keyword to a Recording (the tree's class stood in for) or to a backend's entry point
+    (the harness's ``_call``): ``Recording(..., seq_lens=x)``, ``_call(fn, req_pool_indices=r)``."""
     return [f"{where}:{n.lineno}: {k.arg!r} handed by keyword" for n in ast.walk(ast.parse(source))
-            if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) == "Recording"
+            if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) in ("Recording", "_call")
             for k in n.keywords if k.arg in fields]
 
 
@@ -252,5 +253,6 @@ def test_the_check_finds_a_forward_batch_field_spelled_out():
     fields = {"seq_lens", "out_cache_loc"}
     assert spelled_literals('def f(fb):\n    return Recording("fb", **{"out_cache_loc": 2})', "x.py", set(), fields)
     assert recorded_keywords('def f(t):\n    return loader.Recording("fb", t, seq_lens=1)', "x.py", fields)
+    assert recorded_keywords('def f(b):\n    _call(b.capture, bs=1, out_cache_loc=2)', "x.py", fields)
     ok = "from ddcheck.tree.names import SEQ_LENS\nX = Recording('fb', t, **{SEQ_LENS: 1})"
     assert spelled_literals(ok, "x.py", set(), fields) == recorded_keywords(ok, "x.py", fields) == []

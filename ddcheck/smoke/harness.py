@@ -447,12 +447,16 @@ class Session:
         cap_spec = self._spec(cw, torch.ones(bs * cw * (fill + cw), dtype=torch.bool, device=self.device),
                               "capture spec_info", cap_tree, backend)
         if hasattr(backend, OLD_CAPTURE) and not hasattr(backend, OUT_GRAPH):
-            _call(getattr(backend, OLD_CAPTURE), bs=bs, num_tokens=bs * cw, req_pool_indices=cap_req,
-                  seq_lens=cap_seq, encoder_lens=None, forward_mode=self.mode, spec_info=cap_spec)
+            # the entry points' parameters are named as the forward batch's fields
+            _call(getattr(backend, OLD_CAPTURE), bs=bs, num_tokens=bs * cw,
+                  **{names.REQ_POOL_INDICES: cap_req, names.SEQ_LENS: cap_seq, names.ENCODER_LENS: None,
+                     names.FORWARD_MODE_FIELD: self.mode, names.SPEC_INFO_FIELD: cap_spec})
             captured = copy.copy(backend.forward_metadata)
-            _call(getattr(backend, OLD_REPLAY), bs=bs, req_pool_indices=batch.req_pool_indices,
-                  seq_lens=batch.seq_lens, seq_lens_sum=int(batch.seq_lens.sum()), encoder_lens=None,
-                  forward_mode=self.mode, spec_info=fb.spec_info, seq_lens_cpu=batch.seq_lens.cpu())
+            _call(getattr(backend, OLD_REPLAY), bs=bs,
+                  **{names.REQ_POOL_INDICES: batch.req_pool_indices, names.SEQ_LENS: batch.seq_lens,
+                     names.SEQ_LENS_SUM: int(batch.seq_lens.sum()), names.ENCODER_LENS: None,
+                     names.FORWARD_MODE_FIELD: self.mode, names.SPEC_INFO_FIELD: getattr(fb, names.SPEC_INFO_FIELD),
+                     names.SEQ_LENS_CPU: batch.seq_lens.cpu()})
             return captured, [OLD_CAPTURE, OLD_REPLAY, "forward_extend"]
         if hasattr(backend, OUT_GRAPH):
             cap_batch = _CaptureBatch(batch, cap_seq, cap_req, cw)

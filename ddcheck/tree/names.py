@@ -198,6 +198,7 @@ SEQ_LENS_CPU = "seq_lens_cpu"
 SEQ_LENS_SUM = "seq_lens_sum"
 OUT_CACHE_LOC = "out_cache_loc"
 POSITIONS = "positions"
+ENCODER_LENS = "encoder_lens"  # (None: a decoder-only model; the old graph entry points take it by this name)
 CAPTURE_HIDDEN_MODE = "capture_hidden_mode"  # ForwardBatch's and the verify inputs'
 # 0.5.19+: the iteration's KV-location plan, which ForwardBatch.init_new builds from the runner's translator
 # (0.5.23 forward_batch_info.py:1140-1142) and the backends' page tables read the request slots of
