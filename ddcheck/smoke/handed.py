@@ -140,34 +140,37 @@ def allocator(pool: Recording, trace: Trace, tree: Any, device: str) -> Recordin
                      **values)
 
 
-def model_config(shape: Shape, trace: Trace, tree: Any) -> Recording:
-    """The target model's config like the tree's ModelConfig: the smoke model's config.json (as the tree's
-    readers see one), its dtype and context length; the rest derived by the tree's own code."""
-    from ddcheck.smoke.loader import smoke_model_config
+def model_config(shape: Shape, trace: Trace, tree: Any, config: dict) -> Recording:
+    """The target model's config like the tree's ModelConfig: the smoke model's config.json ``config`` (as the
+    tree's readers see one), its dtype and context length; the rest derived by the tree's own code."""
     from ddcheck.tree.models import ModelConfig
 
     label = f"{names.MODEL_RUNNER_ATTR}.{names.MODEL_CONFIG_ATTR}"
-    hf_config = ModelConfig(f"{label}.{names.HF_CONFIG}", smoke_model_config(shape), "the smoke model")
+    hf_config = ModelConfig(f"{label}.{names.HF_CONFIG}", config, "the smoke model")
     values = {names.HF_CONFIG: hf_config, names.HF_TEXT_CONFIG: hf_config, names.MODEL_DTYPE: shape.dtype,
               names.CONTEXT_LEN: shape.max_context_len}
     return Recording(label, trace, tree_class(None, names.MODEL_CONFIG_CLASS, tree), **values)
 
 
 def model_runner(batch: VerifyBatch, shape: Shape, device: str, trace: Trace, server_args: Any, tree: Any,
-                 spec_algorithm: Any = None) -> Recording:
+                 spec_algorithm: Any = None, smoke_model: dict | None = None) -> Recording:
     """A target-model runner like the tree's ModelRunner: the launch's server args (the tree's own
     ServerArgs, :meth:`SglangImporter.server_args`), the smoke model's config, the pools over the batch's
     buffers, the device, a one-process world; ``spec_algorithm``: the tree's algorithm member of the launch.
     What its start-up sets by calls that cannot run here is held too (names.py says each and where); what its
-    ``__init__`` and methods derive from these the tree's class answers."""
+    ``__init__`` and methods derive from these the tree's class answers. ``smoke_model``: config.json keys
+    over the smoke model's (the backend's: an MLA backend's model is an MLA model)."""
+    from ddcheck.smoke.loader import smoke_model_config
+
+    config = {**smoke_model_config(shape), **(smoke_model or {})}
     pool = kv_pool(batch, trace, tree, device)
-    values = {names.SERVER_ARGS_ATTR: server_args, names.MODEL_CONFIG_ATTR: model_config(shape, trace, tree),
+    values = {names.SERVER_ARGS_ATTR: server_args, names.MODEL_CONFIG_ATTR: model_config(shape, trace, tree, config),
               names.REQ_TO_TOKEN_POOL: req_to_token_pool(batch, shape, trace, tree, device),
               names.TOKEN_TO_KV_POOL: pool, names.TOKEN_TO_KV_POOL_ALLOCATOR: allocator(pool, trace, tree, device),
               names.DEVICE_ATTR: device, names.GPU_ID: torch.device(device).index or 0,
               names.PAGE_SIZE: 1, names.MODEL_DTYPE: shape.dtype, names.KV_CACHE_DTYPE: batch.k_buffer.dtype,
               names.MAX_RUNNING_REQUESTS: shape.max_bs, names.SLIDING_WINDOW_SIZE: None,
-              names.MODEL_ATTR: model(trace, tree)}
+              names.MODEL_ATTR: model(trace, tree, config)}
     values.update({attr: getattr(server_args, field, None) for attr, field in names.RUNNER_ATTENTION_BACKENDS.items()})
     if spec_algorithm is not None:
         values[names.SPEC_ALGORITHM_FIELD] = spec_algorithm
@@ -179,13 +182,11 @@ def model_runner(batch: VerifyBatch, shape: Shape, device: str, trace: Trace, se
     return Recording(names.MODEL_RUNNER_ATTR, trace, cls, **values)
 
 
-def model(trace: Trace, tree: Any) -> Recording:
+def model(trace: Trace, tree: Any, config: dict) -> Recording:
     """The target model, which is not loaded here: like the tree's class of the smoke model's architecture (what
     it has, it declares; what it lacks, a read finds absent), of no torch modules (what a backend walks for its
     layers' kinds); its parts (its head, its layers) are recorded stand-ins."""
-    from ddcheck.smoke.loader import SMOKE_MODEL_CONFIG
-
-    cls = tree_class(None, SMOKE_MODEL_CONFIG["architectures"][0], tree)
+    cls = tree_class(None, config["architectures"][0], tree)
     return Recording(f"{names.MODEL_RUNNER_ATTR}.{names.MODEL_ATTR}", trace, cls, modules=torch.nn.Module().modules)
 
 

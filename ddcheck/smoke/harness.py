@@ -239,7 +239,7 @@ class Session:
         if algorithm is None:  # the runner's is the launch's, as its __init__ makes it from the server args
             algorithm = _algorithm(getattr(server_args, SPECULATIVE_ALGORITHM, None))
         runner = handed.model_runner(batch, self.shape, self.device, self.trace, server_args, self.importer.tree,
-                                     algorithm)
+                                     algorithm, dict(self.spec.model))
         self.importer.start_up(getattr(runner, names.MODEL_CONFIG_ATTR))
         self.runner = runner
         return self.backend_cls(runner), getattr(runner, names.TOKEN_TO_KV_POOL)
