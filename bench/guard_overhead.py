@@ -38,11 +38,12 @@ def main() -> int:
 
     from ddcheck.guard import layout_of
     from ddcheck.guard.hook import EVERY, FIRST, Guard
-    from ddcheck.smoke import fakes
+    from ddcheck.smoke import handed, inputs
     from ddcheck.smoke.api import default_shape
     from ddcheck.smoke.batch import make_batch
     from ddcheck.smoke.harness import Session
     from ddcheck.smoke.loader import LoadContext, SglangImporter
+    from ddcheck.tree import names
     from ddcheck.tree.sources import open_target
 
     w = args.budget + 1
@@ -59,14 +60,15 @@ def main() -> int:
     with SglangImporter(tree, ctx) as importer:
         session = Session(importer, shape, w, args.device)
         cls = session.backend_cls
-        layer = fakes.layer(shape, importer.trace)
+        layer = handed.layer(shape, importer.trace)
         rows = []
         for bs in args.batch_sizes:
             batch = make_batch(w, [args.prefix] * bs, shape, args.device, seed=0)
-            pool = fakes.kv_pool(batch, importer.trace)
-            runner = fakes.model_runner(batch, shape, w, args.device, importer.trace, pool)
-            spec = fakes.verify_input(w, batch.custom_mask, importer.trace, "spec_info")
-            fb = fakes.forward_batch(batch, session.mode, spec, pool, importer.trace)
+            runner = handed.model_runner(batch, shape, args.device, importer.trace, importer.server_args(), tree)
+            importer.start_up(getattr(runner, names.MODEL_CONFIG_ATTR))  # the process groups, as smoke sets them
+            pool, req_pool = getattr(runner, names.TOKEN_TO_KV_POOL), getattr(runner, names.REQ_TO_TOKEN_POOL)
+            spec = inputs.verify_input(w, batch.custom_mask, importer.trace, "spec_info")
+            fb = handed.forward_batch(batch, session.mode, spec, pool, req_pool, importer.trace)
 
             def step(backend) -> float:
                 sync()

@@ -11,7 +11,7 @@ by the contract alone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from ddcheck.contract import Term
 from ddcheck.tree.names import ATTENTION_PACKAGE as ATTENTION, EAGLE_VERIFY_INPUT
@@ -74,6 +74,9 @@ class Backend:
     # nodes it sees), the metadata of its second part: set, the first part is judged over the prefix only
     # and this one, with the same fields, over the tree
     cascade: str | None = None
+    # the smoke model's config.json keys for this backend, over the small Llama's (an MLA backend is handed an
+    # MLA model: the tree's ModelConfig derives its latent and rope dimensions from these)
+    model: Mapping[str, Any] = field(default_factory=dict)
     # False when its fields are the harness's record (flashinfer's plan inputs, which the real wrapper
     # keeps to itself): ``ddcheck guard`` has nothing to read in a running server
     live: bool = True
@@ -146,6 +149,8 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
             # TRITON_PAD_NUM_PAGE_PER_BLOCK, 0.5.3 trtllm_mla_backend.py:187): at page size 1 a request of
             # more than 64 tokens is outside what it serves (it asks for page size 32 or 64)
             max_request_len=64,
+            model={"architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2", "kv_lora_rank": 64,
+                   "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32, "rope_scaling": None},
             # "TRTLLM MLA backend is only supported on Blackwell GPUs" (0.5.23 arg_groups/overrides.py:1212)
             arch="sm100",
             graph_needs_cuda="its base's init_cuda_graph_state allocates on device=\"cuda\" (0.5.10 "

@@ -25,7 +25,7 @@ def _strings(value) -> set[str]:
     return set()
 
 
-VALUES = set().union(*(_strings(v) for v in LISTED.values()))
+VALUES = set().union(*(_strings(v) for k, v in LISTED.items() if k != "SHARED_WORDS")) - names.SHARED_WORDS
 # Spelled nowhere else, not even inside a function: SGLang's modules and files, the backends' metadata
 # entry points, the start-up handlers.
 # the tree's classes ddcheck finds by name, too.
@@ -179,7 +179,7 @@ def spelled_literals(source: str, where: str, parts: set[str], fields: set[str])
         if ("/" in n.value or n.value.endswith(".py")) and segments and all(s in parts for s in segments):
             out.append(f"{where}:{n.lineno}: SGLang path {n.value!r} spelled out")
         elif n.value in fields:
-            out.append(f"{where}:{n.lineno}: ServerArgs field {n.value!r} spelled out")
+            out.append(f"{where}:{n.lineno}: SGLang field {n.value!r} spelled out")
     return out
 
 
@@ -205,3 +205,54 @@ def test_the_check_finds_a_file_or_field_spelled_out(source):
     assert spelled_literals(source, "x.py", parts, {"speculative_num_steps"})
     assert spelled_literals('from ddcheck.tree.names import TRITON_BACKEND_FILE\nX = "a/b"', "x.py", parts,
                             {"speculative_num_steps"}) == []
+
+
+# ------------------------------------------------------------------ what smoke hands a backend (issue 42)
+
+SMOKE = PACKAGE / "smoke"
+
+
+def runtime_fields(wheel_path: Path) -> set[str]:
+    """The fields of a real release's ForwardBatch and the attributes its ModelRunner assigns (``self.X =``
+    anywhere in the class), those with a ``_`` in their name (``device`` is everyone's word)."""
+    import zipfile
+
+    def cls(source: str, name: str) -> ast.ClassDef:
+        return next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == name)
+
+    with zipfile.ZipFile(wheel_path) as z:
+        batch = cls(z.read(names.FORWARD_BATCH_FILE).decode("utf-8"), names.FORWARD_BATCH_CLASS)
+        runner = cls(z.read(names.MODEL_RUNNER_FILE).decode("utf-8"), names.MODEL_RUNNER_CLASS)
+    fields = {s.target.id for s in batch.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+    fields |= {n.attr for n in ast.walk(runner) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+               and isinstance(n.value, ast.Name) and n.value.id == "self"}
+    return {f for f in fields if "_" in f}
+
+
+def test_smoke_spells_no_forward_batch_or_model_runner_field(wheel):
+    """The harness binds its values to the tree's ForwardBatch and ModelRunner through names.py only: no
+    field of theirs is written out in ddcheck/smoke (fakes.py spelled about 120)."""
+    fields = runtime_fields(wheel("0.5.16")) | runtime_fields(wheel("0.5.23"))
+    assert {"seq_lens", "out_cache_loc", "req_to_token_pool", "token_to_kv_pool_allocator"} <= fields
+    found = []
+    for path in sorted(SMOKE.rglob("*.py")):
+        source, where = path.read_text(encoding="utf-8"), str(path.relative_to(REPO))
+        found += spelled_literals(source, where, set(), fields) + recorded_keywords(source, where, fields)
+    assert found == []
+
+
+def recorded_keywords(source: str, where: str, fields: set[str]) -> list[str]:
+    """A field handed by keyword to a Recording (the tree's class stood in for) or to a backend's entry point
+    (the harness's ``_call``): ``Recording(..., seq_lens=x)``, ``_call(fn, req_pool_indices=r)``."""
+    return [f"{where}:{n.lineno}: {k.arg!r} handed by keyword" for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) in ("Recording", "_call")
+            for k in n.keywords if k.arg in fields]
+
+
+def test_the_check_finds_a_forward_batch_field_spelled_out():
+    fields = {"seq_lens", "out_cache_loc"}
+    assert spelled_literals('def f(fb):\n    return Recording("fb", **{"out_cache_loc": 2})', "x.py", set(), fields)
+    assert recorded_keywords('def f(t):\n    return loader.Recording("fb", t, seq_lens=1)', "x.py", fields)
+    assert recorded_keywords('def f(b):\n    _call(b.capture, bs=1, out_cache_loc=2)', "x.py", fields)
+    ok = "from ddcheck.tree.names import SEQ_LENS\nX = Recording('fb', t, **{SEQ_LENS: 1})"
+    assert spelled_literals(ok, "x.py", set(), fields) == recorded_keywords(ok, "x.py", fields) == []

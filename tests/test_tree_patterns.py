@@ -108,7 +108,7 @@ def test_resolver_decided_by_spec_input_type_through_a_helper(tree):
 
 def test_smoke_builds_a_real_instance_of_a_tree_class():
     torch = pytest.importorskip("torch")
-    from ddcheck.smoke.fakes import tree_verify_input
+    from ddcheck.smoke.inputs import tree_verify_input
     from ddcheck.smoke.loader import Trace
 
     class Base:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ddcheck.tree.names import OUT_CACHE_LOC
+
 
 @dataclass
 class Shape:
@@ -161,7 +163,7 @@ def make_batch(width: int, prefix_lens: list[int], shape: Shape, device: str, se
     batch = VerifyBatch(
         width=width, prefix_lens=list(prefix_lens), parents=parents,
         req_pool_indices=req_pool_indices.to(device), seq_lens=torch.tensor(prefix_lens, device=device),
-        out_cache_loc=padded("out_cache_loc", torch.cat(out_cache_loc), pad_rows),
+        out_cache_loc=padded(OUT_CACHE_LOC, torch.cat(out_cache_loc), pad_rows),
         custom_mask=padded("custom_mask", custom_mask, pad_mask), tree_mask=tree_mask,
         req_to_token=req_to_token.to(device),
         k_buffer=k_buffer.to(device=device, dtype=shape.dtype),

@@ -32,10 +32,12 @@ from typing import Any, Iterator
 
 import torch
 
-from ddcheck.smoke import fakes
+from ddcheck.smoke import handed, inputs
+from ddcheck.smoke.planned import planned_views
 from ddcheck.smoke.batch import Shape, VerifyBatch, make_batch, reference
 from ddcheck.smoke.loader import HarnessError, SglangImporter
 from ddcheck.smoke.report import PathResult
+from ddcheck.tree import names
 from ddcheck.tree.names import (CAPTURE_CUDA_GRAPH as OLD_CAPTURE, EXTEND_ATTENTION_MODULES,
                                   SPECULATIVE_ALGORITHM, SPECULATIVE_NUM_DRAFT_TOKENS,
                                   INIT_FORWARD_METADATA, IN_GRAPH, OUT_GRAPH,
@@ -232,14 +234,19 @@ class Session:
         return None
 
     def _backend(self, batch: VerifyBatch):
-        pool = fakes.kv_pool(batch, self.trace)
         server_args = self.importer.server_args()
         algorithm = self.algorithm = self._launch_for(batch.width, server_args)
-        runner = fakes.model_runner(batch, self.shape, self.c, self.device, self.trace, pool,
-                                    server_args, self.importer.tree, algorithm)
-        self.importer.start_up(runner.model_config)
+        if algorithm is None:  # the runner's is the launch's, as its __init__ makes it from the server args
+            algorithm = _algorithm(getattr(server_args, SPECULATIVE_ALGORITHM, None))
+        runner = handed.model_runner(batch, self.shape, self.device, self.trace, server_args, self.importer.tree,
+                                     algorithm, dict(self.spec.model))
+        self.importer.start_up(getattr(runner, names.MODEL_CONFIG_ATTR))
         self.runner = runner
-        return self.backend_cls(runner), pool
+        return self.backend_cls(runner), getattr(runner, names.TOKEN_TO_KV_POOL)
+
+    def _req_pool(self):
+        """The request-to-token pool of the runner last built (the forward batch holds the same)."""
+        return getattr(self.runner, names.REQ_TO_TOKEN_POOL)
 
     def run(self, case: str, path: str, batch: VerifyBatch, tol: tuple[float, float], capture_width: int,
             pad_rows: int) -> PathResult:
@@ -252,7 +259,7 @@ class Session:
         try:
             out, backend, entry = self._run_standing_in(path, batch, capture_width, pad_rows, made)
             result.entry_points = entry
-            fakes.planned_views(backend, self.spec.fields)
+            planned_views(backend, self.spec.fields)
             result.metadata = _metadata(backend, self.spec.fields, batch.bs)
             self._contract(result, backend, batch)
             if out is not None:
@@ -298,9 +305,10 @@ class Session:
 
     def _run(self, path: str, batch: VerifyBatch, capture_width: int, pad_rows: int, made: list | None = None):
         backend, pool = self._backend(batch)
-        layer = fakes.layer(self.shape, self.trace)
-        spec = self._spec(batch.width, batch.custom_mask, "spec_info", batch, backend)
-        fb = fakes.forward_batch(batch, self.mode, spec, pool, self.trace, spec_algorithm=self.algorithm)
+        layer = handed.layer(self.shape, self.trace)
+        spec = self._spec(batch.width, batch.custom_mask, names.SPEC_INFO_FIELD, batch, backend)
+        fb = handed.forward_batch(batch, self.mode, spec, pool, self._req_pool(), self.trace,
+                                  spec_algorithm=self.algorithm, tree=self.importer.tree)
         if path == "eager":
             backend.init_forward_metadata(fb)
             entry = [INIT_FORWARD_METADATA, "forward_extend"]
@@ -346,7 +354,7 @@ class Session:
     def _spec(self, width: int, mask, label: str, batch: VerifyBatch | None = None, backend=None):
         found = self.input_fields(width)
         if found is None:
-            return fakes.verify_input(width, mask, self.trace, label)
+            return inputs.verify_input(width, mask, self.trace, label)
         cls, fields, module, mask_from, site, _ = found
         if batch is not None and mask_from is not None and self.use_tree_mask:
             mask = self._tree_mask(mask_from, batch, mask)
@@ -358,23 +366,19 @@ class Session:
                 given = self._worker_keywords(site, batch, backend, mask) if site is not None and batch is not None \
                     and backend is not None else {}
                 try:
-                    obj = fakes.tree_verify_input(real, width, mask, self.trace, f"{label} ({cls})", given)
+                    obj = inputs.tree_verify_input(real, width, mask, self.trace, f"{label} ({cls})", given)
                 except Exception as exc:  # its constructor needs what the harness lacks: say so, carry on
                     self.input_failures[f"{module}.{cls}()"] = f"{type(exc).__name__}: {exc}"
                 else:
                     self.instances.add(cls)
                     return obj
-        return fakes.verify_input(width, mask, self.trace, f"{label} ({cls})", fields)
+        return inputs.verify_input(width, mask, self.trace, f"{label} ({cls})", fields)
 
     def _launch_for(self, width: int, server_args) -> Any:
         """The launch whose worker builds the verify input at ``width`` (its algorithm, budget and other
         speculative values, as ``target.worker`` evaluated them) set on the tree's server args, so the
         backend is built, and its graph state set up, for that launch; returns the tree's algorithm
         member for the model runner (None where the tree builds no verify input of its own)."""
-        import importlib
-
-        from ddcheck.tree.names import SPECULATIVE_ALGORITHM_CLASS, SPEC_INFO_MODULE
-
         found = self.input_fields(width)
         values = dict(found[5]) if found is not None else {}
         values.pop(SPECULATIVE_NUM_DRAFT_TOKENS, None)  # C is the session's
@@ -386,12 +390,7 @@ class Session:
                     object.__setattr__(server_args, key, value)
                 except Exception:  # noqa: BLE001 - a frozen record keeps the start-up's value
                     pass
-        algo = values.get(SPECULATIVE_ALGORITHM)
-        try:
-            cls = getattr(importlib.import_module(SPEC_INFO_MODULE), SPECULATIVE_ALGORITHM_CLASS)
-            return cls.from_string(algo) if hasattr(cls, "from_string") else cls[algo]
-        except Exception:  # noqa: BLE001 - the runner's stand-in algorithm stays
-            return None
+        return _algorithm(values.get(SPECULATIVE_ALGORITHM))
 
     def _worker_keywords(self, site, batch: VerifyBatch, backend, mask) -> dict:
         """The keywords the tree's worker passes to its verify input, evaluated for this batch and backend
@@ -448,17 +447,21 @@ class Session:
         cap_spec = self._spec(cw, torch.ones(bs * cw * (fill + cw), dtype=torch.bool, device=self.device),
                               "capture spec_info", cap_tree, backend)
         if hasattr(backend, OLD_CAPTURE) and not hasattr(backend, OUT_GRAPH):
-            _call(getattr(backend, OLD_CAPTURE), bs=bs, num_tokens=bs * cw, req_pool_indices=cap_req,
-                  seq_lens=cap_seq, encoder_lens=None, forward_mode=self.mode, spec_info=cap_spec)
+            # the entry points' parameters are named as the forward batch's fields
+            _call(getattr(backend, OLD_CAPTURE), bs=bs, num_tokens=bs * cw,
+                  **{names.REQ_POOL_INDICES: cap_req, names.SEQ_LENS: cap_seq, names.ENCODER_LENS: None,
+                     names.FORWARD_MODE_FIELD: self.mode, names.SPEC_INFO_FIELD: cap_spec})
             captured = copy.copy(backend.forward_metadata)
-            _call(getattr(backend, OLD_REPLAY), bs=bs, req_pool_indices=batch.req_pool_indices,
-                  seq_lens=batch.seq_lens, seq_lens_sum=int(batch.seq_lens.sum()), encoder_lens=None,
-                  forward_mode=self.mode, spec_info=fb.spec_info, seq_lens_cpu=batch.seq_lens.cpu())
+            _call(getattr(backend, OLD_REPLAY), bs=bs,
+                  **{names.REQ_POOL_INDICES: batch.req_pool_indices, names.SEQ_LENS: batch.seq_lens,
+                     names.SEQ_LENS_SUM: int(batch.seq_lens.sum()), names.ENCODER_LENS: None,
+                     names.FORWARD_MODE_FIELD: self.mode, names.SPEC_INFO_FIELD: getattr(fb, names.SPEC_INFO_FIELD),
+                     names.SEQ_LENS_CPU: batch.seq_lens.cpu()})
             return captured, [OLD_CAPTURE, OLD_REPLAY, "forward_extend"]
         if hasattr(backend, OUT_GRAPH):
             cap_batch = _CaptureBatch(batch, cap_seq, cap_req, cw)
-            cap_fb = fakes.forward_batch(cap_batch, self.mode, cap_spec, pool, self.trace, "capture forward_batch",
-                                         self.algorithm)
+            cap_fb = handed.forward_batch(cap_batch, self.mode, cap_spec, pool, self._req_pool(), self.trace,
+                                          "capture forward_batch", self.algorithm, self.importer.tree)
             getattr(backend, OUT_GRAPH)(cap_fb, in_capture=True)
             getattr(backend, IN_GRAPH)(cap_fb)
             captured = copy.copy(backend.forward_metadata)
@@ -484,6 +487,22 @@ class Session:
         result.wrong_tokens = int(wrong_rows.sum())
         result.max_abs_err = float(finite.max()) if finite.numel() else None
         result.status = "ok" if not bad.any() else "wrong"
+
+
+def _algorithm(name: str | None) -> Any:
+    """The tree's SpeculativeAlgorithm member named ``name`` (None where the tree has none)."""
+    import importlib
+
+    from ddcheck.tree.names import SPECULATIVE_ALGORITHM_CLASS, SPEC_INFO_MODULE
+
+    from ddcheck.tree.standins import is_stand_in
+
+    try:
+        cls = getattr(importlib.import_module(SPEC_INFO_MODULE), SPECULATIVE_ALGORITHM_CLASS)
+        member = cls.from_string(name) if hasattr(cls, "from_string") else cls[name]
+    except Exception:  # noqa: BLE001 - the runner's class answers
+        return None
+    return None if is_stand_in(cls) or is_stand_in(member) else member
 
 
 # what CUDA says when a kernel faults: the context is unusable afterwards, in this process

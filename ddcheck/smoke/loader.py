@@ -99,7 +99,17 @@ class Recording:
     def _initialized(self, name: str) -> Any:
         """``name`` as the tree's own initializer of it builds it from this object's values (the
         values handed in are kept as they were); ``ABSENT`` when none exists or none succeeds (then a
-        stand-in answers, reported)."""
+        stand-in answers, reported), or while it runs (an initializer that reads what it initializes)."""
+        running = self.__dict__.setdefault("_initializing", set())
+        if name in running:
+            return ABSENT
+        running.add(name)
+        try:
+            return self._run_initializers(name)
+        finally:
+            running.discard(name)
+
+    def _run_initializers(self, name: str) -> Any:
         for method in initializers(self._like, name):
             given = dict(self._attrs)
             try:
@@ -128,7 +138,7 @@ class Recording:
             if value is UNDECLARED:  # an instance of the tree's class has no such attribute either
                 raise AttributeError(f"{self._like.__name__} has no attribute {name!r}")
             if value is ABSENT:
-                value = init_value(self._like, name, self)
+                value = init_value(self._like, name, self, held=self._attrs.__contains__)
             if value is ABSENT:
                 value = self._initialized(name)
             if value is not ABSENT:
@@ -286,7 +296,7 @@ class SglangImporter:
         cls = module.__dict__.get(names.SERVER_ARGS_CLASS)
         values = self.launch_values()
         if not isinstance(cls, type) or is_stand_in(cls):
-            return Recording("server_args", self.trace, **values)
+            return Recording(names.SERVER_ARGS_ATTR, self.trace, **values)
         fields = _field_names(cls)
         given = {k: v for k, v in values.items() if k in fields}
         model = {names.MODEL_PATH: self._model_dir()} if names.MODEL_PATH in fields else {}
@@ -300,9 +310,9 @@ class SglangImporter:
                 quiet = type(cls.__name__, (cls,), {"__post_init__": lambda self: None,
                                                     "__module__": cls.__module__, "__qualname__": cls.__qualname__})
                 obj = quiet(**given, **model)
-            except Exception as exc2:  # noqa: BLE001 - reported; the fakes' server args stand in
+            except Exception as exc2:  # noqa: BLE001 - reported; a recording of the launch values stands in
                 self.trace.stopped[f"{names.SERVER_ARGS_CLASS}(...)"] = f"{type(exc2).__name__}: {exc2}"
-                return Recording("server_args", self.trace, **values)
+                return Recording(names.SERVER_ARGS_ATTR, self.trace, **values)
             set_env = propagate_env(env_assignments(self.tree, names.SERVER_ARGS_MODULE), vars(module), obj)
             self.published += [f"os.environ[{k!r}] = {v!r}" for k, v in set_env.items()]
         else:
@@ -349,7 +359,7 @@ class SglangImporter:
         values: dict[str, Any] = {"world_size": 1, "rank": 0, "local_rank": 0, "backend": "gloo",
                                   "tp_rank": 0, names.TP_SIZE: 1, names.DP_SIZE: 1, names.PP_SIZE: 1,
                                   names.ENABLE_DP_ATTENTION: False, names.MOE_DENSE_TP_SIZE: None,
-                                  "server_args": self.server_args(), "model_config": model_config}
+                                  names.SERVER_ARGS_ATTR: self.server_args(), names.MODEL_CONFIG_ATTR: model_config}
         if not dist.is_initialized():
             with socket.socket() as sock:
                 sock.bind(("127.0.0.1", 0))
@@ -371,8 +381,8 @@ class SglangImporter:
                 elif p.name.endswith("_size") and p.default is not p.empty:
                     kwargs[p.name] = 1  # a parallel width: one process
                 elif p.default is p.empty:
-                    if hasattr(values["server_args"], p.name):
-                        kwargs[p.name] = getattr(values["server_args"], p.name)
+                    if hasattr(values[names.SERVER_ARGS_ATTR], p.name):
+                        kwargs[p.name] = getattr(values[names.SERVER_ARGS_ATTR], p.name)
                     else:
                         lacking.append(p.name)
             label = f"{module_name}.{fn_name}"

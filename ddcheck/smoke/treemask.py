@@ -17,6 +17,7 @@ from typing import Any, Callable
 import torch
 
 from ddcheck.smoke.batch import VerifyBatch
+from ddcheck.tree.names import SEQ_LENS
 
 
 class TreeMaskUnavailable(Exception):
@@ -51,7 +52,7 @@ def batch_values(batch: VerifyBatch, device: str) -> dict[str, Callable[[], Any]
         "verify_token_num": lambda: w, "max_tree_nodes": lambda: w, "draft_token_num": lambda: w,
         "build_attention_mask": lambda: True, "device": lambda: dev,
     }
-    for name in ("start_positions", "past_lengths", "seq_lens", "prefix_lens"):
+    for name in ("start_positions", "past_lengths", SEQ_LENS, "prefix_lens"):
         made[name] = lambda: prefix
     return made
 

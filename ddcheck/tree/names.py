@@ -184,3 +184,97 @@ TRITON_ATTENTION_NUM_KV_SPLITS = "triton_attention_num_kv_splits"
 # the draft's. A hub id there is read from the Hugging Face cache (``ddcheck.launch.hub``).
 SPECULATIVE_DRAFT_MODEL_PATH = "speculative_draft_model_path"
 MODEL_FIELDS = ((MODEL_PATH, "revision"), (SPECULATIVE_DRAFT_MODEL_PATH, "speculative_draft_model_revision"))
+
+# ----------------------------------------------------------------------------- what smoke hands a backend
+# The objects a backend is handed are the tree's own classes (or recordings of them, ddcheck.smoke.handed);
+# these are the few fields the harness binds its own values to, every other one the tree's class answers.
+# ForwardBatch's fields (model_executor/forward_batch_info.py) that carry the batch:
+FORWARD_MODE_FIELD = "forward_mode"
+BATCH_SIZE = "batch_size"
+INPUT_IDS = "input_ids"
+REQ_POOL_INDICES = "req_pool_indices"
+SEQ_LENS = "seq_lens"
+SEQ_LENS_CPU = "seq_lens_cpu"
+SEQ_LENS_SUM = "seq_lens_sum"
+OUT_CACHE_LOC = "out_cache_loc"
+POSITIONS = "positions"
+ENCODER_LENS = "encoder_lens"  # (None: a decoder-only model; the old graph entry points take it by this name)
+CAPTURE_HIDDEN_MODE = "capture_hidden_mode"  # ForwardBatch's and the verify inputs'
+# 0.5.19+: the iteration's KV-location plan, which ForwardBatch.init_new builds from the runner's translator
+# (0.5.23 forward_batch_info.py:1140-1142) and the backends' page tables read the request slots of
+# (kv_index_translator.py:512): a plan like the tree's KVLocPlan over the batch's slots and lengths.
+KV_LOC_PLAN = "kv_loc_plan"
+KV_LOC_PLAN_CLASS = "KVLocPlan"
+SPEC_ALGORITHM_FIELD = "spec_algorithm"  # the forward batch's and the model runner's algorithm member
+# The pools, as the runner and (older releases) the forward batch hold them (model_runner.py,
+# forward_batch_info.py): the request-to-token table, the KV cache, the KV allocator.
+REQ_TO_TOKEN_POOL = "req_to_token_pool"
+REQ_TO_TOKEN = "req_to_token"  # ReqToTokenPool's table (mem_cache/memory_pool.py)
+TOKEN_TO_KV_POOL = "token_to_kv_pool"
+TOKEN_TO_KV_POOL_ALLOCATOR = "token_to_kv_pool_allocator"
+# RadixAttention (layers/radix_attention.py): the layer a backend runs, built by its own __init__ from the
+# batch's shape through these parameters.
+RADIX_ATTENTION_CLASS = "RadixAttention"
+LAYER_NUM_HEADS = "num_heads"
+LAYER_NUM_KV_HEADS = "num_kv_heads"
+LAYER_HEAD_DIM = "head_dim"
+LAYER_SCALING = "scaling"
+LAYER_ID = "layer_id"
+# The pools' classes (mem_cache/memory_pool.py; the allocator above) and the values their __init__ takes
+# that the harness owns (KVCache.__init__, ReqToTokenPool.__init__, the allocators' __init__).
+MHA_KV_POOL_CLASS = "MHATokenToKVPool"
+REQ_TO_TOKEN_POOL_CLASS = "ReqToTokenPool"
+POOL_SIZE = "size"
+POOL_DTYPE = "dtype"
+POOL_LAYER_NUM = "layer_num"
+POOL_DEVICE = "device"
+POOL_MAX_CONTEXT_LEN = "max_context_len"
+ALLOCATOR_KVCACHE = "kvcache"
+# The KV cache's storage: a backend reads and writes the cache through these methods of the pool
+# (MHATokenToKVPool, memory_pool.py:2196-2250 in 0.5.16). The harness owns that storage (the batch's
+# buffers, which its reference reads), and the tree's writer runs a kernel that cannot run here
+# (``_set_kv_buffer_impl``), so these are the harness's.
+GET_KEY_BUFFER = "get_key_buffer"
+GET_VALUE_BUFFER = "get_value_buffer"
+GET_KV_BUFFER = "get_kv_buffer"
+SET_KV_BUFFER = "set_kv_buffer"
+# The model runner's attributes the harness binds (ModelRunner.__init__ and init_memory_pool, model_runner.py):
+# its launch's server args (SERVER_ARGS_ATTR), its model's config, its device, and the pools above.
+MODEL_CONFIG_ATTR = "model_config"
+DEVICE_ATTR = "device"
+GPU_ID = "gpu_id"
+# ...and those its start-up sets by calls that do not run here, from what the harness owns: the page size
+# (PAGE_SIZE; 0.5.23 model_runner.py:399 reads the runtime's schedule), the model's and the KV cache's
+# dtypes (MODEL_DTYPE, KV_CACHE_DTYPE; set by load_model, :1362, and configure_kv_cache_dtype, :1553) and
+# the batch capacity (MAX_RUNNING_REQUESTS; sized from the GPU's memory, :986); and the attention window,
+# None: the smoke model (a Llama) has none, and the tree's load_model asks the loaded model for it (0.5.10
+# model_runner.py:1223-1233; 0.5.23 :1353), which is not loaded here (a stand-in answers ``is not None``).
+SLIDING_WINDOW_SIZE = "sliding_window_size"
+# A one-process world: the runner's parallel parameters (``tp_size``, ``pp_rank``, ... of ModelRunner.__init__,
+# 0.5.10) and the fields of its parallel state (``ps``, the tree's ParallelState, 0.5.16+
+# distributed/parallel_state_wrapper.py:6) are sizes of 1 and ranks of 0, by these suffixes.
+PARALLEL_STATE_ATTR = "ps"
+PARALLEL_STATE_CLASS = "ParallelState"
+PARALLEL_SIZE_SUFFIX = "_size"
+PARALLEL_RANK_SUFFIX = "_rank"
+# The attention backends the runner resolved from the launch (init_attention_backends, which builds the
+# backends: 0.5.23 model_runner.py:1120-1121, 0.5.16 :835-836): the launch's, as the server args hold them.
+RUNNER_ATTENTION_BACKENDS = {"prefill_attention_backend_str": PREFILL_ATTENTION_BACKEND,
+                             "decode_attention_backend_str": DECODE_ATTENTION_BACKEND}
+# The target model: none is loaded here (load_model would load it). A backend walks its torch modules for
+# their attention kinds (0.5.23 trtllm_mha_backend.py:325-328): it has none; a worker checks its parts
+# (HaiyuZhou's ddtree_worker.py:97-103, ``lm_head``): recorded stand-ins, as for anything else not here.
+MODEL_ATTR = "model"
+# ModelConfig's values the tree computes by calls that do not run here (configs/model_config.py: the
+# dtype from ``_get_and_verify_dtype``, the context length from ``get_context_length``): the smoke
+# model's; its config.json is ``hf_config``/``hf_text_config``, the rest derived by the tree's own code.
+HF_CONFIG = "hf_config"
+HF_TEXT_CONFIG = "hf_text_config"
+MODEL_DTYPE = "dtype"
+CONTEXT_LEN = "context_len"
+GET_V_HEAD_DIM = "get_v_head_dim"
+
+# Words above that are not SGLang's alone: flashinfer's plan parameters, a Hugging Face config.json's keys,
+# torch's keywords use them too, so a literal of one elsewhere is not a second definition (tests/test_names.py).
+SHARED_WORDS = frozenset({LAYER_NUM_HEADS, LAYER_NUM_KV_HEADS, LAYER_HEAD_DIM, POOL_SIZE, POOL_DTYPE, POOL_DEVICE})
+MODEL_RUNNER_FILE = "sglang/srt/model_executor/model_runner.py"  # ModelRunner (tests/test_names.py reads it)
