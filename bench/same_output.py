@@ -119,7 +119,7 @@ def _scrub(text: str) -> str:
     folder a tree's files run from (``/tmp/ddcheck-tree-XXXX``, in what the tree printed) as
     ``<tree>``, and smoke's wall times (``"seconds"``) left out: they differ from run to run."""
     text = re.sub(r"/tmp/tmp[A-Za-z0-9_]+(?=/)", SCRATCH, text)
-    text = re.sub(r"/tmp/ddcheck-tree-[A-Za-z0-9_]+(?=/)", "<tree>", text)
+    text = re.sub(r"/tmp/(ddcheck-config-[A-Za-z0-9_]+/)?ddcheck-tree-[A-Za-z0-9_]+(?=/)", "<tree>", text)
     return re.sub(r'"seconds": [0-9.]+', '"seconds": _', text)
 
 
