@@ -308,6 +308,29 @@ def test_verdict_on_a_write_past_the_batch():
     assert r.exit_code == 3 and r.verdict.startswith("control wrong"), r.verdict
 
 
+def test_a_harness_failure_after_a_stopped_start_up_names_the_call():
+    # 0.5.23 triton on an H200 with a huggingface_hub its transformers refuses: the tree's server-args
+    # setter stopped, the runtime context was never published, and the path then failed reading it.
+    from ddcheck.smoke.api import _verdict
+
+    crash = ("RuntimeError: parallel name 'attn_dcp_rank' has not been written in this process "
+             "(at sglang/srt/runtime_context.py:392 in _read)")
+    r = _report(17, [("ddtree", "eager", 17, "crash", [], []), ("control", "eager", 8, "ok", [], [])])
+    r.paths[0].error = crash
+    r.harness.stopped = {
+        "sglang.srt.server_args.set_global_server_args_for_scheduler":
+            "TypeError: expected string or bytes-like object, got 'StandInMeta'",
+        "sglang.srt.configs.afmoe": "ImportError: huggingface-hub>=1.5.0,<2.0 is required\nTry: pip install"}
+    _verdict(r)
+    assert r.exit_code == 3 and r.verdict.startswith(f"harness failure in ddtree/eager: {crash}; the tree's start-up")
+    assert "set_global_server_args_for_scheduler: TypeError" in r.verdict and "afmoe" not in r.verdict
+    assert "dependencies" in r.not_judged[0]["to_judge"]
+    r.harness.stopped.pop("sglang.srt.server_args.set_global_server_args_for_scheduler")
+    r.exit_code, r.verdict, r.not_judged = 3, "", []
+    _verdict(r)  # nothing of the start-up stopped: the failure alone
+    assert r.verdict == f"harness failure in ddtree/eager: {crash}"
+
+
 def test_padded_allocations_report_the_rows_written_past_them():
     import torch
 

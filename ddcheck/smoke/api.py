@@ -14,6 +14,7 @@ from ddcheck.smoke import requirements
 from ddcheck.smoke.loader import BACKEND_RELPATH, HarnessError, LoadContext, SglangImporter, SmokeUsageError
 from ddcheck.smoke.report import HarnessTrace, PathResult, SmokeReport, render_text
 from ddcheck.tree.names import INIT_CUDA_GRAPH_STATE, INIT_FORWARD_METADATA, SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE
+from ddcheck.tree.names import SERVER_ARGS_SETTER, SINGLE_PROCESS_STARTUP
 from ddcheck.tree.names import SPECULATIVE_ALGORITHM, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS
 
 SEED_BUDGET, SEED_C = 7, 8  # the DDTree seed configuration: budget 7 verifies 8 = C tokens
@@ -573,8 +574,6 @@ def _verdict(report: SmokeReport) -> None:
 def _startup_stopped(trace: HarnessTrace) -> dict[str, str]:
     """The calls of the tree's start-up (its server-args setters and single-process parallel set-up) that
     failed here, each with why (first line)."""
-    from ddcheck.tree.names import SERVER_ARGS_SETTER, SINGLE_PROCESS_STARTUP
-
     setup = {fn for _, fn in SINGLE_PROCESS_STARTUP}
     return {k: v.splitlines()[0] for k, v in trace.stopped.items()
             if k.rsplit(".", 1)[-1] in setup or re.fullmatch(SERVER_ARGS_SETTER, k.rsplit(".", 1)[-1])}
