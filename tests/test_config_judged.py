@@ -195,3 +195,44 @@ def test_the_trees_prints_are_its_own_field_and_json_parses():
     assert report["tree_stdout"] == "flag-fork: loading server args\n"
     assert report["tree_stderr"] == "flag-fork: banner on stderr\n"
     assert "flag-fork" not in out.stderr
+
+
+# ------------------------------------------------------------------------------------------ the launch's step
+# fixtures/trees/flag_fork: sited_worker.py builds its input at two sites, the flag --speculative-tree-eager
+# picks one (:18); step_worker.py caps W by FLAGFORK_STEP_CAP through a try and min/max in its own methods;
+# opaque_worker.py reads W from a file at start-up.
+
+
+def _sites(report):
+    return {site.at.rsplit("/", 1)[1]: site for site in report.settings.verify_sites}
+
+
+def test_only_the_site_the_launch_reaches_is_judged(fork):
+    tree_path = check_launch(_fork_launch("SITEDTREE", "--speculative-tree-budget", "16"), tree=fork)
+    sites = _sites(tree_path)
+    assert sites["sited_worker.py:15"].reached is False and "self.eager" in sites["sited_worker.py:15"].why
+    assert sites["sited_worker.py:28"].reached is True and sites["sited_worker.py:28"].width == 17
+    assert sites["sited_worker.py:28"].width_from == "self.num_nodes set at sglang/srt/speculative/sited_worker.py:25"
+    assert tree_path.settings.verify_width == 17 and tree_path.exit_code == 1
+    assert any(f.id == "verify-width" and "W=17" in f.message for f in tree_path.errors)
+    eager = check_launch(_fork_launch("SITEDTREE", "--speculative-tree-budget", "16", "--speculative-tree-eager"),
+                         tree=fork)
+    sites = _sites(eager)
+    assert sites["sited_worker.py:15"].reached is True and sites["sited_worker.py:28"].reached is False
+    assert eager.settings.verify_width == 16 and eager.errors == [] and eager.exit_code == 0
+
+
+def test_a_step_cap_from_the_environment_through_the_workers_methods():
+    fork = open_target(str(FORK))
+    capped = check_launch(["FLAGFORK_STEP_CAP=4", *_fork_launch("STEPTREE")], tree=fork)
+    assert (capped.settings.verify_width, capped.settings.num_draft_tokens) == (4, 16) and capped.exit_code == 1
+    unset = check_launch(_fork_launch("STEPTREE"), tree=fork)  # int("") raises: the handler returns C
+    assert unset.settings.verify_width == 16 and unset.exit_code == 0 and not unset.not_judged
+    wide = check_launch(["FLAGFORK_STEP_CAP=64", *_fork_launch("STEPTREE")], tree=fork)  # clamped to C
+    assert wide.settings.verify_width == 16 and wide.exit_code == 0
+
+
+def test_a_width_no_reading_can_give_is_not_judged_at_its_site(fork):
+    r = check_launch(_fork_launch("OPAQUETREE"), tree=fork)
+    assert r.exit_code == 3 and r.settings.verify_width is None
+    assert any("sglang/srt/speculative/opaque_worker.py:16" in n and "self.tree_nodes" in n for n in r.not_judged)

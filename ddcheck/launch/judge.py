@@ -19,7 +19,7 @@ from ddcheck.launch.flags import ParseError, flag_table, merge_config_file, pars
 from ddcheck.launch.gpu import Gpu
 from ddcheck.launch.report import GpuReport, PickedBackend, Report, add_smoke, sort_findings
 from ddcheck.launch.selection import apply as apply_selection, platform_of, select_backends, settle
-from ddcheck.launch.speculative import SpecSettings, flags_as_given
+from ddcheck.launch.speculative import VerifySite, SpecSettings, flags_as_given
 from ddcheck.launch.treerun import TreeRun, load_config, run_handler, server_args_values
 from ddcheck.launch.words import launch_env, server_argv
 from ddcheck.tree.sources import SourceTree
@@ -165,7 +165,8 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
         _apply(s, run, tree, environ.for_tree())
         if sel.picked:  # the speculative handler may change a backend it was left (the tree's own rewrite)
             settle(s, {f: run.values.get(f) for f in sel.picked})
-        unknown_widths = _widths_not_judged(s)
+        each = _per_site(s, tree)
+        unknown_widths = [(x, why) for x in each for why in _widths_not_judged(x)]
         checks = tuple(c for c in ALL_CHECKS if c is not check_startup)  # labels of the tree's own rejections only
     else:
         # Fails closed: no table stands in for the tree's start-up code. What the scan says of a backend
@@ -174,12 +175,20 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
         report.not_judged.append(_why_not("the tree's start-up code could not run here", run.failed, supply,
                                           torch_missing))
         checks = SCAN_ONLY_CHECKS
+        each = [s]
     if report.not_judged:
         report.not_judged += [note for note, _ in hub_notes]
-    for check in checks:
-        report.findings.extend(check(s, tree))
-    if run.ok and unknown_widths and not (s.verify_width_per_step and _any_width_is_right(s, tree)):
-        report.not_judged += unknown_widths
+    seen: set[str] = set()
+    for x in each:  # every reached site is judged: a finding at any of them counts
+        for check in checks:
+            for f in check(x, tree):
+                key = repr((f.id, f.message, [(e.path, e.line) for e in f.evidence]))
+                if key not in seen:
+                    seen.add(key)
+                    report.findings.append(f)
+    if run.ok:
+        report.not_judged += list(dict.fromkeys(
+            why for x, why in unknown_widths if not (x.verify_width_per_step and _any_width_is_right(x, tree))))
     if any(f.id == "verify-width" for f in report.findings):
         report.scan_engine = scan_errors(tree, [])[1]
     if smoke is not None and (ran := smoke(s, tree)) is not None:
@@ -248,16 +257,43 @@ def _apply(s: SpecSettings, run: TreeRun, tree: SourceTree, environ: dict[str, s
     s.verify_width = s.verify_width_min = None
     facts = verify_inputs(tree, s.algorithm, v, environ=environ) if s.algorithm else None
     s.worker_note = facts.note if facts is not None else ""
-    # The worker class's own construction comes first (a base's is reached only through super()).
-    c = facts.choices[0] if facts and facts.choices else None
-    if c is not None:
-        s.verify_input, s.verify_input_fields, s.verify_input_type = c.cls, c.attrs, c.input_type
-        s.verify_input_at = f"{c.path}:{c.line}"
-        s.verify_input_sets = c.kwargs
-        s.verify_width_expr = c.width_expr
-        s.verify_width, s.verify_width_min = (c.width, c.width) if c.width is not None else (c.width_max, c.width_min)
-    if c is not None and c.width is None and (c.per_step or c.width_min != c.width_max):
-        s.verify_width_per_step = c.width_expr
+    s.step_entry = facts.entry or None if facts is not None else None
+    s.verify_sites = [VerifySite(
+        cls=c.cls, at=f"{c.path}:{c.line}", reached=c.reached, why=c.reached_why, width=c.width,
+        width_min=c.width if c.width is not None else c.width_min,
+        width_max=c.width if c.width is not None else c.width_max, width_expr=c.width_expr,
+        width_from=c.width_from,
+        per_step=c.width_expr if c.width is None and (c.per_step or c.width_min != c.width_max) else None,
+        fields=c.attrs, input_type=c.input_type, sets=c.kwargs) for c in (facts.sites if facts else [])]
+    reached = [site for site in s.verify_sites if site.reached is not False]
+    if reached:
+        _judge_site(s, reached[0], tree)
+
+
+def reached_sites(s: SpecSettings) -> list[VerifySite]:
+    """The verify-input sites the launch's step reaches (each is judged)."""
+    return [site for site in s.verify_sites if site.reached is not False]
+
+
+def _judge_site(s: SpecSettings, site: VerifySite, tree: SourceTree) -> None:
+    """Sets the verify-input fields of ``s`` to ``site``'s, and the graph runner's capture for it."""
+    s.verify_input, s.verify_input_fields, s.verify_input_type = site.cls, site.fields, site.input_type
+    s.verify_input_at = site.at
+    s.verify_input_sets = site.sets
+    s.verify_width_expr = site.width_expr
+    s.verify_width, s.verify_width_min = site.width_max, site.width_min
+    s.verify_width_per_step = site.per_step
     if s.algorithm and s.cuda_graph:
-        cap = graph_capture(tree, s.algorithm, v, set(s.verify_input_fields) if s.verify_input else None)
+        cap = graph_capture(tree, s.algorithm, s.values, set(s.verify_input_fields) if s.verify_input else None)
         s.capture_width, s.capture_at, s.replay_gate_at = cap.width, cap.at or None, cap.gate_at or None
+
+
+def _per_site(s: SpecSettings, tree: SourceTree) -> list[SpecSettings]:
+    """The launch's settings once per reached site (the first is ``s`` itself)."""
+    out = [s]
+    for site in reached_sites(s)[1:]:
+        other = s.model_copy(deep=True)
+        other.values = s.values
+        _judge_site(other, site, tree)
+        out.append(other)
+    return out

@@ -117,8 +117,20 @@ def render_text(report: Report, console=None) -> None:
                                                                              for p in report.backends_picked) else "")
                       + f" page={s.page_size}"
                       + f" cuda-graph={'on' if s.cuda_graph else 'off'}")
-        if s.verify_input:
+        if s.verify_input and len(s.verify_sites) <= 1:
             console.print(f"  verify input: {s.verify_input} (built at {s.verify_input_at})", highlight=False)
+        if len(s.verify_sites) > 1 or any(site.reached is False for site in s.verify_sites):
+            console.print(f"  verify inputs on the step{f' from {s.step_entry}' if s.step_entry else ''}:",
+                          highlight=False, markup=False)
+            for site in s.verify_sites:
+                w = site.width if site.width is not None else (
+                    f"{'?' if site.width_min is None else site.width_min}..{'?' if site.width_max is None else site.width_max}")
+                state = {True: "reached", None: "reached on some steps", False: "not reached"}[site.reached]
+                console.print(f"    {site.cls} at {site.at}: W={w} (draft_token_num={site.width_expr}"
+                              + (f"; {site.width_from}" if site.width_from else "") + f"), {state}", highlight=False,
+                              markup=False)
+                if site.reached is False:
+                    console.print(f"      {site.why}", highlight=False, markup=False)
         if s.verify_width_per_step:
             lo, hi = ("?" if v is None else v for v in (s.verify_width_min, s.verify_width))
             console.print(f"  W is computed each step (draft_token_num={s.verify_width_per_step}): from {lo} to {hi}",

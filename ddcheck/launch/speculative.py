@@ -30,6 +30,24 @@ if TYPE_CHECKING:  # the flag table is the tree's, read in the worker: not loade
     from ddcheck.launch.flags import FlagTable
 
 
+class VerifySite(BaseModel):
+    """A place the tree's worker builds a verify input, as the launch's step meets it."""
+
+    cls: str
+    at: str  # path:line
+    reached: bool | None  # True: every test on the way holds; None: on some steps; False: not for this launch
+    why: str = ""  # the tests that say so, and the calls from the worker's entry point
+    width: int | None = None
+    width_min: int | None = None
+    width_max: int | None = None
+    width_expr: str = ""
+    width_from: str = ""  # where the value W reads is set
+    per_step: str | None = None  # W's expression where the worker computes it each step
+    fields: list[str] = Field(default_factory=list, exclude=True)
+    input_type: str | None = Field(default=None, exclude=True)
+    sets: list[str] = Field(default_factory=list, exclude=True)
+
+
 class SpecSettings(BaseModel):
     release: str
     algorithm: str | None = None  # after SGLang's alias resolution (NEXTN -> EAGLE)
@@ -47,6 +65,10 @@ class SpecSettings(BaseModel):
     verify_input_fields: list[str] = Field(default_factory=list)
     verify_input_type: str | None = None  # the SpecInputType member it sets (DDTREE_VERIFY)
     verify_input_at: str | None = None  # where the tree's worker builds it
+    # Every verify-input site the launch's step meets (reached or not, and why); the fields above are the
+    # site being judged (each reached one is judged in turn).
+    verify_sites: list[VerifySite] = Field(default_factory=list)
+    step_entry: str | None = None  # where the worker's step starts (the method the scheduler calls)
     # The worker computes W each step (``draft_token_num=verify_token_num``): the expression. W above is
     # then its bound (budget + 1), and any step may verify fewer tokens than C even when W == C.
     verify_width_per_step: str | None = None

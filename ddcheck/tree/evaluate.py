@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ddcheck.tree.modules import TreeModules
@@ -51,14 +51,34 @@ class _SA:
 SA = _SA()
 
 
-@dataclass
+@dataclass(eq=False)
 class Obj:
-    """An object of the tree whose attributes the launch decides (a target ``ModelRunner``)."""
+    """An object of the tree whose attributes the launch decides (a target ``ModelRunner``, the draft
+    worker, a component its ``__init__`` builds): what its ``__init__`` chain stored, evaluated."""
 
     label: str
     attrs: dict[str, Any]
     cls: str = ""  # the tree class whose methods calls on it run
     module: str = ""
+    lines: dict[str, str] = field(default_factory=dict)  # attribute -> path:line of the statement that set it
+
+
+class _Raised(Exception):
+    """The tree's code raises here, for these values (``int("")``, ``raise ValueError(...)``): ``exc`` is
+    the exception (an instance of a builtin class) or None where its class is the tree's own."""
+
+    def __init__(self, exc: BaseException | None):
+        super().__init__(exc)
+        self.exc = exc
+
+
+@dataclass(frozen=True)
+class Flow:
+    """How a block ended: ``return`` (with its value), ``raise`` (with its exception, None: the tree's
+    own class), or ``unknown`` (ways through it that end differently)."""
+
+    kind: str
+    value: Any = None
 
 
 class World:
@@ -102,9 +122,17 @@ class Evaluator:
         self.self_env: dict[str, Any] = {}
         self.self_lines: dict[str, int] = {}  # self attribute -> line of the assignment that set it
         self.self_value: Any = None  # ``self`` as a value (an Algo, an Obj) inside a followed method
+        self.owner: tuple[str, str] | None = None  # (class, module) whose method is being run: super()'s start
         self.local: dict[str, Any] = {}
         self.world, self.module, self.depth = world, module, depth
         self.imports: dict[str, str] = {}  # names imported inside the function being evaluated
+        # A ``return`` before the statement being reached ends that way through the code (the site is
+        # not reached on it), as a ``raise`` does; off inside a followed call, where it is the value.
+        self.to_site = True
+        # In an ``__init__``, a ``return`` under a test the launch does not decide still leaves an object:
+        # the attributes it had then are kept here and joined with the end's (``_join_early``).
+        self.constructing = False
+        self.early: list[dict[str, Any]] = []
 
     def bind_init(self, init: ast.FunctionDef | None) -> "Evaluator":
         """Evaluate a class's ``__init__`` into ``self_env`` (its parameters unknown; with a world, the
@@ -117,47 +145,59 @@ class Evaluator:
             self.local = {}
         return self
 
+    def _inner(self, module: str) -> "Evaluator":
+        """An evaluator for a followed call: the launch, the world, and the forced/undecided tests shared."""
+        inner = Evaluator(self.values, world=self.world, module=module, depth=self.depth + 1, environ=self.environ)
+        inner.forced, inner.spans, inner.undecided = self.forced, self.spans, self.undecided
+        inner.to_site = False
+        return inner
+
     def call(self, fn: ast.FunctionDef, module: str, args: list[Any], kwargs: dict[str, Any],
-             self_value: Any = None) -> Any:
-        """What a tree function returns for these arguments, followed a few calls deep."""
+             self_value: Any = None, owner: tuple[str, str] | None = None) -> Any:
+        """What a tree function returns for these arguments, followed a few calls deep (raises
+        :class:`_Raised` where the tree's code raises for them)."""
         if self.depth >= MAX_CALL_DEPTH:
             return UNKNOWN
-        inner = Evaluator(self.values, world=self.world, module=module, depth=self.depth + 1, environ=self.environ)
-        inner.self_value = self_value
+        inner = self._inner(module)
+        inner.self_value, inner.owner = self_value, owner
         a = fn.args
         positional = [p.arg for p in [*a.posonlyargs, *a.args]]
-        if self_value is not None and positional:
+        static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
+        if self_value is not None and positional and not static:
             positional = positional[1:]
         defaults = dict(zip(positional[len(positional) - len(a.defaults):], a.defaults))
         defaults.update({k.arg: d for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
         bound = dict(zip(positional, args))
+        if a.vararg is not None:
+            bound[a.vararg.arg] = tuple(args[len(positional):]) if UNKNOWN not in args else UNKNOWN
         for name in [*positional, *(k.arg for k in a.kwonlyargs)]:
             if name in kwargs:
                 bound[name] = kwargs[name]
             elif name not in bound:
                 bound[name] = inner(defaults[name]) if name in defaults else UNKNOWN
+        if a.kwarg is not None:
+            bound[a.kwarg.arg] = {k: v for k, v in kwargs.items() if k not in bound}
         inner.local = bound
+        inner.constructing = fn.name == "__init__" and isinstance(self_value, Obj)
         got = inner.returns(fn.body)
+        if inner.constructing:
+            _join_early(self_value.attrs, inner.early)
         return None if got is _FELL_THROUGH else got
 
     def returns(self, body: list[ast.stmt]) -> Any:
-        for stmt in body:
-            if isinstance(stmt, ast.Return):
-                return self(stmt.value) if stmt.value is not None else None
-            if isinstance(stmt, ast.If):
-                t = self(stmt.test)
-                if t is UNKNOWN:
-                    return UNKNOWN
-                got = self.returns(stmt.body if t else stmt.orelse)
-                if got is not _FELL_THROUGH:
-                    return got
-            elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr)):
-                self.run([stmt], self.local)
-            elif isinstance(stmt, ast.ImportFrom):
-                self._import(stmt)
-            elif not isinstance(stmt, (ast.Pass, ast.Assert, ast.Import)):
-                return UNKNOWN  # a raise, a loop, a with: no value we can vouch for
-        return _FELL_THROUGH
+        """The value ``body`` returns (``_FELL_THROUGH`` where it ends without a return)."""
+        saved, self.to_site = self.to_site, False
+        try:
+            flow = self.exec_block(body, self.local)
+        finally:
+            self.to_site = saved
+        if flow is None:
+            return _FELL_THROUGH
+        if flow.kind == "return":
+            return flow.value
+        if flow.kind == "raise":
+            raise _Raised(flow.value)
+        return UNKNOWN
 
     def _import(self, stmt: ast.ImportFrom) -> None:
         if self.world is not None:  # relative imports resolved from the module being evaluated
@@ -168,7 +208,16 @@ class Evaluator:
 
     def __call__(self, node: ast.expr) -> Any:
         try:
+            return self._v(node)
+        except _Raised:
+            return UNKNOWN
+
+    def _v(self, node: ast.expr) -> Any:
+        """``node``'s value; :class:`_Raised` where the tree's code raises, anything else odd unknown."""
+        try:
             return self._e(node)
+        except _Raised:
+            raise
         except RecursionError:
             return UNKNOWN
         except Exception:  # noqa: BLE001 - anything odd is simply unknown
@@ -178,10 +227,30 @@ class Evaluator:
         if base is SA:
             return self.values.get(attr, UNKNOWN)
         if isinstance(base, Obj):
-            return base.attrs.get(attr, UNKNOWN)
+            if attr in base.attrs:
+                return base.attrs[attr]
+            prop = self._property(base, attr)
+            return prop() if prop is not None else UNKNOWN
         if isinstance(base, Algo) and attr == "name":
             return base.name
         return UNKNOWN
+
+    def _property(self, obj: Obj, attr: str):
+        """A ``@property`` of the object's class (or a constant of its class body), as a thunk."""
+        if self.world is None or not obj.cls:
+            return None
+        for _, node, mod in self.world.mods.class_chain(obj.cls, obj.module):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == attr:
+                    if any(isinstance(d, ast.Name) and d.id in ("property", "cached_property")
+                           or isinstance(d, ast.Attribute) and d.attr == "cached_property" for d in item.decorator_list):
+                        return lambda: self.call(item, mod, [], {}, self_value=obj, owner=(node.name, mod))
+                    return None
+                if isinstance(item, (ast.Assign, ast.AnnAssign)) and item.value is not None and any(
+                        isinstance(t, ast.Name) and t.id == attr
+                        for t in (item.targets if isinstance(item, ast.Assign) else [item.target])):
+                    return lambda: self._inner(mod)(item.value)
+        return None
 
     def _e(self, n: ast.expr) -> Any:
         if id(n) in self.forced:
@@ -200,7 +269,9 @@ class Evaluator:
                 and n.value.id not in self.local:
             return Algo(n.attr)
         if isinstance(n, ast.Attribute) and n.attr == "server_args" and not (
-                isinstance(n.value, ast.Name) and n.value.id == "self" and "server_args" in self.self_env):
+                isinstance(n.value, ast.Name) and n.value.id == "self" and (
+                    "server_args" in self.self_env or isinstance(self.self_value, Obj)
+                    and "server_args" in self.self_value.attrs)):
             return SA  # model_runner.server_args
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" \
                 and self.self_value is None:
@@ -242,12 +313,19 @@ class Evaluator:
             if UNKNOWN in items:
                 return UNKNOWN
             return {ast.List: list, ast.Tuple: tuple, ast.Set: set}[type(n)](items)
+        if isinstance(n, ast.JoinedStr):
+            parts = [self._e(p.value) if isinstance(p, ast.FormattedValue) else p.value for p in n.values]
+            return UNKNOWN if UNKNOWN in parts else "".join(map(str, parts))
         if isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
             return self._comprehension(n)
         if isinstance(n, ast.Subscript):
             if self.environ is not None and _is_environ(n.value):
                 key = self._e(n.slice)
-                return self.environ.get(key, UNKNOWN) if isinstance(key, str) else UNKNOWN
+                if not isinstance(key, str):
+                    return UNKNOWN
+                if key not in self.environ:
+                    raise _Raised(KeyError(key))
+                return self.environ[key]
             base, index = self._e(n.value), self._e(n.slice)
             return UNKNOWN if UNKNOWN in (base, index) or isinstance(base, (_SA, Obj, Algo)) else base[index]
         if isinstance(n, ast.Call):
@@ -267,6 +345,9 @@ class Evaluator:
             elif type(op) in _CMP:
                 if None in (left, right) and type(op) not in (ast.Is, ast.IsNot, ast.Eq, ast.NotEq):
                     return UNKNOWN
+                if isinstance(op, (ast.Is, ast.IsNot)) and not (left is None or right is None
+                                                                or isinstance(left, bool) or isinstance(right, bool)):
+                    return UNKNOWN  # identity of two values ddcheck made is not the tree's
                 ok = _CMP[type(op)](left, right)
             else:
                 return UNKNOWN
@@ -301,7 +382,7 @@ class Evaluator:
                 self.local[gen.target.id] = saved
         return set(out) if isinstance(n, ast.SetComp) else out
 
-    def _call(self, n: ast.Call) -> Any:
+    def _call(self, n: ast.Call) -> Any:  # noqa: C901 - one case per kind of callee
         f = n.func
         if self.environ is not None and (
                 isinstance(f, ast.Attribute) and f.attr == "get" and _is_environ(f.value)
@@ -324,9 +405,19 @@ class Evaluator:
                 and f.attr == "from_string" and len(n.args) == 1 and f.value.id not in self.local:
             name = self._e(n.args[0])  # the enum's constructor from the flag's string
             return Algo(name.upper()) if isinstance(name, str) else Algo("NONE") if name is None else UNKNOWN
+        if any(isinstance(a, ast.Starred) for a in n.args) or any(k.arg is None for k in n.keywords):
+            return UNKNOWN  # *args/**kwargs: which parameter gets what is not known here
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Call) and isinstance(f.value.func, ast.Name) \
+                and f.value.func.id == "super":
+            return self._super_call(f.attr, n)
         if isinstance(f, ast.Attribute):
             base = self._e(f.value) if not (isinstance(f.value, ast.Name) and f.value.id == "self"
                                             and self.self_value is None) else UNKNOWN
+            if isinstance(base, str) and f.attr in _STR_METHODS:
+                args = [self._e(a) for a in n.args]
+                if UNKNOWN in args or n.keywords:
+                    return UNKNOWN
+                return getattr(base, f.attr)(*args)
             args = [self._e(a) for a in n.args]
             kwargs = {k.arg: self._e(k.value) for k in n.keywords if k.arg}
             if isinstance(base, Algo):  # the algorithm's own method, or its is_<name>() test
@@ -336,10 +427,10 @@ class Evaluator:
                 if f.attr.startswith("is_") and not n.args:
                     return f.attr == f"is_{base.name.lower()}"
                 return UNKNOWN
-            if isinstance(base, Obj) and self.world is not None:
-                hit = self.world.method(base, f.attr)
+            if isinstance(base, Obj) and self.world is not None and base.cls:
+                hit = self._method(base.cls, base.module, f.attr)
                 if hit is not None:
-                    return self.call(hit[0], hit[1], args, kwargs, self_value=base)
+                    return self.call(hit[0], hit[1], args, kwargs, self_value=base, owner=hit[2])
             return UNKNOWN
         if isinstance(f, ast.Name):
             args = [self._e(a) for a in n.args]
@@ -351,63 +442,240 @@ class Evaluator:
                 if known and len(known) + args.count(UNKNOWN) == len(args):  # a per-step value, bounded
                     return Span(hi=min(known)) if f.id == "min" else Span(lo=max(known))
             if builtin is not None and f.id not in self.local:
-                if UNKNOWN in args or n.keywords or any(a is None for a in args):
+                if UNKNOWN in args or n.keywords or any(a is None for a in args) \
+                        or any(isinstance(a, (_SA, Obj, Algo, Span)) for a in args):
                     return UNKNOWN
-                return builtin(*args)
-            if self.world is not None and not any(k.arg is None for k in n.keywords):
+                try:
+                    return builtin(*args)
+                except (ValueError, TypeError, ZeroDivisionError, KeyError, IndexError) as exc:
+                    raise _Raised(exc) from None  # int(""): the tree's own code raises here
+            exc_cls = _EXCEPTIONS.get(f.id)
+            if exc_cls is not None and f.id not in self.local and not any(
+                    isinstance(a, (_SA, Obj, Algo, Span)) or a is UNKNOWN for a in args):
+                return exc_cls(*args)
+            if self.world is not None and f.id not in self.local:
                 module = self.imports.get(f.id)
-                hit = (self.world.mods.find_function(f.id, module) if module
-                       else self.world.mods.find_function(f.id, self.module) if self.module else None)
+                where = module or self.module
+                hit = self.world.mods.find_function(f.id, where) if where else None
                 if hit is not None:
                     return self.call(hit[0], hit[1], args, kwargs)
+                found = self.world.mods.find_class(f.id, where) if where else None
+                if found is not None:
+                    return self.construct(found[1].name, found[2], args, kwargs)
         return UNKNOWN
 
+    def _method(self, cls: str, module: str, name: str, after: str | None = None):
+        """(function, module, (class, module)) of the method ``name`` a call on a ``cls`` runs (after the
+        class ``after`` in its resolution order: ``super()``), or None."""
+        if self.world is None:
+            return None
+        chain = self.world.mods.class_chain(cls, module)
+        if after is not None:
+            names = [node.name for _, node, _ in chain]
+            if after not in names:
+                return None
+            chain = chain[names.index(after) + 1:]
+        for _, node, mod in chain:
+            fn = next((f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                       and f.name == name), None)
+            if fn is not None:
+                return fn, mod, (node.name, mod)
+        return None
+
+    def _super_call(self, name: str, n: ast.Call) -> Any:
+        obj = self.self_value
+        if not isinstance(obj, Obj) or self.owner is None:
+            return UNKNOWN
+        hit = self._method(obj.cls, obj.module, name, after=self.owner[0])
+        if hit is None:
+            return UNKNOWN if name != "__init__" else None
+        args = [self._e(a) for a in n.args]
+        kwargs = {k.arg: self._e(k.value) for k in n.keywords if k.arg}
+        return self.call(hit[0], hit[1], args, kwargs, self_value=obj, owner=hit[2])
+
+    def construct(self, cls: str, module: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """An instance of the tree class ``cls`` built with these arguments: its ``__init__`` run (bases'
+        through ``super()``), or, with none, its annotated fields bound as a dataclass binds them."""
+        if self.world is None or self.depth >= MAX_CALL_DEPTH:
+            return UNKNOWN
+        obj = Obj(cls, {}, cls=cls, module=module)
+        init = self._method(cls, module, "__init__")
+        if init is not None:
+            self.call(init[0], init[1], args, kwargs, self_value=obj, owner=init[2])
+            return obj
+        fields: list[tuple[str, ast.expr | None]] = []
+        for _, node, mod in reversed(self.world.mods.class_chain(cls, module)):
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) \
+                        and "ClassVar" not in ast.unparse(item.annotation):
+                    fields = [f for f in fields if f[0] != item.target.id] + [(item.target.id, item.value)]
+        for i, (name, default) in enumerate(fields):
+            if i < len(args):
+                obj.attrs[name] = args[i]
+            elif name in kwargs:
+                obj.attrs[name] = kwargs[name]
+            elif default is not None:
+                obj.attrs[name] = self._inner(module)(default) if not isinstance(default, ast.Call) else UNKNOWN
+        post = self._method(cls, module, "__post_init__")
+        if post is not None:
+            self.call(post[0], post[1], [], {}, self_value=obj, owner=post[2])
+        return obj
+
+    # ------------------------------------------------------------------ statements
+
     def run(self, body: list[ast.stmt], env: dict[str, Any]) -> None:
-        """Straight-line evaluation of assignments into ``env`` (self attributes or locals), taking
-        ``if`` branches whose test evaluates; where it does not, values that differ become unknown."""
+        """Evaluation of ``body``'s statements into ``env`` (self attributes or locals), taking ``if``
+        branches whose test evaluates; where it does not, a branch that ends (``raise``, ``return``) is
+        not the way on, and values the ways on differ in become unknown. Loops forget what they bind."""
+        saved, self.local = self.local, env
+        try:
+            self.exec_block(body, env)
+        finally:
+            self.local = saved if env is not saved else self.local
+
+    def exec_block(self, body: list[ast.stmt], env: dict[str, Any]) -> Flow | None:
         for stmt in body:
-            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and getattr(stmt, "value", None) is not None:
+            flow = self.exec_stmt(stmt, env)
+            if flow is not None:
+                return flow
+        return None
+
+    def exec_stmt(self, stmt: ast.stmt, env: dict[str, Any]) -> Flow | None:  # noqa: C901
+        try:
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                if getattr(stmt, "value", None) is None:
+                    return None
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                value = self(stmt.value)
+                value = self._v(stmt.value)
                 for t in targets:
                     self._store(t, value, env, stmt.lineno)
             elif isinstance(stmt, ast.ImportFrom):
                 self._import(stmt)
             elif isinstance(stmt, ast.AugAssign):
                 t = stmt.target
-                old = env.get(t.id, UNKNOWN) if isinstance(t, ast.Name) else self.self_env.get(t.attr, UNKNOWN) \
+                old = env.get(t.id, UNKNOWN) if isinstance(t, ast.Name) else self._self_attr(t.attr) \
                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" \
                     else UNKNOWN
-                new = self(ast.BinOp(left=ast.Constant(old), op=stmt.op, right=stmt.value)) \
+                new = self._v(ast.BinOp(left=ast.Constant(old), op=stmt.op, right=stmt.value)) \
                     if old is not UNKNOWN and type(stmt.op) in _BIN else UNKNOWN
                 self._store(stmt.target, new, env, stmt.lineno)
             elif isinstance(stmt, ast.Expr):
-                self._mutation(stmt.value, env)
+                self._effect(stmt.value, env)
+            elif isinstance(stmt, ast.Return):
+                return Flow("return", self._v(stmt.value) if stmt.value is not None else None)
+            elif isinstance(stmt, ast.Raise):
+                exc = self._v(stmt.exc) if stmt.exc is not None else None
+                return Flow("raise", exc if isinstance(exc, BaseException) else None)
             elif isinstance(stmt, ast.If):
-                t = self(stmt.test)
-                if t is UNKNOWN:
-                    self.undecided.append(stmt.test)
-                    before, before_self = dict(env), dict(self.self_env)
-                    self.run(stmt.body, env)
-                    after_body, after_self = dict(env), dict(self.self_env)
-                    env.clear()
-                    env.update(before)
-                    self.self_env.clear()
-                    self.self_env.update(before_self)
-                    self.run(stmt.orelse, env)
-                    for k in set(after_body) | set(env):
-                        if after_body.get(k, UNKNOWN) != env.get(k, UNKNOWN):
-                            env[k] = UNKNOWN
-                    for k in set(after_self) | set(self.self_env):
-                        if after_self.get(k, UNKNOWN) != self.self_env.get(k, UNKNOWN):
-                            self.self_env[k] = UNKNOWN
-                else:
-                    self.run(stmt.body if t else stmt.orelse, env)
-            elif not isinstance(stmt, (ast.Pass, ast.Assert, ast.Import, ast.Return, ast.Raise)):
-                self._forget(stmt, env)  # a loop, with, try...: what it binds is not known after it
+                return self._if(stmt, env)
+            elif isinstance(stmt, ast.Try):
+                return self._try(stmt, env)
+            elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+                for item in stmt.items:
+                    if item.optional_vars is not None:
+                        self._store(item.optional_vars, UNKNOWN, env, stmt.lineno)
+                return self.exec_block(stmt.body, env)
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                env[stmt.name] = UNKNOWN
+            elif not isinstance(stmt, (ast.Pass, ast.Assert, ast.Import, ast.Global, ast.Nonlocal)):
+                self._forget(stmt, env)  # a loop: what it binds is not known after it
+                if not self.to_site and any(isinstance(n, (ast.Return, ast.Raise)) for n in ast.walk(stmt)):
+                    return Flow("unknown")  # it may end the function, with a value not known here
+        except _Raised as raised:
+            return Flow("raise", raised.exc)
+        return None
+
+    def _self_attr(self, name: str) -> Any:
+        if isinstance(self.self_value, Obj):
+            return self.self_value.attrs.get(name, UNKNOWN)
+        return self.self_env.get(name, UNKNOWN)
+
+    def _state(self, env: dict[str, Any]) -> tuple[dict, dict]:
+        attrs = self.self_value.attrs if isinstance(self.self_value, Obj) else self.self_env
+        return dict(env), dict(attrs)
+
+    def _restore(self, env: dict[str, Any], state: tuple[dict, dict]) -> None:
+        attrs = self.self_value.attrs if isinstance(self.self_value, Obj) else self.self_env
+        env.clear()
+        env.update(state[0])
+        attrs.clear()
+        attrs.update(state[1])
+
+    def _ends(self, flow: Flow | None) -> bool:
+        """The way through a block is no way on: it raised, or returned before the statement reached."""
+        return flow is not None and (flow.kind == "raise" or flow.kind == "return" and self.to_site)
+
+    def _if(self, stmt: ast.If, env: dict[str, Any]) -> Flow | None:
+        t = self._v(stmt.test)
+        if t is not UNKNOWN:
+            return self.exec_block(stmt.body if t else stmt.orelse, env)
+        self.undecided.append(stmt.test)
+        before = self._state(env)
+        first = self.exec_block(stmt.body, env)
+        after_body = self._state(env)
+        self._restore(env, before)
+        second = self.exec_block(stmt.orelse, env)
+        if self.constructing and not self.to_site:
+            if first is not None and first.kind == "return" and second is None:
+                self.early.append(after_body[1])
+                return None
+            if second is not None and second.kind == "return" and first is None:
+                self.early.append(self._state(env)[1])
+                self._restore(env, after_body)
+                return None
+        if self._ends(first) and not self._ends(second):
+            return second
+        if self._ends(second) and not self._ends(first):
+            self._restore(env, after_body)
+            return first
+        if first is not None and first == second and first.kind == "return" \
+                and not isinstance(first.value, (Obj, list, dict, set)):
+            return first
+        for mine, theirs in ((after_body[0], env), (after_body[1], self._state(env)[1])):
+            target = env if theirs is env else (self.self_value.attrs if isinstance(self.self_value, Obj)
+                                                 else self.self_env)
+            for k in set(mine) | set(theirs):
+                if not _same(mine.get(k, UNKNOWN), theirs.get(k, UNKNOWN)):
+                    target[k] = UNKNOWN
+        if first is None and second is None:
+            return None
+        if self._ends(first) and self._ends(second):
+            return first if first == second else Flow("unknown")
+        return Flow("unknown")
+
+    def _try(self, stmt: ast.Try, env: dict[str, Any]) -> Flow | None:
+        flow = self.exec_block(stmt.body, env)
+        if flow is not None and flow.kind == "raise":
+            handler = _handler(stmt.handlers, flow.value)
+            if handler is None:
+                pass  # not caught here: it goes on up
+            elif handler is UNKNOWN:
+                flow = Flow("unknown")
+            else:
+                if handler.name:
+                    env[handler.name] = flow.value if flow.value is not None else UNKNOWN
+                flow = self.exec_block(handler.body, env)
+        elif flow is None and stmt.orelse:
+            flow = self.exec_block(stmt.orelse, env)
+        if stmt.finalbody:
+            last = self.exec_block(stmt.finalbody, env)
+            flow = last if last is not None else flow
+        return flow
 
     _MUTATORS = {"append", "extend", "add", "update", "insert", "remove", "discard", "pop", "clear", "sort",
                  "reverse", "setdefault", "__setitem__"}
+
+    def _effect(self, call: ast.expr, env: dict[str, Any]) -> None:
+        """A call made for what it does: a method of an object the tree builds (the worker's own
+        ``self._setup()``, ``super().__init__(...)``) is followed; a list/set local's ``append`` applied."""
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and self.world is not None and (
+                isinstance(call.func.value, ast.Call) and isinstance(call.func.value.func, ast.Name)
+                and call.func.value.func.id == "super"
+                or isinstance(self.self_value, Obj) and isinstance(call.func.value, ast.Name)
+                and call.func.value.id == "self" and call.func.attr not in self._MUTATORS):
+            self._v(call)
+            return
+        self._mutation(call, env)
 
     def _mutation(self, call: ast.expr, env: dict[str, Any]) -> None:
         """``x.append(v)`` on a known local list/set is applied; any other call on a local that may
@@ -427,7 +695,7 @@ class Evaluator:
                 env[owner.id] = UNKNOWN
         elif isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name) and owner.value.id == "self" \
                 and call.func.attr in self._MUTATORS:
-            self.self_env[owner.attr] = UNKNOWN
+            self._store(owner, UNKNOWN, env)
 
     def _forget(self, stmt: ast.stmt, env: dict[str, Any]) -> None:
         for n in ast.walk(stmt):
@@ -435,35 +703,88 @@ class Evaluator:
                 env[n.id] = UNKNOWN
             elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name) \
                     and n.value.id == "self":
-                self.self_env[n.attr] = UNKNOWN
+                self._store(n, UNKNOWN, env)
             elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in self._MUTATORS:
                 owner = n.func.value  # inside a loop a mutation may run any number of times
                 if isinstance(owner, ast.Name):
                     env[owner.id] = UNKNOWN
                 elif isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name) and owner.value.id == "self":
-                    self.self_env[owner.attr] = UNKNOWN
+                    self._store(owner, UNKNOWN, env)
 
     def _store(self, t: ast.expr, value: Any, env: dict[str, Any], line: int = 0) -> None:
         if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-            self.self_env[t.attr] = value
+            if isinstance(self.self_value, Obj):
+                self.self_value.attrs[t.attr] = value
+                if line and self.world is not None:
+                    hit = self.world.mods.module(self.module)
+                    self.self_value.lines[t.attr] = f"{hit[0] if hit else self.module}:{line}"
+            else:
+                self.self_env[t.attr] = value
             self.self_lines[t.attr] = line
         elif isinstance(t, ast.Name):
             env[t.id] = value
         elif isinstance(t, ast.Tuple) and isinstance(value, (tuple, list)) and len(value) == len(t.elts):
             for sub, v in zip(t.elts, value):
                 self._store(sub, v, env, line)
-        elif isinstance(t, ast.Tuple):
+        elif isinstance(t, (ast.Tuple, ast.List)):
             for sub in t.elts:
-                self._store(sub, UNKNOWN, env, line)
+                self._store(sub.value if isinstance(sub, ast.Starred) else sub, UNKNOWN, env, line)
         elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in env:
             env[t.value.id] = UNKNOWN  # x[i] = v changes x
         elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute) \
                 and isinstance(t.value.value, ast.Name) and t.value.value.id == "self":
-            self.self_env[t.value.attr] = UNKNOWN
+            self._store(t.value, UNKNOWN, env)
+        elif isinstance(t, ast.Attribute):
+            base = self(t.value)  # obj.x = v on an object the tree built
+            if isinstance(base, Obj):
+                base.attrs[t.attr] = value
+
+
+def _join_early(attrs: dict[str, Any], early: list[dict[str, Any]]) -> None:
+    """An object's attributes over the ways its ``__init__`` ended: one both ways set differently is
+    unknown; one only a way sets is that way's (on the others it is absent, so no read of it runs there)."""
+    for other in early:
+        for k, v in other.items():
+            if k not in attrs:
+                attrs[k] = v
+            elif not _same(attrs[k], v):
+                attrs[k] = UNKNOWN
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a is b or (type(a) is type(b) and not isinstance(a, Obj) and a == b))
+    except Exception:  # noqa: BLE001 - values that will not compare are not known to be the same
+        return False
+
+
+def _handler(handlers: list[ast.ExceptHandler], exc: BaseException | None):
+    """The ``except`` clause that catches ``exc`` (a builtin exception; None: the tree's own class): the
+    handler, None where none does, UNKNOWN where it cannot be told."""
+    for h in handlers:
+        if h.type is None:
+            return h
+        names = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+        classes = [_EXCEPTIONS.get(x.id) if isinstance(x, ast.Name) else None for x in names]
+        if exc is None:
+            return UNKNOWN
+        if any(c is not None and isinstance(exc, c) for c in classes):
+            return h
+        # a class of the tree's own can only be a subclass of a builtin: it never catches a builtin's instance
+    return None
+
+
+_STR_METHODS = {"strip", "lstrip", "rstrip", "lower", "upper", "split", "rsplit", "startswith", "endswith",
+                "isdigit", "isnumeric", "replace", "partition", "removeprefix", "removesuffix", "title", "format",
+                "join", "casefold", "isdecimal", "count", "find", "zfill"}
+_EXCEPTIONS = {name: obj for name, obj in vars(__import__("builtins")).items()
+               if isinstance(obj, type) and issubclass(obj, BaseException)}
 
 
 _BUILTINS = {"int": int, "max": max, "min": min, "bool": bool, "abs": abs, "len": len, "sorted": sorted,
-             "set": set, "list": list, "tuple": tuple, "any": any, "all": all}
+             "set": set, "list": list, "tuple": tuple, "any": any, "all": all, "float": float, "str": str,
+             "round": round, "divmod": divmod, "isinstance": None}
+_BUILTINS = {k: v for k, v in _BUILTINS.items() if v is not None}
 
 
 def _is_environ(node: ast.expr) -> bool:

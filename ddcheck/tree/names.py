@@ -78,6 +78,8 @@ MODEL_CONFIG_CLASS = "ModelConfig"
 MODEL_RUNNER_ATTR = "model_runner"
 ATTN_BACKEND_ATTR = "attn_backend"
 SERVER_ARGS_ATTR = "server_args"
+# The draft worker's method the scheduler hands each batch to: where the launch's step starts.
+DRAFT_WORKER_ENTRY = "forward_batch_generation"
 IS_TARGET_VERIFY = "is_target_verify"  # ForwardMode's predicate for TARGET_VERIFY
 # Functions whose whole body is the verify path (``init_forward_metadata_..._target_verify``).
 VERIFY_FUNCTION_MARKERS = ("target_verify",)

@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from collections.abc import Iterator
 from typing import Any
 
-from ddcheck.tree.evaluate import SA, UNKNOWN, Algo, Evaluator, Span, World, guards_to, statements_before
+from ddcheck.tree.evaluate import SA, UNKNOWN, Algo, Evaluator, Obj, Span, World, guards_to, statements_before
+from ddcheck.tree.step import Reached, build_worker, walk
 from ddcheck.tree.modules import TreeModules
 from ddcheck.tree.sources import SourceTree
 from ddcheck.tree.names import (DRAFT_TOKEN_NUM, MODEL_EXECUTOR_DIR, NUM_TOKENS_PER_REQ,
                                   SPEC_INFO_FILE as SPEC_INFO, SPEC_INFO_MODULE, SPEC_INPUT_TYPE_CLASS,
-                                  SPEC_INPUT_TYPE_FIELD, SPECULATIVE_ALGORITHM_CLASS, VERIFY_FUNCTION_MARKERS)
+                                  SPEC_INPUT_TYPE_FIELD, SPECULATIVE_ALGORITHM_CLASS, VERIFY_FUNCTION_MARKERS,
+                                  WIDTH_FIELDS)
 
 
 
@@ -47,6 +49,11 @@ class VerifyChoice:
     width_min: int | None = None
     width_max: int | None = None
     mask_from: "MaskSource | None" = None  # the tree function whose result the worker passes as custom_mask
+    # Whether the launch's step reaches the site: True (every test on the way holds), None (on steps
+    # whose batch passes the tests that read it), False (a test on the way is false for the launch).
+    reached: bool | None = True
+    reached_why: str = ""
+    width_from: str = ""  # where W's value is set (path:line of the attribute's assignment), when known
 
 
 @dataclass
@@ -68,7 +75,9 @@ class WorkerFacts:
     worker: str | None = None
     worker_path: str = ""
     worker_line: int = 0
-    choices: list[VerifyChoice] = field(default_factory=list)
+    choices: list[VerifyChoice] = field(default_factory=list)  # the sites the launch's step reaches
+    sites: list[VerifyChoice] = field(default_factory=list)  # every site met, reached or not
+    entry: str = ""  # path:line of the method the step starts at ("" where it was not followed)
     note: str = ""
 
     @property
@@ -94,7 +103,8 @@ def worker_class(mods: TreeModules, algorithm: str, values: dict[str, Any] | Non
     # A class built under the algorithm's test that builds no verify input is not its worker (a
     # scheduler builds inputs and workers alike under the same test): the first that does, else the first.
     built = list(_workers_constructed(mods, algorithm, values or {}, environ))
-    return next((c for c in built if _inputs_of(mods, c, values or {}, environ).choices), built[0] if built else None)
+    return next((c for c in built if _inputs_of(mods, c, values or {}, environ, algorithm).choices),
+                built[0] if built else None)
     want = f"is_{algorithm.lower()}"
     for node in ast.walk(hit[1]):
         if not isinstance(node, ast.If):
@@ -302,12 +312,185 @@ def verify_inputs(tree: SourceTree, algorithm: str, values: dict[str, Any],
     found = worker_class(mods, algorithm, values, environ)
     if found is None:
         return WorkerFacts(note=f"no worker for {algorithm} found in {SPEC_INFO}")
-    return _inputs_of(mods, found, values, environ)
+    return _inputs_of(mods, found, values, environ, algorithm)
 
 
 def _inputs_of(mods: TreeModules, found: tuple[str, str], values: dict[str, Any],
-               environ: dict[str, str] | None) -> WorkerFacts:
-    """The verify inputs the worker class ``found`` (name, module) builds for these settings."""
+               environ: dict[str, str] | None, algorithm: str | None = None) -> WorkerFacts:
+    """The verify inputs the worker class ``found`` (name, module) builds on the launch's step: the
+    sites its step reaches from the scheduler's entry point (:mod:`ddcheck.tree.step`), each judged
+    reached or not; where the step cannot be followed (no entry method, or no site on its way), every
+    construction in the worker's methods, each marked as not known to be reached."""
+    name, module = found
+    if mods.class_chain(name, module):
+        world = World(mods, algorithm)
+        worker, init_note = build_worker(world, name, module, values, environ)
+        step = walk(mods, world, worker, values, environ, _input_class_finder(mods),
+                    skip=lambda n: any(word in n.lower() for word in SPECIAL_PATHS))
+        if step.entry and step.sites:
+            facts = WorkerFacts(entry=step.entry)
+            chain = _class_chain(mods, name, module)
+            facts.worker, facts.worker_path, facts.worker_line = chain[-1][1].name, chain[-1][0], chain[-1][1].lineno
+            for site in step.sites:
+                choice = _site_choice(mods, world, site, values, environ)
+                if choice is not None:
+                    facts.sites.append(choice)
+            facts.choices = [c for c in facts.sites if c.reached is not False]
+            notes = [n for n in (init_note, step.note) if n]
+            if not facts.choices:
+                notes.append(f"the step from {step.entry} reaches no verify input for these settings: "
+                             + "; ".join(f"{c.path}:{c.line} {c.reached_why}" for c in facts.sites))
+            facts.note = "; ".join(notes)
+            if facts.sites:
+                return facts
+        why = step.note or f"the step from {step.entry} builds no verify input ddcheck can see"
+    else:
+        why = ""
+    facts = _inputs_scanned(mods, found, values, environ)
+    for c in facts.choices:
+        c.reached, c.reached_why = None, f"not known to be reached ({why}): every construction in the worker counted"
+    facts.sites = list(facts.choices)
+    return facts
+
+
+def _input_class_finder(mods: TreeModules):
+    """Whether a call builds a verify input: it calls a tree class that declares a per-step width field
+    and hands it that field by keyword (a width of a constant 1 or less is a placeholder, not a step)."""
+    memo: dict[tuple[str, str], tuple[str, str] | None] = {}
+
+    def find(call: ast.Call, module: str, local_imports: dict[str, str]) -> tuple[str, str] | None:
+        if not isinstance(call.func, ast.Name):
+            return None
+        kw = next((k for k in call.keywords if k.arg in WIDTH_FIELDS), None)
+        if kw is None or isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, int) and kw.value.value <= 1:
+            return None
+        name = call.func.id
+        where = local_imports.get(name) or mods.imports_of(module).get(name) or module
+        if (name, where) not in memo:
+            hit = mods.find_class(name, where)
+            memo[(name, where)] = None
+            if hit is not None and any(
+                    isinstance(i, ast.AnnAssign) and isinstance(i.target, ast.Name) and i.target.id in WIDTH_FIELDS
+                    for _, node, _ in mods.class_chain(hit[1].name, hit[2]) for i in node.body):
+                memo[(name, where)] = (hit[1].name, hit[2])
+        return memo[(name, where)]
+
+    return find
+
+
+def _site_choice(mods: TreeModules, world: World, site: Reached, values: dict[str, Any],
+                 environ: dict[str, str] | None) -> VerifyChoice | None:
+    """A reached site as a choice: W evaluated at the site (its range over the step's own decisions)."""
+    kw = next((k for k in site.call.keywords if k.arg == DRAFT_TOKEN_NUM), None) \
+        or next(k for k in site.call.keywords if k.arg in WIDTH_FIELDS)
+    ev = site.ev if site.ev is not None else site.evaluator(values, world, environ)
+    width = ev(kw.value)
+    if isinstance(width, bool) or not isinstance(width, int):
+        lo, hi = _site_range(site, kw.value, values, world, environ)
+        width = lo if isinstance(lo, int) and lo == hi else UNKNOWN
+    else:
+        lo = hi = width
+    attrs, cls_rel, cls_line = class_fields(mods, site.cls, site.cls_module)
+    imports = mods.imports_of(site.module)
+    return VerifyChoice(
+        cls=site.cls, width=width if isinstance(width, int) else None, width_expr=ast.unparse(kw.value),
+        path=site.path, line=site.call.lineno,
+        when=[c.said() for c in site.conds if c.holds is not None],
+        attrs=attrs, cls_path=cls_rel, cls_line=cls_line,
+        kwargs=[k.arg for k in site.call.keywords if k.arg and not _none(ev(k.value))],
+        input_type=class_input_type(mods, site.cls, site.cls_module),
+        per_step=not isinstance(width, int) and (_computed_in_step(kw.value) or lo != hi),
+        width_min=lo, width_max=hi,
+        mask_from=mask_source(mods, site.fn, site.module, site.call, imports),
+        reached=site.reached, reached_why=site.why, width_from=_width_from(kw.value, site))
+
+
+def _width_from(expr: ast.expr, site: Reached) -> str:
+    """Where the attribute W reads was set (``self.verify_num_draft_tokens``: its ``__init__`` line)."""
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" \
+                and isinstance(site.self_obj, Obj) and n.attr in site.self_obj.lines:
+            return f"self.{n.attr} set at {site.self_obj.lines[n.attr]}"
+    return ""
+
+
+_NO_SITE = object()
+
+
+def _site_range(site: Reached, expr: ast.expr, values: dict[str, Any], world: World,
+                environ: dict[str, str] | None) -> tuple[int | None, int | None]:
+    """The least and greatest width ``expr`` gives at the site over the step's own decisions: the
+    statements before it that W depends on (its backward slice) are run again with each test met on the
+    way that the launch does not decide taken both ways (inside the worker's methods it calls too); a way
+    that raises or returns before the site is no way there. An end is None where it cannot be evaluated."""
+    stmts = backward_slice(statements_before(site.fn.body, site.call), expr)
+
+    def run(forced: dict[int, bool]) -> tuple[Any, list[ast.expr]]:
+        ev = site.evaluator(values, world, environ)
+        ev.spans, ev.forced = True, forced
+        if ev.exec_block(stmts, ev.local) is not None:
+            return _NO_SITE, ev.undecided
+        return ev(expr), ev.undecided
+
+    first, tests = run({})
+    tests = list({id(t): t for t in tests}.values())[:MAX_STEP_TESTS]
+    outcomes = [first] if not tests else []
+    for mask in range(2 ** len(tests)) if tests else ():
+        outcomes.append(run({id(t): bool(mask >> i & 1) for i, t in enumerate(tests)})[0])
+    outcomes = [v for v in outcomes if v is not _NO_SITE]
+    return _ends(outcomes)
+
+
+def _ends(outcomes: list[Any]) -> tuple[int | None, int | None]:
+    if not outcomes:
+        return None, None
+    los, his = [], []
+    for v in outcomes:
+        if isinstance(v, bool) or not isinstance(v, (int, Span)):
+            return None, None
+        lo, hi = (v, v) if isinstance(v, int) else (v.lo, v.hi)
+        los.append(lo if isinstance(lo, int) else None)
+        his.append(hi if isinstance(hi, int) else None)
+    return (None if None in los else min(los)), (None if None in his else max(his))
+
+
+def backward_slice(stmts: list[ast.stmt], expr: ast.expr) -> list[ast.stmt]:
+    """The statements of ``stmts`` whose bindings ``expr`` depends on, directly or through each other."""
+    needed = _reads(expr)
+    kept: list[ast.stmt] = []
+    for stmt in reversed(stmts):
+        if _binds(stmt) & needed:
+            kept.append(stmt)
+            needed |= _reads(stmt)
+    return kept[::-1]
+
+
+def _reads(node: ast.AST) -> set[str]:
+    out = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            out.add(n.id)
+        elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
+            out.add("self." + n.attr)
+    return out
+
+
+def _binds(stmt: ast.stmt) -> set[str]:
+    out = set()
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name) \
+                and n.value.id == "self":
+            out.add("self." + n.attr)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.add(n.name)
+    return out
+
+
+def _inputs_scanned(mods: TreeModules, found: tuple[str, str], values: dict[str, Any],
+                    environ: dict[str, str] | None) -> WorkerFacts:
+    """Every verify input the worker class's methods build for these settings (no step followed)."""
     facts = WorkerFacts()
     name, module = found
     chain = _class_chain(mods, name, module)
