@@ -126,7 +126,8 @@ def walk(mods: TreeModules, world: World, worker: Obj, values: dict[str, Any], e
     hit = mods.module(entry[1])
     step.entry = f"{hit[0] if hit else entry[1]}:{entry[0].lineno}"
     w = _Walker(mods, world, values, environ, input_class, skip)
-    w.method(entry[0], entry[1], entry[2], worker, {}, [], [f"{entry[2][0]}.{DRAFT_WORKER_ENTRY}"], True)
+    w.method(entry[0], entry[1], entry[2], worker, _bind(entry[0], [], {}, True), [],
+             [f"{entry[2][0]}.{DRAFT_WORKER_ENTRY}"], True)
     step.sites = list(w.sites.values())
     if w.count >= MAX_METHODS:
         step.note = f"the step was followed through its first {MAX_METHODS} methods only"
@@ -142,14 +143,16 @@ class _Walker:
         self.count = 0
         # A method is walked once per object and per standing of the way to it (live or not; its tests
         # all holding, some per step): another way there finds the same sites, no better reached.
-        self.seen: set[tuple[int, int, bool, int]] = set()
+        self.seen: set[tuple] = set()
         self.ended: Cond | None = None  # the test whose taken branch ended the block just walked
 
     # ------------------------------------------------------------------ methods
 
     def method(self, fn, module: str, owner, self_obj, bound: dict[str, Any], conds: list[Cond],
-               via: list[str], live: bool) -> None:
-        key = (id(fn), id(self_obj), live, min((_rank(c.holds) for c in conds), default=2))
+               via: list[str], live: bool, origin: dict[str, str] | None = None,
+               assumed: dict[str, bool] | None = None) -> None:
+        key = (id(fn), id(self_obj), live, min((_rank(c.holds) for c in conds), default=2),
+               frozenset((assumed or {}).items()))
         if id(fn) in self.stack or len(self.stack) >= MAX_STACK or self.count >= MAX_METHODS or key in self.seen:
             return
         self.seen.add(key)
@@ -159,7 +162,8 @@ class _Walker:
         ev.self_value, ev.owner, ev.local = self_obj, owner, dict(bound)
         ev.imports = self.mods.imports_in(module, fn)
         hit = self.mods.module(module)
-        ctx = _Ctx(fn, module, hit[0] if hit else module, owner, self_obj, dict(bound), via)
+        ctx = _Ctx(fn, module, hit[0] if hit else module, owner, self_obj, dict(bound), via,
+                   origin if origin is not None else {p: p for p in bound}, dict(assumed or {}))
         self.stack.append(id(fn))
         try:
             self.block(fn.body, ev, ctx, conds, live)
@@ -182,7 +186,9 @@ class _Walker:
         at = f"{ctx.path}:{stmt.lineno}"
         if isinstance(stmt, ast.If):
             self.calls(stmt.test, ev, ctx, conds, live)
-            t = ev(stmt.test) if live else UNKNOWN
+            key = ctx.key(stmt.test)
+            t = ctx.assumed.get(key, UNKNOWN) if live else UNKNOWN
+            t = ev(stmt.test) if live and t is UNKNOWN else t
             text = ast.unparse(stmt.test)
             if not live:
                 self.block(stmt.body, ev, ctx, conds + [Cond(text, at, True, None)], False)
@@ -190,10 +196,13 @@ class _Walker:
                 return False
             if t is UNKNOWN:
                 before = ev._state(ev.local)
+                ctx.assumed[key] = True
                 first = self.block(stmt.body, ev, ctx, conds + [Cond(text, at, True, None)], True)
                 after = ev._state(ev.local)
                 ev._restore(ev.local, before)
+                ctx.assumed[key] = False
                 second = self.block(stmt.orelse, ev, ctx, conds + [Cond(text, at, False, None)], True)
+                del ctx.assumed[key]
                 if second and not first:
                     ev._restore(ev.local, after)
                 elif not first:
@@ -266,9 +275,12 @@ class _Walker:
             bound = _bind(fn, [ev(a) if live else UNKNOWN for a in call.args],
                           {k.arg: ev(k.value) if live else UNKNOWN for k in call.keywords if k.arg},
                           self_obj is not None)
-            hit = self.mods.module(module)
+            named = _bind(fn, [a.id if isinstance(a, ast.Name) else None for a in call.args],
+                          {k.arg: k.value.id if isinstance(k.value, ast.Name) else None
+                           for k in call.keywords if k.arg}, self_obj is not None)
+            origin = {p: ctx.origin[n] for p, n in named.items() if isinstance(n, str) and n in ctx.origin}
             via = ctx.via + [f"{owner[0] + '.' if owner else ''}{fn.name} ({ctx.path}:{call.lineno})"]
-            self.method(fn, module, owner, self_obj, bound, conds, via, live)
+            self.method(fn, module, owner, self_obj, bound, conds, via, live, origin, ctx.assumed)
 
     def callee(self, call: ast.Call, ev: Evaluator, ctx: "_Ctx", live: bool):
         """(function, module, owner, self) a call of the step runs, where it is the tree's."""
@@ -301,6 +313,19 @@ class _Ctx:
     self_obj: Any
     bound: dict[str, Any]
     via: list[str]
+    # The step's batch through the calls: a parameter -> the entry's parameter (or caller's name) it is,
+    # so a test the caller took one way is taken so again where a callee tests the same thing on it.
+    origin: dict[str, str] = field(default_factory=dict)
+    assumed: dict[str, bool] = field(default_factory=dict)
+
+    def key(self, test: ast.expr) -> str:
+        """The test as said of the step's own objects (parameters by their origin)."""
+        class Rename(ast.NodeTransformer):
+            def visit_Name(inner, n: ast.Name) -> ast.Name:  # noqa: N805
+                name = self.origin.get(n.id, f"{id(self.fn)}.{n.id}" if n.id != "self" else f"self@{id(self.self_obj)}")
+                return ast.copy_location(ast.Name(id=name, ctx=n.ctx), n)
+        import copy
+        return ast.unparse(Rename().visit(copy.deepcopy(test)))
 
 
 def _rank(reached: bool | None) -> int:
