@@ -645,14 +645,7 @@ def _width_range(values: dict[str, Any], environ: dict[str, str] | None, init_ev
     outcomes = [first] if not tests else []
     for mask in range(2 ** len(tests)) if tests else ():
         outcomes.append(run({id(t): bool(mask >> i & 1) for i, t in enumerate(tests)})[0])
-    los, his = [], []
-    for v in outcomes:
-        if isinstance(v, bool) or not isinstance(v, (int, Span)):
-            return None, None
-        lo, hi = (v, v) if isinstance(v, int) else (v.lo, v.hi)
-        los.append(lo if isinstance(lo, int) else None)
-        his.append(hi if isinstance(hi, int) else None)
-    return (None if None in los else min(los)), (None if None in his else max(his))
+    return _ends(outcomes)
 
 
 SPECIAL_PATHS = ("idle", "trivial", "dummy", "warmup", "fake", "placeholder")
