@@ -81,6 +81,26 @@ def test_fa3_unfixed_breaks_the_contract_at_w_not_c(version, smoke):
 
 
 @pytest.mark.network
+def test_fa3_where_the_model_runners_module_stops_here(smoke):
+    """0.4.10.post2's model runner module calls ``torch._C._cpu._is_amx_tile_supported`` at import
+    (model_runner.py, through utils.py:217), which torch 2.13 lacks: the runner handed to FA3 is then read
+    from ModelRunner's source. It declares ``attention_chunk_size`` (model_runner.py:203, the model config's:
+    None for a Llama), so FA3's ``hasattr`` probe (flashattention_backend.py:337-341) finds None and no
+    local-attention batch is made (was a stand-in: a harness failure at :150); its target-verify metadata
+    is laid out with C (:438-454): exit 1. The report names the module that stopped and what would run it."""
+    r = smoke("sglang==0.4.10.post2", backend="fa3", seed_case=False)
+    assert r.exit_code == 1, r.verdict
+    got = {v["field"].removeprefix("forward_metadata."): v["got"] for v in path(r, "ddtree", "eager").violations}
+    assert got["cu_seqlens_q"] == [0, 8, 16, 24] and path(r, "control", "eager").status == "ok"
+    entry = r.harness.from_source.get("model_runner")
+    stopped = [m for m in r.harness.stopped if m.endswith(".model_runner")]
+    assert bool(entry) == bool(stopped)  # read from its source exactly where its module stopped
+    if entry:
+        assert entry["class"] == "ModelRunner" and entry["module"] in stopped and entry["to_run"]
+        assert any(entry["module"] in line and entry["to_run"] in line for line in r.limitations)
+
+
+@pytest.mark.network
 @pytest.mark.parametrize("version", FA3_RELEASES)
 def test_fa3_after_ddcheck_fix_is_right_when_graphs_capture_at_w(version, smoke):
     from ddcheck.fixer import fixed_file_text

@@ -11,7 +11,8 @@ from typing import Literal
 
 from ddcheck.errors import EXIT_NOT_JUDGED, EXIT_USAGE, not_judged
 from ddcheck.smoke import requirements
-from ddcheck.smoke.loader import BACKEND_RELPATH, HarnessError, LoadContext, SglangImporter, SmokeUsageError
+from ddcheck.smoke.loader import BACKEND_RELPATH, HarnessError, LoadContext, SglangImporter, SmokeUsageError, \
+    from_source_note
 from ddcheck.smoke.report import HarnessTrace, PathResult, SmokeReport, render_text
 from ddcheck.tree.names import INIT_CUDA_GRAPH_STATE, INIT_FORWARD_METADATA, SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE
 from ddcheck.tree.names import SERVER_ARGS_SETTER, SINGLE_PROCESS_STARTUP
@@ -371,6 +372,9 @@ def _run_cases(report, tree, spec, shape, device, cases, paths, prefix_lens, cap
                            f"carrying its class's fields was used"
                     if note not in report.limitations:
                         report.limitations.append(note)
+                for label, entry in importer.trace.from_source.items():
+                    if (note := from_source_note(label, entry)) not in report.limitations:
+                        report.limitations.append(note)
                 for line in importer.runtime.report.stood_in:
                     note = f"stand-in for {line}: what it would compute is not part of this verdict"
                     if note not in report.limitations:
@@ -453,6 +457,7 @@ def _merge(into: HarnessTrace, t) -> None:
     into.stand_ins_called = sorted(set(into.stand_ins_called) | set(t.stand_ins_called))
     into.stand_in_modules = sorted(set(into.stand_in_modules) | set(getattr(t, "stand_in_modules", ())))
     into.stopped.update(getattr(t, "stopped", {}))
+    into.from_source.update(getattr(t, "from_source", {}))
     into.startup_stand_ins = sorted(set(into.startup_stand_ins) | set(getattr(t, "startup_stand_ins", ())))
     for src, dst in ((t.reads, into.reads), (t.missing, into.missing)):
         for k, v in src.items():

@@ -18,7 +18,7 @@ import torch
 from ddcheck.smoke.batch import Shape, VerifyBatch
 from ddcheck.smoke.loader import Recording, Trace, tree_class
 from ddcheck.tree import names
-from ddcheck.tree.classes import declared_names
+from ddcheck.tree.classes import declared_names, init_parameters
 
 
 def recorded_instance(cls: type, kwargs: dict[str, Any], trace: Trace, label: str) -> Any:
@@ -49,10 +49,11 @@ def recorded_instance(cls: type, kwargs: dict[str, Any], trace: Trace, label: st
     return obj
 
 
-def built(cls: type | None, kwargs: dict[str, Any], trace: Trace, label: str) -> Any:
-    """The tree's class built from ``kwargs`` (:func:`recorded_instance`); where it is not here or its
-    constructor fails (the failure is reported), a Recording like it holding ``kwargs``."""
-    if cls is not None:
+def built(cls: Any, kwargs: dict[str, Any], trace: Trace, label: str) -> Any:
+    """The tree's class built from ``kwargs`` (:func:`recorded_instance`); where it is not here (none, or
+    one read from its source) or its constructor fails (the failure is reported), a Recording like it
+    holding ``kwargs``."""
+    if isinstance(cls, type):
         try:
             return recorded_instance(cls, kwargs, trace, label)
         except Exception as exc:  # noqa: BLE001 - reported; the recording answers as the class would
@@ -175,7 +176,7 @@ def model_runner(batch: VerifyBatch, shape: Shape, device: str, trace: Trace, se
     if spec_algorithm is not None:
         values[names.SPEC_ALGORITHM_FIELD] = spec_algorithm
     cls = tree_class(None, names.MODEL_RUNNER_CLASS, tree)
-    params = _parameters(cls)
+    params = init_parameters(cls)
     values.update({p: v for p, v in one_process(params).items() if p not in values})
     if names.PARALLEL_STATE_ATTR in params:
         values[names.PARALLEL_STATE_ATTR] = parallel_state(trace, tree, values[names.GPU_ID])
@@ -190,16 +191,6 @@ def model(trace: Trace, tree: Any, config: dict) -> Recording:
     return Recording(f"{names.MODEL_RUNNER_ATTR}.{names.MODEL_ATTR}", trace, cls, modules=torch.nn.Module().modules)
 
 
-def _parameters(cls: type | None) -> list[str]:
-    """The names of ``cls.__init__``'s parameters (none where there is no class)."""
-    import inspect
-
-    try:
-        return list(inspect.signature(cls.__init__).parameters) if cls is not None else []
-    except (TypeError, ValueError):
-        return []
-
-
 def one_process(fields) -> dict[str, int]:
     """A one-process world's value of each parallel field among ``fields``: sizes 1, ranks 0."""
     return {f: 1 if f.endswith(names.PARALLEL_SIZE_SUFFIX) else 0 for f in fields
@@ -212,6 +203,6 @@ def parallel_state(trace: Trace, tree: Any, gpu_id: int) -> Any:
 
     cls = tree_class(None, names.PARALLEL_STATE_CLASS, tree)
     fields = [f.name for f in dataclasses.fields(cls)] if cls is not None and dataclasses.is_dataclass(cls) \
-        else _parameters(cls)
+        else init_parameters(cls)
     values = {**one_process(fields), **({names.GPU_ID: gpu_id} if names.GPU_ID in fields else {})}
     return built(cls, values, trace, f"{names.MODEL_RUNNER_ATTR}.{names.PARALLEL_STATE_ATTR}")

@@ -26,10 +26,12 @@ from typing import Any
 
 from ddcheck.tree.sources import SourceTree
 from ddcheck.tree import names
-from ddcheck.tree.classes import UNDECLARED, class_member, init_value, initializers
+from ddcheck.tree.classes import UNDECLARED, WrittenClass, class_member, class_name, init_value, initializers, \
+    written_class
 from ddcheck.tree.models import ABSENT, ModelFolders
 from ddcheck.tree.startup import env_assignments, propagate_env
-from ddcheck.tree.runtime import Platform, TreeRuntime
+from ddcheck.tree.modules import TreeModules
+from ddcheck.tree.runtime import Platform, TreeRuntime, active
 from ddcheck.tree.standins import is_stand_in, stand_in
 from ddcheck.tree.names import PACKAGE, TRITON_BACKEND_FILE
 
@@ -80,21 +82,31 @@ class Trace:
     stopped: dict[str, str] = field(default_factory=dict)  # tree modules that stopped while imported
     stand_in_modules: list[str] = field(default_factory=list)
     startup_stand_ins: list[str] = field(default_factory=list)  # called by the tree's start-up code
+    # handed objects like a tree class whose module stopped while imported: label -> the class, where its
+    # source writes it, the module, why it stopped, what would make it run, bases that could not be read
+    from_source: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def call(self, name: str) -> None:
         self.provided_calls[name] = self.provided_calls.get(name, 0) + 1
 
 
 class Recording:
-    """A bag of attributes that records which ones the backend reads. A read of an attribute it does
-    not hold is recorded as *missing* and answered by a falsy stand-in (a feature that is off)."""
+    """A bag of attributes that records which ones the backend reads. ``_like``: the tree's class it stands
+    for (a class, or one read from its source: :mod:`ddcheck.tree.classes`); it answers only what it holds
+    and what that class declares, and a name the class does not declare is absent (``hasattr`` and
+    ``getattr(x, name, default)`` see what they would on the tree's object). A declared name whose value
+    cannot be had here, or any name it lacks where there is no class, is recorded as *missing* and answered
+    by a falsy stand-in (a feature that is off)."""
 
-    def __init__(self, label: str, trace: Trace, _like: type | None = None, **attrs: Any):
+    def __init__(self, label: str, trace: Trace, _like: Any = None, **attrs: Any):
         object.__setattr__(self, "_label", label)
         object.__setattr__(self, "_trace", trace)
         object.__setattr__(self, "_attrs", dict(attrs))
-        # the tree's class this object stands for (:mod:`ddcheck.tree.classes`)
         object.__setattr__(self, "_like", _like)
+        if isinstance(_like, WrittenClass):
+            trace.from_source[label] = {"class": _like.name, "defined_at": f"{_like.relpath}:{_like.line}",
+                                        "module": _like.module, "stopped": _like.stopped, "to_run": _like.to_run,
+                                        "unread_bases": list(_like.unread)}
 
     def _initialized(self, name: str) -> Any:
         """``name`` as the tree's own initializer of it builds it from this object's values (the
@@ -136,13 +148,13 @@ class Recording:
         if self._like is not None:  # the tree's own class: its field default, its method or property
             value = class_member(self._like, name, self)
             if value is UNDECLARED:  # an instance of the tree's class has no such attribute either
-                raise AttributeError(f"{self._like.__name__} has no attribute {name!r}")
+                raise AttributeError(f"{class_name(self._like)} has no attribute {name!r}")
             if value is ABSENT:
                 value = init_value(self._like, name, self, held=self._attrs.__contains__)
             if value is ABSENT:
                 value = self._initialized(name)
             if value is not ABSENT:
-                trace.reads.setdefault(label, set()).add(f"{name} (the tree's {self._like.__name__})")
+                trace.reads.setdefault(label, set()).add(f"{name} (the tree's {class_name(self._like)})")
                 return value
         trace.missing.setdefault(label, set()).add(name)
         usage = _USAGE.get(id(trace))
@@ -156,9 +168,11 @@ class Recording:
         self._attrs[name] = value
 
 
-def tree_class(module: str | None, name: str, tree: SourceTree | None = None) -> type | None:
-    """The tree's class ``module.name`` where its module ran, else None; ``module`` None: the module
-    of ``tree`` that defines it."""
+def tree_class(module: str | None, name: str, tree: SourceTree | None = None) -> Any:
+    """The tree's class ``module.name`` where its module ran; where the module stopped while imported
+    before its ``class`` statement ran, the class as the tree's source writes it (a
+    :class:`~ddcheck.tree.classes.WrittenClass`); else None. ``module`` None: the module of ``tree`` that
+    defines it."""
     if module is None:
         module = tree.module_defining(name) if tree is not None else None
         if module is None:
@@ -167,7 +181,24 @@ def tree_class(module: str | None, name: str, tree: SourceTree | None = None) ->
         value = importlib.import_module(module).__dict__.get(name)
     except Exception:  # noqa: BLE001 - a module that cannot run here has no class to lend
         return None
-    return value if isinstance(value, type) and not is_stand_in(value) else None
+    if isinstance(value, type) and not is_stand_in(value):
+        return value
+    runtime = active()
+    if runtime is None or module not in runtime.report.partial:
+        return None
+    return written_class(TreeModules.of(runtime.tree), name, module, runtime.report.partial[module],
+                         runtime.report.to_run.get(module, ""))
+
+
+def from_source_note(label: str, entry: dict[str, Any]) -> str:
+    """The limitation line of a handed object like a tree class read from its source (``Trace.from_source``)."""
+    unread = entry.get("unread_bases") or []
+    return (f"{label} is like the tree's {entry['class']} as its source writes it ({entry['defined_at']}): its "
+            f"module {entry['module']} stopped while imported ({entry['stopped']}), so the class was never built "
+            f"here; what it declares is answered from its source, a name it does not declare is absent"
+            + (f" (but for its bases {', '.join(unread)}, which could not be read)" if unread else "")
+            + f", and its methods and a value that needs what did not run are recorded stand-ins; to run it: "
+              f"{entry['to_run'] or 'an environment where the module imports'}")
 
 
 _USAGE: dict[int, Any] = {}  # id(trace) -> the runtime's Usage, while a session runs

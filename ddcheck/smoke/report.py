@@ -53,6 +53,9 @@ class HarnessTrace(BaseModel):
     stopped: dict[str, str] = Field(default_factory=dict)  # tree modules / start-up calls that stopped: why
     startup_stand_ins: list[str] = Field(default_factory=list)  # stand-ins the tree's start-up code called
     started: list[str] = Field(default_factory=list)  # the tree's own start-up functions that ran
+    # handed objects like a tree class whose module stopped while imported, read from its source: label ->
+    # {class, defined_at, module, stopped (why), to_run (what would make it run), unread_bases}
+    from_source: dict[str, dict[str, Any]] = Field(default_factory=dict)
     reads: dict[str, list[str]] = Field(default_factory=dict)
     missing: dict[str, list[str]] = Field(default_factory=dict)
 

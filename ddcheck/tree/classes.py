@@ -7,18 +7,26 @@ or property (bound to the object, so the tree's own code runs on the harness's v
 value its own initializer builds (``ModelRunner.init_kv_index_translator``: a method of no other
 parameter that assigns ``self.NAME``). A name the class never declares (no field, annotation,
 slot, class value or ``self.NAME = ...`` in its methods) is absent, as on a real instance.
+
+Where the class's module stopped while imported before its ``class`` statement ran, there is no
+class to ask: :func:`written_class` reads the statement (and its tree bases') from the tree's
+source, and answers the same questions from it (:class:`WrittenClass`).
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import dataclasses
 import inspect
 import sys
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddcheck.tree.standins import ABSENT, is_stand_in
+
+if TYPE_CHECKING:
+    from ddcheck.tree.modules import TreeModules
 
 UNDECLARED = object()  # a name the tree's class does not declare at all
 
@@ -62,28 +70,144 @@ def _plain(expr: ast.expr) -> bool:
     return all(isinstance(n, _PLAIN) for n in ast.walk(expr))
 
 
-_CACHE: dict[type, _Declared] = {}
+class WrittenClass:
+    """A tree class whose module stopped while imported before its ``class`` statement ran, as its source
+    writes it: ``written``, its statement and its unbuilt tree bases' ((statement, module), subclass
+    first); ``real``, the classes it derives from that exist here (tree bases that were built, bases
+    outside the tree its module's names reach); ``unread``, bases that neither reaches (as written): a name
+    it does not declare may be theirs."""
+
+    def __init__(self, name: str, module: str, relpath: str, written: list[tuple[ast.ClassDef, str]],
+                 real: list[type], unread: list[str], stopped: str, to_run: str):
+        self.name, self.module, self.relpath = name, module, relpath
+        self.written, self.real, self.unread = written, real, unread
+        self.stopped, self.to_run = stopped, to_run  # why its module stopped, and what would make it run
+
+    @property
+    def line(self) -> int:
+        return self.written[0][0].lineno
+
+    def __repr__(self) -> str:
+        return f"<the tree's class {self.name}, read from {self.relpath}:{self.line}>"
 
 
-def _declared(cls: type) -> _Declared:
-    hit = _CACHE.get(cls)
-    if hit is not None:
-        return hit
-    names: set[str] = set()
-    initializers: dict[str, list[str]] = {}
-    from_init: dict[str, tuple[tuple[str, ...], Any, str]] = {}
-    assigned: dict[str, int] = {}  # attribute -> how many statements of the class's methods assign it
-    sole: dict[str, tuple[Any, str]] = {}  # attribute -> (the first plain ``self.X = expr`` of it, module)
+def class_name(cls: Any) -> str:
+    return cls.name if isinstance(cls, WrittenClass) else cls.__name__
+
+
+def written_class(modules: "TreeModules", name: str, module: str, stopped: str, to_run: str) -> WrittenClass | None:
+    """The tree class ``name`` as ``module`` (which stopped while imported: ``stopped``, and ``to_run``
+    what would make it run) writes it, read through the tree's model ``modules``
+    (:class:`~ddcheck.tree.modules.TreeModules`); None where the tree does not define it."""
+    chain = modules.class_chain(name, module)
+    if not chain:
+        return None
+    written: list[tuple[ast.ClassDef, str]] = []
+    real: list[type] = []
+    for _, node, where in chain:
+        built = _module_value(where, node.name)
+        if isinstance(built, type) and not is_stand_in(built):
+            real.append(built)  # a tree base whose module ran: the class itself answers
+        else:
+            written.append((node, where))
+    built_names = {(c.__module__, c.__name__) for c in real}
+    unread: list[str] = []
+    for where, owner, base in modules.outside_bases(name, module):
+        if (where, owner) in built_names:
+            continue  # a built class knows its own bases
+        value = _dotted_value(where, base) if base else ABSENT
+        if value is object:
+            continue
+        if isinstance(value, type) and not is_stand_in(value):
+            real.append(value)
+        else:
+            unread.append(base or "?")
+    return WrittenClass(name, module, chain[0][0], written, real, unread, stopped, to_run)
+
+
+def _module_value(module: str, name: str) -> Any:
+    """The global ``name`` of the tree module ``module`` as far as it ran, else a builtin; ``ABSENT`` for
+    neither (a stand-in is no value)."""
+    found = getattr(sys.modules.get(module), "__dict__", {}).get(name, ABSENT)
+    if found is ABSENT:
+        found = getattr(builtins, name, ABSENT)
+    return ABSENT if is_stand_in(found) else found
+
+
+def _dotted_value(module: str, dotted: str) -> Any:
+    """``a.b.C`` read from ``module``'s globals; ``ABSENT`` where a part is missing or a stand-in."""
+    head, *rest = dotted.split(".")
+    value = _module_value(module, head)
+    for part in rest:
+        value = getattr(value, part, ABSENT) if value is not ABSENT else ABSENT
+    return ABSENT if is_stand_in(value) else value
+
+
+def _statements(cls: Any) -> list[tuple[ast.ClassDef, str, str]]:
+    """(class statement, class name, module) of ``cls`` and of each base with a source, subclass first."""
+    if isinstance(cls, WrittenClass):
+        out = [(node, node.name, where) for node, where in cls.written]
+        for klass in cls.real:  # a class two bases share is read once (its statements counted once)
+            seen = {(name, where) for _, name, where in out}
+            out += [s for s in _statements(klass) if (s[1], s[2]) not in seen]
+        return out
+    out = []
     for klass in cls.__mro__:
-        names |= set(getattr(klass, "__annotations__", {})) | set(getattr(klass, "__slots__", ()))
         if klass.__module__ in ("builtins", "abc", "typing"):
             continue
         try:
             parsed = ast.parse(textwrap.dedent(inspect.getsource(klass)))
         except (OSError, TypeError, SyntaxError, ValueError, RecursionError):
             continue
-        body = parsed.body[0].body if parsed.body and isinstance(parsed.body[0], ast.ClassDef) else []
-        for fn in body:
+        if parsed.body and isinstance(parsed.body[0], ast.ClassDef):
+            out.append((parsed.body[0], klass.__name__, klass.__module__))
+    return out
+
+
+def _annotated(cls: Any) -> set[str]:
+    """The names ``cls`` and its bases annotate or list in ``__slots__``."""
+    if not isinstance(cls, WrittenClass):
+        names: set[str] = set()
+        for klass in cls.__mro__:
+            names |= set(getattr(klass, "__annotations__", {})) | set(getattr(klass, "__slots__", ()))
+        return names
+    names = set().union(*(_annotated(klass) for klass in cls.real))
+    for node, _ in cls.written:
+        for stmt in node.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                names.add(stmt.target.id)
+            elif _body_names(stmt) == ["__slots__"]:
+                try:
+                    slots = ast.literal_eval(stmt.value)
+                except (ValueError, TypeError, SyntaxError, RecursionError):
+                    continue
+                names |= {slots} if isinstance(slots, str) else set(slots)
+    return names
+
+
+def _body_names(stmt: ast.stmt) -> list[str]:
+    """The names a statement of a class body binds (an assignment's plain names, a ``def``, a ``class``)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [stmt.name]
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+        [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+    return [t.id for t in targets if isinstance(t, ast.Name)]
+
+
+_CACHE: dict[Any, _Declared] = {}
+
+
+def _declared(cls: Any) -> _Declared:
+    hit = _CACHE.get(cls)
+    if hit is not None:
+        return hit
+    names: set[str] = _annotated(cls)
+    initializers: dict[str, list[str]] = {}
+    from_init: dict[str, tuple[tuple[str, ...], Any, str]] = {}
+    assigned: dict[str, int] = {}  # attribute -> how many statements of the class's methods assign it
+    sole: dict[str, tuple[Any, str]] = {}  # attribute -> (the first plain ``self.X = expr`` of it, module)
+    for statement, klass_name, klass_module in _statements(cls):
+        for fn in statement.body:
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             a = fn.args
@@ -93,15 +217,15 @@ def _declared(cls: type) -> _Declared:
                 for stmt in fn.body:
                     attr = _assigned_attr(stmt)
                     if attr is not None:
-                        code = compile(ast.Expression(stmt.value), f"<{klass.__name__}.__init__>", "eval")
-                        from_init.setdefault(attr, (params, code, klass.__module__))
+                        code = compile(ast.Expression(stmt.value), f"<{klass_name}.__init__>", "eval")
+                        from_init.setdefault(attr, (params, code, klass_module))
             for node in ast.walk(fn):
                 targets = node.targets if isinstance(node, ast.Assign) else \
                     [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
                 attr = _assigned_attr(node)
                 if attr is not None and attr not in sole:
-                    sole[attr] = (compile(ast.Expression(node.value), f"<{klass.__name__}.{fn.name}>", "eval"),
-                                  klass.__module__)
+                    sole[attr] = (compile(ast.Expression(node.value), f"<{klass_name}.{fn.name}>", "eval"),
+                                  klass_module)
                 for t in targets:
                     for leaf in ast.walk(t):
                         if isinstance(leaf, ast.Attribute) and isinstance(leaf.value, ast.Name) \
@@ -142,8 +266,19 @@ class _Reads(dict):
         return getattr(self.instance, key)
 
 
-def _init_defaults(cls: type) -> dict[str, Any]:
-    """The defaults of ``cls.__init__``'s parameters, as the tree's module evaluated them."""
+def _init_defaults(cls: Any) -> dict[str, Any]:
+    """The defaults of ``cls.__init__``'s parameters, as the tree's module evaluated them (a class read from
+    its source: each default its module's names evaluate)."""
+    if isinstance(cls, WrittenClass):
+        fn, module = _written_init(cls)
+        if fn is None:
+            return {}
+        a = fn.args
+        positional = [*a.posonlyargs, *a.args]
+        pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) + \
+            [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+        values = {p.arg: _evaluated(d, module) for p, d in pairs}
+        return {k: v for k, v in values.items() if v is not ABSENT}
     try:
         params = inspect.signature(cls.__init__).parameters.values()
     except (TypeError, ValueError):
@@ -151,10 +286,50 @@ def _init_defaults(cls: type) -> dict[str, Any]:
     return {p.name: p.default for p in params if p.default is not p.empty}
 
 
+def _written_init(cls: WrittenClass) -> tuple[ast.FunctionDef | None, str]:
+    """The ``__init__`` an instance of ``cls`` runs, where its statement or an unbuilt base writes it."""
+    for node, module in cls.written:
+        fn = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+        if fn is not None:
+            return fn, module
+    return None, ""
+
+
+def init_parameters(cls: Any) -> list[str]:
+    """The names of ``cls.__init__``'s parameters, ``self`` first (none where there is no class)."""
+    if isinstance(cls, WrittenClass):
+        fn, _ = _written_init(cls)
+        if fn is None:
+            return init_parameters(cls.real[0]) if cls.real else []
+        a = fn.args
+        return [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+    try:
+        return list(inspect.signature(cls.__init__).parameters) if cls is not None else []
+    except (TypeError, ValueError):
+        return []
+
+
+def _evaluated(expr: ast.expr, module: str) -> Any:
+    """A plain expression of the tree (a default, a class-level value) over its module's names as far as
+    the module ran; ``ABSENT`` where it cannot be evaluated here or gives a stand-in."""
+    try:
+        return ast.literal_eval(expr)
+    except (ValueError, TypeError, SyntaxError, RecursionError):
+        pass
+    if not _plain(expr):
+        return ABSENT
+    try:
+        code = compile(ast.Expression(expr), f"<{module}>", "eval")
+        value = eval(code, {"__builtins__": _BUILTINS}, _Reads(None, (), {}, lambda key: True, module))  # noqa: S307
+    except Exception:  # noqa: BLE001 - it needs what did not run here
+        return ABSENT
+    return ABSENT if is_stand_in(value) else value
+
+
 _EVALUATING: set[tuple[int, str]] = set()  # (object, attribute) being answered: a read of it again is none
 
 
-def init_value(cls: type, name: str, instance: Any, held=lambda key: True) -> Any:
+def init_value(cls: Any, name: str, instance: Any, held=lambda key: True) -> Any:
     """``name`` as the tree's ``__init__`` computes it from its parameters, read as ``instance``'s
     attributes of the same names (``self.dcp_size = server_args.dcp_size``; calls of what the module names
     run: ``self.quant_method = q if q is not None else UnquantizedKVCacheMethod()``), or a parameter's default
@@ -176,21 +351,24 @@ def init_value(cls: type, name: str, instance: Any, held=lambda key: True) -> An
     return ABSENT if is_stand_in(value) else value
 
 
-def declared_names(cls: type) -> frozenset[str]:
+def declared_names(cls: Any) -> frozenset[str]:
     """The instance attributes ``cls`` declares: annotations, slots, and every ``self.NAME = ...`` its
     methods (and its bases') write, read from their source."""
     return _declared(cls).names
 
 
-def initializers(cls: type, name: str) -> tuple[str, ...]:
-    """The methods of ``cls`` taking only ``self`` that assign ``self.name`` (besides ``__init__``)."""
-    return _declared(cls).initializers.get(name, ())
+def initializers(cls: Any, name: str) -> tuple[str, ...]:
+    """The methods of ``cls`` taking only ``self`` that assign ``self.name`` (besides ``__init__``); none of a
+    class read from its source (there is no method to run)."""
+    return () if isinstance(cls, WrittenClass) else _declared(cls).initializers.get(name, ())
 
 
-def class_member(cls: type, name: str, instance: Any) -> Any:
+def class_member(cls: Any, name: str, instance: Any) -> Any:
     """What an instance of the tree's class ``cls`` has for ``name`` when it was not handed a value:
     its dataclass field default, a class-level value, or its method or property bound to ``instance``;
     ``ABSENT`` when the class declares it without a value, ``UNDECLARED`` when it does not declare it."""
+    if isinstance(cls, WrittenClass):
+        return _written_member(cls, name, instance)
     if dataclasses.is_dataclass(cls):
         for f in dataclasses.fields(cls):
             if f.name == name:
@@ -208,3 +386,29 @@ def class_member(cls: type, name: str, instance: Any) -> Any:
     if hasattr(type(member), "__get__"):  # a method, property, cached_property...: bound to the object
         return member.__get__(instance, cls)
     return member if not callable(member) else ABSENT
+
+
+def _written_member(cls: WrittenClass, name: str, instance: Any) -> Any:
+    """:func:`class_member` of a class read from its source: a class-level value its module's names
+    evaluate (a dataclass ``field``'s default), ``ABSENT`` for one that cannot be had here (a method: the
+    class was never built to bind it); else what a base that exists here answers; else ``ABSENT`` for a
+    name it declares as an instance attribute, or where a base could not be read (it may declare it);
+    ``UNDECLARED`` when nothing declares it."""
+    for node, module in cls.written:
+        for stmt in node.body:
+            if name not in _body_names(stmt):
+                continue
+            value = getattr(stmt, "value", None)
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and value is not None:
+                value = _evaluated(value, module)
+                if isinstance(value, dataclasses.Field):
+                    value = value.default if value.default is not dataclasses.MISSING else \
+                        value.default_factory() if value.default_factory is not dataclasses.MISSING else ABSENT
+                return ABSENT if isinstance(value, type) or callable(value) else value  # as class_member's
+            return ABSENT
+    # a base that exists here answers first (its class-level value, as getattr_static finds it on a class)
+    found = next((v for v in (class_member(klass, name, instance) for klass in cls.real) if v is not UNDECLARED),
+                 UNDECLARED)
+    if found is not UNDECLARED:
+        return found
+    return ABSENT if name in declared_names(cls) or cls.unread else UNDECLARED

@@ -201,6 +201,18 @@ class Hierarchy:
             hit = self._mro[ref] = [ref, *_merge([[c for c in self.mro(b) if c != ref] for b in bases] + [bases])]
         return hit
 
+    def outside_bases(self, ref: ClassRef) -> list[tuple[ClassRef, str]]:
+        """The bases of ``ref`` and of its tree ancestors that the tree does not define (``nn.Module``,
+        ``object``; "" for one that is no dotted name, ``Generic[T]``), each as written, with the class
+        that names it, in method resolution order."""
+        out: list[tuple[ClassRef, str]] = []
+        for r in self.mro(ref):
+            o = self._by_path.get(r.relpath) or self.outline(r.module)
+            for b in o.class_bases.get(r.name, ()) if o is not None else ():
+                if (self._find(b, r.module, r, set()) if b else None) is None:
+                    out.append((r, b))
+        return out
+
     def method(self, ref: ClassRef, name: str) -> ClassRef | None:
         """The class whose ``name`` a call on an instance of ``ref`` runs: ``ref``'s own, else the first
         of its ancestors' in method resolution order."""

@@ -219,6 +219,12 @@ class TreeModules:
         ref = self.classes.find(name, module)
         return [hit for r in self.classes.mro(ref) if (hit := self._class_at(r)) is not None] if ref else []
 
+    def outside_bases(self, name: str, module: str) -> list[tuple[str, str, str]]:
+        """(module, class, base as written) for each base of the class ``name`` (as ``module`` sees it) and
+        of its tree ancestors that the tree does not define."""
+        ref = self.classes.find(name, module)
+        return [(r.module, r.name, b) for r, b in self.classes.outside_bases(ref)] if ref is not None else []
+
     def method(self, cls: str, module: str, name: str) -> tuple[ast.FunctionDef, str] | None:
         """The method ``name`` a call on a ``cls`` runs (its own or its bases', in method resolution
         order), and the module of the class that defines it."""

@@ -74,6 +74,7 @@ class RuntimeReport:
 
     modules_run: list[str] = field(default_factory=list)
     partial: dict[str, str] = field(default_factory=dict)  # module -> "Error: msg (at relpath:line)"
+    to_run: dict[str, str] = field(default_factory=dict)  # module in ``partial`` -> what would make it run
     absent: list[str] = field(default_factory=list)  # tree modules the tree does not have
     usage: Usage = field(default_factory=Usage)
     files: list[str] = field(default_factory=list)  # tree relpaths run
@@ -114,6 +115,7 @@ class _TreeLoader(importlib.abc.Loader):
             exec(code, module.__dict__)
         except Exception as exc:  # noqa: BLE001 - the module stays as far as it ran, the failure is reported
             rt.report.partial[module.__name__] = f"{type(exc).__name__}: {exc} (at {rt.where_in_tree(exc)})"
+            rt.report.to_run[module.__name__] = rt.what_would_run(exc)
             if "__getattr__" not in module.__dict__:
                 module.__getattr__ = rt.fallback(module.__name__)
         finally:
@@ -214,6 +216,27 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
                 return self.in_tree(name)
             frame = frame.f_back
         return False
+
+    def what_would_run(self, exc: BaseException) -> str:
+        """What would make a tree line that raised ``exc`` run: where it reached a package outside the tree
+        that lacks what it asks for (an attribute, a module), that package as the tree was written for it,
+        naming the version here; else an environment where that line runs."""
+        owner = getattr(exc, "obj", None) if isinstance(exc, AttributeError) else None
+        if isinstance(owner, types.ModuleType) and exc.name:
+            top, lacks = owner.__name__.split(".")[0], f" has no {owner.__name__}.{exc.name}"
+        elif isinstance(exc, ImportError) and exc.name:
+            top, lacks = exc.name.split(".")[0], f": {exc}"
+        else:
+            top, lacks = None, ""
+        if top and top != self.package:
+            try:
+                from importlib.metadata import version
+
+                here = f"{top} {version(top)} here"
+            except Exception:  # noqa: BLE001 - a package with no distribution of its name
+                here = f"the {top} installed here"
+            return f"the {top} this tree was written for ({here}{lacks})"
+        return f"an environment where {self.where_in_tree(exc)} runs"
 
     def fallback(self, module: str):
         """``__getattr__`` of a module that stopped while imported: sub-modules of the tree are
@@ -413,6 +436,11 @@ class _StandInFinder(importlib.abc.MetaPathFinder):
         if not (isinstance(parent, StandInModule) or self.runtime.imported_by_tree()):
             return None
         return importlib.machinery.ModuleSpec(fullname, _StandInLoader(self.runtime), is_package=True)
+
+
+def active() -> TreeRuntime | None:
+    """The tree runtime whose ``with`` block is running (the one on ``sys.meta_path``), if any."""
+    return next((f for f in sys.meta_path if isinstance(f, TreeRuntime)), None)
 
 
 __all__ = ["TreeRuntime", "Platform", "RuntimeReport", "is_stand_in"]
