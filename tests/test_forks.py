@@ -353,3 +353,20 @@ def test_smoke_cli_runs_a_launch(fork_dir):
     bad = subprocess.run([sys.executable, "-m", "ddcheck", "smoke", str(fork_dir("hz")), "--launch", "--model-path m"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--launch" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_rw_step_hands_prefill_to_dflash_whose_verify_site_it_never_reaches(fork):
+    """Rancy-Wang's DDTree worker hands extend batches to its DFlash base (ddtree_worker_v2.py:716-717);
+    DFlash builds its verify input only past its own extend test (dflash_worker_v2.py:1306, built at
+    :1613): the same test on the same batch, so that site is not on the DDTree step. The DDTree input
+    (ddtree_worker_v2.py:584, W computed each step) is."""
+    from ddcheck.tree.worker import verify_inputs
+
+    facts = verify_inputs(fork("rw"), "DDTREE", {"speculative_algorithm": "DDTREE", "speculative_num_draft_tokens": 8,
+                                                 "speculative_ddtree_budget": 16})
+    sites = {f"{c.path.rsplit('/', 1)[1]}:{c.line}": c for c in facts.sites}
+    assert facts.entry == "sglang/srt/speculative/ddtree_worker_v2.py:707"
+    dflash = sites["dflash_worker_v2.py:1613"]
+    assert dflash.reached is False and "ddtree_worker_v2.py:716" in dflash.reached_why
+    assert sites["ddtree_worker_v2.py:584"].reached is True
+    assert [c.cls for c in facts.choices] == ["DDTreeVerifyInput"]

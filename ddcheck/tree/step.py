@@ -35,10 +35,13 @@ class Cond:
     at: str
     want: bool
     holds: bool | None
+    since: str = ""  # where a caller took the same test, when that decides it here
 
     def said(self) -> str:
         test = self.text if self.want else f"not ({self.text})"
         state = {True: "holds", False: "is false for this launch", None: "depends on the step's batch"}[self.holds]
+        if self.since and self.holds is not None:
+            state = f"{'holds' if self.holds else 'is false'} on the steps that come here (the same test at {self.since})"
         return f"`{test}` ({self.at}) {state}"
 
 
@@ -150,7 +153,7 @@ class _Walker:
 
     def method(self, fn, module: str, owner, self_obj, bound: dict[str, Any], conds: list[Cond],
                via: list[str], live: bool, origin: dict[str, str] | None = None,
-               assumed: dict[str, bool] | None = None) -> None:
+               assumed: dict[str, tuple[bool, str]] | None = None) -> None:
         key = (id(fn), id(self_obj), live, min((_rank(c.holds) for c in conds), default=2),
                frozenset((assumed or {}).items()))
         if id(fn) in self.stack or len(self.stack) >= MAX_STACK or self.count >= MAX_METHODS or key in self.seen:
@@ -187,7 +190,7 @@ class _Walker:
         if isinstance(stmt, ast.If):
             self.calls(stmt.test, ev, ctx, conds, live)
             key = ctx.key(stmt.test)
-            t = ctx.assumed.get(key, UNKNOWN) if live else UNKNOWN
+            t, since = ctx.assumed.get(key, (UNKNOWN, "")) if live else (UNKNOWN, "")
             t = ev(stmt.test) if live and t is UNKNOWN else t
             text = ast.unparse(stmt.test)
             if not live:
@@ -196,11 +199,11 @@ class _Walker:
                 return False
             if t is UNKNOWN:
                 before = ev._state(ev.local)
-                ctx.assumed[key] = True
+                ctx.assumed[key] = (True, at)
                 first = self.block(stmt.body, ev, ctx, conds + [Cond(text, at, True, None)], True)
                 after = ev._state(ev.local)
                 ev._restore(ev.local, before)
-                ctx.assumed[key] = False
+                ctx.assumed[key] = (False, at)
                 second = self.block(stmt.orelse, ev, ctx, conds + [Cond(text, at, False, None)], True)
                 del ctx.assumed[key]
                 if second and not first:
@@ -209,10 +212,10 @@ class _Walker:
                     _merge(ev, after)
                 return first and second
             taken, other = (stmt.body, stmt.orelse) if t else (stmt.orelse, stmt.body)
-            self.block(other, ev, ctx, conds + [Cond(text, at, not t, False)], False)
-            ended = self.block(taken, ev, ctx, conds + [Cond(text, at, bool(t), True)], True)
+            self.block(other, ev, ctx, conds + [Cond(text, at, not t, False, since)], False)
+            ended = self.block(taken, ev, ctx, conds + [Cond(text, at, bool(t), True, since)], True)
             if ended:
-                self.ended = Cond(text, at, not t, False)  # the way past this if is its other branch
+                self.ended = Cond(text, at, not t, False, since)  # the way past this if is its other branch
             return ended
         if isinstance(stmt, ast.Try):
             ended = self.block(stmt.body, ev, ctx, conds, live)
@@ -316,7 +319,7 @@ class _Ctx:
     # The step's batch through the calls: a parameter -> the entry's parameter (or caller's name) it is,
     # so a test the caller took one way is taken so again where a callee tests the same thing on it.
     origin: dict[str, str] = field(default_factory=dict)
-    assumed: dict[str, bool] = field(default_factory=dict)
+    assumed: dict[str, tuple[bool, str]] = field(default_factory=dict)  # test -> (way taken, where)
 
     def key(self, test: ast.expr) -> str:
         """The test as said of the step's own objects (parameters by their origin)."""
