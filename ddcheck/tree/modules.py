@@ -87,6 +87,9 @@ class TreeModules:
         self.errors: dict[str, BaseException] = {}  # relpath -> why it has no syntax tree
         self._modes: ModeTable | None = None
         self._outlines: dict[str, Outline | None] = {}
+        # scope's id -> (scope, names it imports): the step walk asks each function's imports many times
+        self._imports_in: dict[int, tuple[ast.AST, dict[str, str], str]] = {}
+        self._froms: dict[int, tuple[ast.Module, list[ast.ImportFrom]]] = {}
 
     @classmethod
     def of(cls, tree: SourceTree) -> "TreeModules":
@@ -178,6 +181,14 @@ class TreeModules:
 
     def imports_in(self, module: str, scope: ast.AST) -> dict[str, str]:
         """Local name -> tree module, for each ``from ... import`` anywhere in ``scope`` of ``module``."""
+        kept = self._imports_in.get(id(scope))
+        if kept is not None and kept[0] is scope and kept[2] == module:
+            return dict(kept[1])
+        out = self._imports_in_uncached(module, scope)
+        self._imports_in[id(scope)] = (scope, out, module)
+        return dict(out)
+
+    def _imports_in_uncached(self, module: str, scope: ast.AST) -> dict[str, str]:
         out: dict[str, str] = {}
         for node in ast.walk(scope):
             if isinstance(node, ast.ImportFrom):
@@ -280,7 +291,11 @@ class TreeModules:
 
     def _import_of(self, name: str, module: str, mod: ast.Module) -> tuple[str | None, str]:
         """(tree module, name there) of the first import that binds ``name`` in ``module``."""
-        for node in ast.walk(mod):
+        kept = self._froms.get(id(mod))
+        if kept is None or kept[0] is not mod:
+            kept = self._froms[id(mod)] = (mod, [n for n in ast.walk(mod) if isinstance(n, ast.ImportFrom)])
+        froms = kept[1]
+        for node in froms:
             if isinstance(node, ast.ImportFrom):
                 for a in node.names:
                     if (a.asname or a.name) == name:

@@ -323,6 +323,14 @@ class _Ctx:
 
     def key(self, test: ast.expr) -> str:
         """The test as said of the step's own objects (parameters by their origin)."""
+        names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+        memo = (id(self.fn), id(self.self_obj), tuple(sorted((n, self.origin.get(n, "")) for n in names)))
+        kept = test.__dict__.setdefault("_ddcheck_keys", {})
+        if memo not in kept:
+            kept[memo] = self._key(test)
+        return kept[memo]
+
+    def _key(self, test: ast.expr) -> str:
         class Rename(ast.NodeTransformer):
             def visit_Name(inner, n: ast.Name) -> ast.Name:  # noqa: N805
                 name = self.origin.get(n.id, f"{id(self.fn)}.{n.id}" if n.id != "self" else f"self@{id(self.self_obj)}")
@@ -375,7 +383,15 @@ def _bind(fn: ast.FunctionDef, args: list[Any], kwargs: dict[str, Any], method: 
 
 
 def _calls_in(node: ast.AST) -> list[ast.Call]:
-    """The calls ``node`` makes itself (not those of a lambda or a function it defines), in source order."""
+    """The calls ``node`` makes itself (not those of a lambda or a function it defines), in source order
+    (kept on the node: a method is walked once per way to it)."""
+    kept = node.__dict__.get("_ddcheck_calls")
+    if kept is None:
+        kept = node.__dict__["_ddcheck_calls"] = _find_calls(node)
+    return kept
+
+
+def _find_calls(node: ast.AST) -> list[ast.Call]:
     out: list[ast.Call] = []
 
     def visit(n: ast.AST) -> None:
