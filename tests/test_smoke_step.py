@@ -54,6 +54,9 @@ def test_the_capture_width_is_the_runners_unless_overridden():
     assert _capture_width(r, _found(width=None, at="", gate_at=""), "ddtree", 17, 8, "tree") == 8
     assert r.graph_capture["W=17 C=8"]["source"] == "none" and any("no target-verify capture width" in x
                                                                     for x in r.limitations)
+    # a launch without CUDA graphs (config's facts): no graph path is its step
+    assert _capture_width(r, _found(off="disabled", source="launch"), "ddtree", 17, 8, "tree") is None
+    assert r.graph_capture["W=17 C=8"]["source"] == "off"
 
 
 def test_a_runner_that_replays_only_its_own_width_runs_another_eagerly():
@@ -90,12 +93,15 @@ def test_the_input_is_the_trees_class_from_the_workers_keywords_and_the_batchs_t
     from ddcheck.smoke.loader import Trace
 
     batch = {"positions": lambda: torch.arange(6), "tree_is_spine": lambda: True}
-    obj = tree_verify_input(_Input, 17, None, Trace(), "spec_info", {"allow_cuda_graph": False},
+    mask = torch.ones(3, dtype=torch.bool)
+    obj = tree_verify_input(_Input, 17, mask, Trace(), "spec_info", {"allow_cuda_graph": False, "custom_mask": None},
                             batch, frozenset({"positions"}))
     assert type(obj).__name__ == "_Input" and isinstance(obj, _Input)
     assert obj.draft_token_num == 17 and obj.positions.tolist() == list(range(6))
     assert obj.allow_cuda_graph is False and obj.custom_mask is None
     assert obj.tree_is_spine is False  # not passed by the worker: the class's default, not the batch's
+    # a worker that passes no mask of its own: the batch's, as the class's prepare step would lay it out
+    assert tree_verify_input(_Input, 17, mask, Trace(), "spec_info", {}, batch).custom_mask is mask
 
 
 def test_a_path_without_the_trees_class_is_not_judged_never_a_bug():

@@ -406,6 +406,11 @@ def _run_cases(report, tree, spec, shape, device, cases, paths, prefix_lens, cap
                     report.limitations.append(note)
                 for width, builder in session.tree_masks.items():
                     report.tree_masks[f"W={width} C={cfg_c}"] = builder
+                for width, where in session.masks_withheld.items():
+                    note = (f"W={width} C={cfg_c}: the tree's worker passes custom_mask=None for this backend "
+                            f"({where}): kept, the backend gets no mask")
+                    if note not in report.limitations:
+                        report.limitations.append(note)
 
 
 def _capture_width(report: SmokeReport, found, case: str, width: int, c: int, mode: str) -> int | None:
@@ -420,6 +425,9 @@ def _capture_width(report: SmokeReport, found, case: str, width: int, c: int, mo
     if mode in ("C", "W"):
         entry["width"] = width if mode == "W" else c
         return entry["width"]
+    if facts.get("off"):  # the launch runs without CUDA graphs (said once, where the paths are chosen)
+        entry["source"] = "off"
+        return None
     if runner is None:
         entry["width"], entry["source"] = c, "none"
         if case == "ddtree":

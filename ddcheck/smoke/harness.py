@@ -209,6 +209,7 @@ class Session:
         self.input_fields = input_fields or (lambda width: None)
         self.input_failures = importer.preload()  # before the backend binds SpecInputType
         self.mask_failures: dict[str, str] = {}  # the tree's mask builder: why it did not run here
+        self.masks_withheld: dict[int, str] = {}  # width -> the worker's call that passes custom_mask=None
         self.instances: set[str] = set()  # tree verify-input classes built as real instances
         self.use_tree_mask = True  # build the tree mask with the tree's own builder, where it has one
         self.tree_masks: dict[int, str] = {}  # width -> the tree function that built the mask
@@ -369,8 +370,6 @@ class Session:
                                    f"no verify input of the tree is known for W = {width}")
         if found.mask_from is not None and self.use_tree_mask:
             mask = self._tree_mask(found.mask_from, batch, mask)
-        if found.chain:
-            mask = None  # the worker passes none: a chain, attended causally (the batch is one)
         why = self.input_failures.get(found.module)
         real = getattr(importlib.import_module(found.module), found.cls, None) if why is None else None
         if not isinstance(real, type) or is_stand_in(real):
@@ -412,7 +411,7 @@ class Session:
         (:mod:`ddcheck.tree.verify_call`); raises :class:`WorkerRefused` where a ``raise`` on the worker's
         way to the call holds for them. The width fields stay the batch's; a mask the worker passes is the
         one this session decided (the tree's builder's, or the reference layout), and one it passes as None
-        stays None (a chain, which the batch must then be)."""
+        stays None."""
         from ddcheck.tree.modules import TreeModules
         from ddcheck.tree.names import WIDTH_FIELDS
         from ddcheck.tree.verify_call import RunnerView, WorkerSelf, evaluate
@@ -427,11 +426,9 @@ class Session:
         if built.unevaluated:
             self.unevaluated[batch.width] = dict(built.unevaluated)
         kwargs = dict(built.kwargs)
-        if "custom_mask" in kwargs:
-            if kwargs["custom_mask"] is None and mask is not None:
-                raise InputUnavailable(f"the tree's worker passes custom_mask=None for this batch ({site.path}:"
-                                       f"{site.call.lineno}): it verifies a chain here, where ddcheck read a tree "
-                                       f"from its code before the run")
+        if "custom_mask" in kwargs and kwargs["custom_mask"] is None:  # kept: the worker's backend takes none
+            self.masks_withheld[batch.width] = f"{site.path}:{site.call.lineno}"
+        elif "custom_mask" in kwargs:
             kwargs["custom_mask"] = mask
         return kwargs
 

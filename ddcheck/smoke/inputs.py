@@ -31,7 +31,7 @@ class TreeInput:
     mask_from: Any = None  # the tree's mask builder the worker passes ``custom_mask`` from (worker.MaskSource)
     site: Any = None  # the worker's call (verify_call.WorkerCall), its keywords evaluated per batch
     launch: dict[str, Any] = field(default_factory=dict)  # the case's speculative values, the backend's launch
-    chain: bool = False  # the worker passes no mask: its draft is a chain, attended causally
+    chain: bool = False  # the worker sets no mask of its own: its draft is a chain (the batch is one)
     # the tree's graph runner for this case: {"width", "at", "gate_at"} (worker.CaptureFacts), "source"
     capture: dict[str, Any] = field(default_factory=dict)
     probe: bool = False  # no drafter of the tree builds this width: --budget's probe
@@ -57,10 +57,13 @@ def tree_verify_input(cls: type, width: int, custom_mask: torch.Tensor | None, t
         names = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
         required = {p.name for p in params if p.default is inspect.Parameter.empty and p.name in names}
     # what the batch is, where the class has no default or the worker's value could not be had here
-    own = {**{k: (lambda v=v: v) for k, v in (("topk", 1), ("spec_steps", max(1, width - 1)))}, **(batch or {})}
+    plain = {"topk": 1, "spec_steps": max(1, width - 1), "tree_budget": width - 1, "budget": width - 1}
+    own = {**{k: (lambda v=v: v) for k, v in plain.items()}, **(batch or {})}
     kwargs = {n: own[n]() if n in own else None for n in names if n in required or n in unevaluated and n in own}
     kwargs.update({n: v for n, v in (given or {}).items() if n in names})
     kwargs.update({n: width for n in WIDTH_FIELDS if n in names})  # the batch's width, whatever the worker's
-    if "custom_mask" in names:  # the worker's own mask for this batch, None where it passes none
+    if "custom_mask" in names and not ("custom_mask" in (given or {}) and given["custom_mask"] is None):
+        # the batch's mask laid out as the worker's (its builder's, or filled before verify as a class's
+        # prepare step does); one the worker passes as None stays None
         kwargs["custom_mask"] = custom_mask
     return recorded_instance(cls, kwargs, trace, label)

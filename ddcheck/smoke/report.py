@@ -76,7 +76,8 @@ class SmokeReport(BaseModel):
     graph_capture_width: str = "tree"
     # "W=17 C=8" -> {width (captured at; None: not run, the runner replays no graph for it), runner_width, at
     # (path:line where the runner sets it), gate_at (where it refuses another width), source: "runner",
-    # "launch" (as `ddcheck config` read it), "override", "none" (the runner gives none: C)}
+    # "launch" (as `ddcheck config` read it), "override", "none" (the runner gives none: C), "off" (the launch
+    # runs without CUDA graphs)}
     graph_capture: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # set where W is --budget's probe: no drafter of the tree builds it (why, and what the backend is handed)
     probe: Optional[str] = None
@@ -143,7 +144,8 @@ def render_text(report: SmokeReport, console=None) -> None:
                  + (f"; replays no other width, {e['gate_at']}" if e.get("gate_at") else "") + ")"
                  if e.get("runner_width") is not None else "the tree's graph runner gives no capture width")
         how = {"override": f"overridden (--graph-capture-width {report.graph_capture_width})",
-               "launch": "the launch's, as `ddcheck config` read it", "none": "C"}.get(e.get("source"), "")
+               "launch": "the launch's, as `ddcheck config` read it", "none": "C",
+               "off": "the launch runs without CUDA graphs"}.get(e.get("source"), "")
         got = f"captured at {e['width']}" if e.get("width") is not None else "not run (the batch runs eagerly)"
         console.print(escape(f"graph {case}: {got}: {where}" + (f"; {how}" if how else "")), highlight=False)
     table = Table(show_lines=False)
