@@ -38,11 +38,11 @@ def main() -> int:
 
     from ddcheck.guard import layout_of
     from ddcheck.guard.hook import EVERY, FIRST, Guard
-    from ddcheck.smoke import handed, inputs
+    from ddcheck.smoke import handed
     from ddcheck.smoke.api import default_shape
     from ddcheck.smoke.batch import make_batch
     from ddcheck.smoke.harness import Session
-    from ddcheck.smoke.loader import LoadContext, SglangImporter
+    from ddcheck.smoke.loader import LoadContext, Recording, SglangImporter
     from ddcheck.tree import names
     from ddcheck.tree.sources import open_target
 
@@ -67,7 +67,9 @@ def main() -> int:
             runner = handed.model_runner(batch, shape, args.device, importer.trace, importer.server_args(), tree)
             importer.start_up(getattr(runner, names.MODEL_CONFIG_ATTR))  # the process groups, as smoke sets them
             pool, req_pool = getattr(runner, names.TOKEN_TO_KV_POOL), getattr(runner, names.REQ_TO_TOKEN_POOL)
-            spec = inputs.verify_input(w, batch.custom_mask, importer.trace, "spec_info")
+            # the guard's cost is measured, not a verdict: a verify input holding the width and the mask will do
+            spec = Recording("spec_info", importer.trace, custom_mask=batch.custom_mask,
+                             **{f: w for f in names.WIDTH_FIELDS})
             fb = handed.forward_batch(batch, session.mode, spec, pool, req_pool, importer.trace)
 
             def step(backend) -> float:

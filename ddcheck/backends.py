@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ddcheck.contract import Term
-from ddcheck.tree.names import ATTENTION_PACKAGE as ATTENTION, EAGLE_VERIFY_INPUT
+from ddcheck.tree.names import ATTENTION_PACKAGE as ATTENTION
 from ddcheck.tree.names import PAGE_SIZE
 
 # The leading parameters of each flashinfer wrapper's ``plan`` (``begin_forward`` is its old name), as
@@ -60,9 +60,6 @@ class Backend:
     # inert (built and planned, never run: ``plan`` records its inputs as ``planned``; calling any other
     # method is a stand-in call, a harness failure)
     flashinfer: bool = False
-    # the backend calls methods of the verify input (flashinfer: generate_attn_arg_prefill): where the tree
-    # has no DDTree input, this verify-input class of the tree (``module.Class``) is built at W
-    input_class: str | None = None
     # why its CUDA-graph path cannot run on a CPU (state allocated on "cuda" by the tree), with the line
     graph_needs_cuda: str | None = None
     # the GPU the emulated machine is (the tree's start-up rejects the backend on others)
@@ -124,7 +121,7 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
         "forward_metadata.prefill_wrappers.0.planned.qo_indptr": Term.QUERY_OFFSETS,
         "forward_metadata.prefill_wrappers.0.planned.paged_kv_indptr": Term.KV_OFFSETS,
         "forward_metadata.prefill_wrappers.0.planned.paged_kv_indices": Term.KV_INDICES,
-    }, flashinfer=True, input_class=EAGLE_VERIFY_INPUT,
+    }, flashinfer=True,
             graph_needs_cuda="init_cuda_graph_state allocates its KV-index buffer with device=\"cuda\" (0.5.10 "
                              "flashinfer_backend.py:526)", live=False),
     Backend("flashmla", f"{ATTENTION}.flashmla_backend", "FlashMLABackend",
@@ -143,8 +140,8 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
         "forward_metadata.prefill_wrapper.planned.kv_indices": Term.KV_INDICES,
     }, real_modules=(f"{ATTENTION}.flashinfer_mla_backend",), flashinfer=True,
             # before 0.5.4 its verify path is its base's prefill updater, which asserts the input is the
-            # tree's EagleVerifyInput and calls its generate_attn_arg_prefill (0.4.10 flashinfer_mla_backend.py:702)
-            input_class=EAGLE_VERIFY_INPUT,
+            # tree's EagleVerifyInput and calls its generate_attn_arg_prefill (0.4.10 flashinfer_mla_backend.py:702):
+            # where no drafter of the tree builds W, smoke hands every backend that class (smoke/api.py)
             # its block-table kernel walks a request's pages in blocks of 64 (NUM_PAGE_PER_BLOCK=
             # TRITON_PAD_NUM_PAGE_PER_BLOCK, 0.5.3 trtllm_mla_backend.py:187): at page size 1 a request of
             # more than 64 tokens is outside what it serves (it asks for page size 32 or 64)

@@ -140,11 +140,11 @@ def smoke(
     list_backends: bool = typer.Option(False, "--list-backends", help="List the backends smoke knows, and why those it cannot run do not run here."),
     backend_file: Optional[Path] = typer.Option(None, "--backend-file", help="Run this (fixed) copy of the backend's file instead of the tree's."),
     fmt: str = typer.Option("text", "--format", "-f", help="text | json"),
-    budget: int = typer.Option(16, "--budget", help="DDTree budget: the verify width is W = budget + 1."),
+    budget: int = typer.Option(16, "--budget", help="DDTree budget: the verify width is W = budget + 1 (on a tree without a DDTree drafter, a probe of the backend at that width; the report says so)."),
     num_draft_tokens: int = typer.Option(8, "--num-draft-tokens", help="C, speculative_num_draft_tokens."),
     device: str = typer.Option("cpu", "--device", help="cpu (Triton interpreter), cuda or cuda:N."),
     allow_out_of_bounds: bool = typer.Option(False, "--allow-out-of-bounds", help="Deprecated, does nothing: every W runs, W < C in padded buffers, and rows written past the verify batch are reported."),
-    graph_capture_width: str = typer.Option("C", "--graph-capture-width", help="C (what SGLang's graph runner does) or W (what DDTree needs)."),
+    graph_capture_width: Optional[str] = typer.Option(None, "--graph-capture-width", help="Override the width the graph path captures target-verify graphs at: C or W. Default: the width the tree's CUDA-graph runner captures at for the launch (C where ddcheck reads none); the report says where it comes from."),
     seed: int = typer.Option(0, "--seed", help="Random seed of the batch and the trees."),
     launch: Optional[str] = typer.Option(None, "--launch", help="A launch command: run at its C and W (resolved as `ddcheck config` does) with its worker's verify input."),
 ) -> None:
@@ -154,9 +154,13 @@ def smoke(
     compared with a reference. Every W runs, W < C in padded buffers, and rows written past the verify
     batch are reported.
 
+    By default it runs the launch's step: the verify input the tree's worker builds, and graphs captured
+    where the tree's graph runner captures them (on a tree without a DDTree drafter, --budget is a probe).
+
     Exit codes: 0 every path is correct; 1 the controls pass but W != C is wrong (the bug, or the graph
     capture width: the verdict says which); 2 usage error, or a target that cannot be obtained; 3 could
-    not judge: the harness could not run the verify path (torch missing, a crash, a control wrong).
+    not judge: the harness could not run the verify path (torch missing, a crash, a control wrong), or
+    the tree has no class for the verify input the backend gets.
 
     Example: [bold]ddcheck smoke sglang==0.5.10[/bold] (the bug: exit 1).
 
@@ -175,17 +179,17 @@ def smoke(
         raise UsageError("a target is required (an sglang tree, wheel, sglang==VERSION or 'installed')")
     if fmt not in ("text", "json"):
         raise UsageError("--format must be text or json")
-    if graph_capture_width not in ("C", "W"):
+    if graph_capture_width not in (None, "C", "W"):
         raise UsageError("--graph-capture-width must be C or W")
     backend, device = _smoke_choices(backend, device)
     _smoke_installed(device)
-    values = None
+    values = capture = None
     if launch is not None:
-        budget, num_draft_tokens, graph_capture_width, values = _launch_widths(target, launch)
+        budget, num_draft_tokens, capture, values = _launch_widths(target, launch)
     raise typer.Exit(smoke_main(target, backend_file=str(backend_file) if backend_file else None, fmt=fmt,
                                 budget=budget, num_draft_tokens=num_draft_tokens, device=device,
-                                allow_out_of_bounds=allow_out_of_bounds, graph_capture_width=graph_capture_width,
-                                seed=seed, launch=values, backend=backend))
+                                allow_out_of_bounds=allow_out_of_bounds, seed=seed, launch=values, backend=backend,
+                                graph_capture_width=graph_capture_width or "tree", capture=capture))
 
 
 def _smoke_choices(backend: str, device: str) -> tuple[str, str]:
@@ -227,9 +231,11 @@ def _print_backends(missing: str | None) -> None:
 
 
 def _launch_widths(target: str, launch: str):
-    """(budget, C, capture width, server_args values) of a launch command against ``target``."""
+    """(budget, C, its graph runner's capture facts, server_args values) of a launch command against ``target``,
+    as ``ddcheck config`` resolves it (the tree's start-up, run once)."""
     import shlex
 
+    from .config_smoke import launch_capture
     from .launch.api import _jsonable, check_launch
 
     try:
@@ -239,9 +245,8 @@ def _launch_widths(target: str, launch: str):
     s = report.settings
     if s is None or s.verify_width is None or s.num_draft_tokens is None:
         raise UsageError("--launch: W or C of this launch is not known (see `ddcheck config` for why)")
-    capture = "W" if s.cuda_graph and s.capture_width == s.verify_width else "C"
     values = {k: v for k, v in s.values.items() if _jsonable(v)} or None
-    return s.verify_width - 1, s.num_draft_tokens, capture, values
+    return s.verify_width - 1, s.num_draft_tokens, launch_capture(s), values
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

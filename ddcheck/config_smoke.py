@@ -17,6 +17,14 @@ def _unjudged(message: str, to_judge: str) -> ConfigFinding:
     return _f("launch-smoke", Consequence.PERF, message, to_judge, level="warning", judged=False)
 
 
+def launch_capture(s: SpecSettings) -> dict:
+    """The launch's CUDA-graph runner as config read it (``graph_capture``, once, in ``judge._apply``): the width
+    it captures target verify at, where, and its replay gate; ``off`` where the launch runs without graphs."""
+    if not s.cuda_graph:
+        return {"off": "CUDA graphs are disabled for this launch"}
+    return {"width": s.capture_width, "at": s.capture_at or "", "gate_at": s.replay_gate_at or ""}
+
+
 def launch_smoke(s: SpecSettings, tree: SourceTree, device: str = "cpu") -> ConfigFinding:
     """The launch, run: the tree's verify path at the launch's C and W, with the verify-input
     class its worker builds, captured at the width its graph runner captures with, on the backend of its
@@ -37,8 +45,7 @@ def launch_smoke(s: SpecSettings, tree: SourceTree, device: str = "cpu") -> Conf
                          "--list-backends`), or config without --smoke")
     values = {k: v for k, v in s.values.items() if _jsonable(v)} if s.values else None
     r = run_smoke(tree.label, budget=W - 1, num_draft_tokens=C, device=device, allow_out_of_bounds=True,
-                  graph_capture_width="W" if s.cuda_graph and s.capture_width == W else "C", launch=values,
-                  backend=name)
+                  launch=values, capture=launch_capture(s), backend=name)
     inputs = r.verify_inputs.get(f"W={W} C={C}")
     if inputs is None:
         inputs = "ddcheck's stand-in verify input"

@@ -80,3 +80,23 @@ def test_haiyuzhou_fa3_graph_capture_crash_is_the_trees_not_the_harness(fork):
     assert status[("ddtree", "graph")] == "tree_crash" and status[("ddtree-reference-mask", "eager")] == "ok"
     assert "compile_ddtree_tree" in r.verdict  # the eager path fails only with the fork's own mask layout
     assert status[("control", "eager")] == status[("control", "graph")] == "ok"
+
+
+def test_rancy_wang_default_smoke_captures_where_its_runner_does(fork):
+    """`ddcheck smoke <fork>`, no options (issue 47). Was exit 1, "capture width": smoke captured the verify
+    graphs at C. The fork's runner captures at `captured_req_width = model_runner.decode_num_tokens_per_req(...)`
+    (runner/decode_cuda_graph_runner.py:262), budget + 1 for a DDTREE target (model_runner.py:706-717 through
+    `resolve_num_tokens_per_req`), and its can_run_graph replays no other width (:520-525). The control at
+    W = C = 8 is the same DDTree worker's input (ddtree_worker_v2.py:584), not the DFlash one that happens to
+    have width 8 (dflash_worker_v2.py:1613)."""
+    from ddcheck.smoke import run_smoke
+
+    r = run_smoke(fork("rw"))
+    assert r.exit_code == 0, r.verdict
+    runner = "sglang/srt/model_executor/runner/decode_cuda_graph_runner.py"
+    assert f"the graph path captured at 17 (the tree's graph runner captures at 17, {runner}:262; it replays no " \
+           f"other width, {runner}:524)" in r.verdict
+    graph = next(p for p in r.paths if (p.case, p.path) == ("ddtree", "graph"))
+    assert graph.status == "ok" and graph.capture_width == 17 and r.probe is None
+    assert {k: v.split()[0] for k, v in r.verify_inputs.items()} == {"W=17 C=8": "DDTreeVerifyInput",
+                                                                     "W=8 C=8": "DDTreeVerifyInput"}

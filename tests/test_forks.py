@@ -336,7 +336,11 @@ def test_config_smoke_runs_the_launch_at_its_c_and_w(fork, smoke, monkeypatch):
     other = check_launch(ddtree(16, "fa3", False), tree=fork("hz"), smoke=launch_smoke)
     o = next(f for f in other.findings if f.id == "launch-smoke")  # config --smoke runs the launch's fa3 (#30)
     assert (o.level, o.consequence.value) == ("error", "CORRUPT")
-    assert "the tree's fa3 verify path at C=16, W=17" in o.message and "cu_seqlens_q" in o.message
+    # the launch runs without CUDA graphs (--disable-cuda-graph): only its eager path is its step (issue 47),
+    # where FA3's cascade indexes the mask as packed per request (flashattention_backend.py:575-597) and the
+    # fork's builder lays it out [bs, W, max_past + W] (ddtree_utils.py:274-283)
+    assert "the tree's fa3 verify path at C=16, W=17" in o.message and "tree mask:" in o.message
+    assert "flashattention_backend.py:596" in o.message and "graph" not in o.message.split("tree mask:")[1]
 
 
 def test_smoke_cli_runs_a_launch(fork_dir):

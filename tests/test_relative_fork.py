@@ -61,9 +61,9 @@ def test_smoke_reads_the_forks_verify_input_class(tree):
 
     report = SmokeReport(target=str(TREE), backend="triton", device="cpu", dtype="float32", budget=16, width=17,
                          num_draft_tokens=16)
-    cls, attrs, module, *_ = _tree_inputs(tree, report)(17, 16)
-    assert (cls, module) == ("DDTreeVerifyInput", "sglang.srt.speculative.ddtree.ddtree_info")
-    assert "relative_fork_marker" in attrs
+    found = _tree_inputs(tree, report)(17, 16)
+    assert (found.cls, found.module) == ("DDTreeVerifyInput", "sglang.srt.speculative.ddtree.ddtree_info")
+    assert "relative_fork_marker" in found.fields and not found.probe
     built = line_of(SPEC + "ddtree/ddtree_worker.py", "return DDTreeVerifyInput")
     assert report.verify_inputs["W=17 C=16"] == f"DDTreeVerifyInput ({SPEC}ddtree/ddtree_worker.py:{built})"
 

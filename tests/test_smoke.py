@@ -61,8 +61,14 @@ def statuses(report) -> dict[str, str]:
 def test_unfixed_buggy_release_is_caught(version, smoke):
     r = smoke(f"sglang=={version}")
     assert r.exit_code == 1, r.verdict
-    assert statuses(r) == {"ddtree/eager": "wrong", "ddtree/graph": "wrong",
-                           "control/eager": "ok", "control/graph": "ok"}
+    # no drafter of a release builds W = 17: --budget's probe, the release's own EagleVerifyInput carrying W
+    assert r.probe and "probe" in r.probe and r.verify_input_instances == ["EagleVerifyInput"]
+    # from 0.5.16 the graph runner captures at C and replays no other width (can_run_graph,
+    # decode_cuda_graph_runner.py:524): W = 17 runs eagerly and its graph path is not the launch's
+    gated = r.graph_capture["W=17 C=8"]["gate_at"]
+    assert bool(gated) == (version == "0.5.16") or version not in ("0.5.5", "0.5.16"), gated
+    graph = {} if gated else {"ddtree/graph": "wrong"}
+    assert statuses(r) == {"ddtree/eager": "wrong", **graph, "control/eager": "ok", "control/graph": "ok"}
     eager = next(p for p in r.paths if p.case == "ddtree" and p.path == "eager")
     # The bug's fingerprint: rows laid out with C = 8, and rows past bs * C never written.
     assert eager.metadata["qo_indptr"] == [0, 8, 16, 24]
@@ -74,11 +80,21 @@ def test_unfixed_buggy_release_is_caught(version, smoke):
 @pytest.mark.network
 @pytest.mark.parametrize("version", GOOD)
 def test_later_releases_pass_unfixed(version, smoke):
-    """Right on every path at W, graphs captured at W included. A graph captured at C keeps
+    """Right on every path at W, graphs captured at W included. These releases' graph runner captures at C
+    and its can_run_graph refuses a batch whose input carries another width (0.5.23
+    decode_cuda_graph_runner.py:359 and :867): by default (issue 47: the launch's step) W = 17 runs eagerly,
+    exit 0, and the report names both lines. A graph captured at C (--graph-capture-width C) keeps
     max_extend_len = C = 8 < W: the path breaks the verify contract (right only within one row block),
     so it is the capture width, exit 1, never `ok` (issue 39)."""
-    r = smoke(f"sglang=={version}")
+    default = smoke(f"sglang=={version}")
+    assert default.exit_code == 0, default.verdict
+    assert [p.path for p in default.paths if p.case == "ddtree"] == ["eager"]
+    gate = default.graph_capture["W=17 C=8"]
+    assert gate["runner_width"] == 8 and gate["gate_at"] and gate["width"] is None
+    assert any(gate["at"] in x and gate["gate_at"] in x and "runs eagerly" in x for x in default.limitations)
+    r = smoke(f"sglang=={version}", graph_capture_width="C")
     assert r.exit_code == 1 and r.verdict.startswith("capture width"), r.verdict
+    assert "overridden by --graph-capture-width C" in r.verdict
     assert statuses(r)["ddtree/eager"] == statuses(r)["ddtree-capture-at-W/graph"] == "ok"
     eager = next(p for p in r.paths if p.case == "ddtree" and p.path == "eager")
     assert eager.metadata["qo_indptr"] == [0, 17, 34, 51] and eager.metadata["max_extend_len"] == 17
@@ -96,7 +112,7 @@ def test_ddcheck_fix_output_passes(version, smoke):
     fixed = fixer.fixed_file_text(f"sglang=={version}", BACKEND_RELPATH)
     r = smoke(f"sglang=={version}", backend_source=fixed, graph_capture_width="W")
     assert r.exit_code == 0, r.verdict
-    at_c = smoke(f"sglang=={version}", backend_source=fixed)
+    at_c = smoke(f"sglang=={version}", backend_source=fixed, graph_capture_width="C")
     assert at_c.exit_code == 1 and at_c.verdict.startswith("capture width"), at_c.verdict
     assert all(p.status != "ok" for p in at_c.paths if p.violations)
     graph = next(p for p in at_c.paths if p.case == "ddtree" and p.path == "graph")
@@ -167,7 +183,7 @@ def test_seed_case_runs_when_c_is_not_8(smoke):
 @pytest.mark.network
 def test_graph_capture_at_c_cannot_cover_w_past_the_row_block(smoke):
     # CPU row block is 64: W = 72 needs two row blocks, a graph captured at C = 8 launches one.
-    r = smoke("sglang==0.5.18", budget=71)
+    r = smoke("sglang==0.5.18", budget=71, graph_capture_width="C")
     assert r.exit_code == 1
     s = statuses(r)
     assert s["ddtree/eager"] == "ok" and s["ddtree/graph"] == "wrong" and s["ddtree-capture-at-W/graph"] == "ok"

@@ -118,7 +118,7 @@ def test_fa3_fixed_but_captured_at_c_is_the_capture_width(smoke):
     from ddcheck.fixer import fixed_file_text
 
     fixed = fixed_file_text("sglang==0.5.23", backends.get("fa3").relpath, unsafe=True)
-    r = smoke("sglang==0.5.23", backend="fa3", backend_source=fixed, seed_case=False)
+    r = smoke("sglang==0.5.23", backend="fa3", backend_source=fixed, seed_case=False, graph_capture_width="C")
     assert r.exit_code == 1 and r.verdict.startswith("capture width"), r.verdict
     assert path(r, "ddtree", "eager").status == "ok"
     assert path(r, "ddtree-capture-at-W", "graph").status == "ok"
@@ -130,10 +130,12 @@ def test_trtllm_mha_unfixed_and_fixed(version, eager, smoke):
     """TRT-LLM MHA, built on a real FlashInferAttnBackend with inert flashinfer wrappers. 0.5.10 lays
     verify out with C (trtllm_mha_backend.py:625-649); from 0.5.16 eager takes the width per step
     from the batch (`input_ids.shape[0] // batch_size`, 0.5.16 trtllm_mha_backend.py:828) while the
-    graph path still reads C-laid-out buffers: exit 1. After `ddcheck fix` with graphs captured at W: 0."""
+    graph path still reads C-laid-out buffers when a graph captured at C replays W (from 0.5.16 the runner's
+    can_run_graph refuses that replay: the launch runs W eagerly; captured at C on purpose here): exit 1.
+    After `ddcheck fix` with graphs captured at W: 0."""
     from ddcheck.fixer import fixed_file_text
 
-    r = smoke(f"sglang=={version}", backend="trtllm_mha", seed_case=False)
+    r = smoke(f"sglang=={version}", backend="trtllm_mha", seed_case=False, graph_capture_width="C")
     assert r.exit_code == 1, r.verdict
     assert path(r, "ddtree", "eager").status == eager and path(r, "ddtree", "graph").status == "wrong"
     assert "forward_metadata.cu_seqlens_q" in [v["field"] for v in path(r, "ddtree", "graph").violations]

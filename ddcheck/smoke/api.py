@@ -17,6 +17,7 @@ from ddcheck.smoke.report import HarnessTrace, PathResult, SmokeReport, render_t
 from ddcheck.tree.names import INIT_CUDA_GRAPH_STATE, INIT_FORWARD_METADATA, SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE
 from ddcheck.tree.names import SERVER_ARGS_SETTER, SINGLE_PROCESS_STARTUP
 from ddcheck.tree.names import SPECULATIVE_ALGORITHM, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS
+from ddcheck.tree.names import DDTREE, EAGLE, EAGLE_VERIFY_INPUT, SPECULATIVE_DDTREE_BUDGET, SPECULATIVE_PREFIX
 
 SEED_BUDGET, SEED_C = 7, 8  # the DDTree seed configuration: budget 7 verifies 8 = C tokens
 PATHS = ("eager", "graph")
@@ -81,7 +82,7 @@ def run_smoke(
     allow_out_of_bounds: bool = False,
     prefix_lens: list[int] | None = None,
     dtype: str | None = None,
-    graph_capture_width: Literal["C", "W"] = "C",
+    graph_capture_width: Literal["tree", "C", "W"] = "tree",
     seed_case: bool = True,
     isolate: bool = True,
     timeout: float = 1800,
@@ -89,16 +90,21 @@ def run_smoke(
     backend: str = "triton",
     done: list[dict] | None = None,
     restartable: bool = False,
+    capture: dict | None = None,
 ) -> "SmokeReport":
     """Run the target's TritonAttnBackend on a DDTree batch of W = budget + 1 tokens per request
     with the backend built for C = ``num_draft_tokens``; compare against a float64 reference.
 
     ``backend_file``/``backend_source`` replace the tree's ``triton_backend.py`` (a fixed copy);
-    the base backend and kernels still come from the tree. ``graph_capture_width="W"`` emulates a
-    graph runner that captures at the verify width (the remedy for the capture limitation).
-    ``isolate`` runs it in a fresh interpreter (see :mod:`ddcheck.smoke.worker`). ``launch``: the
-    ``server_args`` values of a resolved launch (``ddcheck config --smoke``), whose algorithm's worker
-    gives the verify-input class; by default the tree's DDTREE worker, if it has one. ``backend``: a
+    the base backend and kernels still come from the tree. The graph path captures at the width the
+    tree's CUDA-graph runner captures target verify at for each case's launch (``graph_capture_width=
+    "tree"``; C where the runner gives none); "C" or "W" overrides it. ``isolate`` runs it in a fresh
+    interpreter (see :mod:`ddcheck.smoke.worker`). ``launch``: the ``server_args`` values of a launch as
+    the tree's start-up resolved them (``ddcheck config --smoke``), whose algorithm's worker gives the verify
+    input, and which the tree's ``ServerArgs`` is given without running its start-up again; ``capture``: that
+    launch's graph runner as ``ddcheck config`` read it (``{"width", "at", "gate_at"}``, or ``{"off": why}``
+    for a launch without CUDA graphs). By default the tree's DDTREE worker, if it has one; where it has
+    none, ``budget`` is a probe (``SmokeReport.probe``). ``backend``: a
     name from :mod:`ddcheck.backends` (``ddcheck smoke --list-backends``); backends without runnable
     kernels are judged by the verify contract alone.
 
@@ -117,7 +123,7 @@ def run_smoke(
     args = dict(target=target, backend_file=backend_file, backend_source=backend_source, budget=budget,
                 num_draft_tokens=num_draft_tokens, device=device, seed=seed, allow_out_of_bounds=allow_out_of_bounds,
                 prefix_lens=prefix_lens, dtype=dtype, graph_capture_width=graph_capture_width, seed_case=seed_case,
-                launch=launch, backend=backend)
+                launch=launch, backend=backend, capture=capture)
     t0 = time.perf_counter()
     report = _blank_report(args)
     try:
@@ -130,8 +136,9 @@ def run_smoke(
         if missing:  # the line says what to install: could not judge here
             raise HarnessError(missing, missing)
         _check_widths(budget, num_draft_tokens, allow_out_of_bounds)
-        if graph_capture_width not in ("C", "W"):
-            raise SmokeUsageError(f"graph_capture_width must be 'C' or 'W', not {graph_capture_width!r}")
+        if graph_capture_width not in ("tree", "C", "W"):
+            raise SmokeUsageError(f"graph_capture_width must be 'tree' (the tree's graph runner's), 'C' or 'W', "
+                                  f"not {graph_capture_width!r}")
         if isolate:
             if backend_file is not None and backend_source is None:
                 try:
@@ -140,7 +147,7 @@ def run_smoke(
                     pass  # the worker reports the unreadable file
             return _isolated(args, timeout, report)
         _run(report, target, backend_file, backend_source, prefix_lens, dtype, allow_out_of_bounds,
-             graph_capture_width, seed_case, launch, spec, done)
+             graph_capture_width, seed_case, launch, spec, done, capture)
     except SmokeUsageError as exc:
         report.exit_code, report.verdict = EXIT_USAGE, f"usage: {exc}"
     except HarnessError as exc:
@@ -246,7 +253,7 @@ def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
 
 
 def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens, dtype, allow_oob,
-         capture_mode, seed_case, launch, spec, done: list[dict] | None = None) -> None:
+         capture_mode, seed_case, launch, spec, done: list[dict] | None = None, capture: dict | None = None) -> None:
     """The cases and paths, in order; ``done``: the results, in that order, of the paths a process before
     this one ran (up to a device fault, which ends a process's CUDA context): not run again."""
     try:
@@ -300,11 +307,18 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
         paths = ("eager",)
         report.limitations.append(f"the graph path does not run on a CPU: {spec.graph_needs_cuda}; "
                                   f"run with --device cuda for it")
+    if capture_mode == "tree" and capture and capture.get("off"):
+        paths = tuple(p for p in paths if p != "graph")
+        report.limitations.append(f"the launch runs target verify without CUDA graphs ({capture['off']}): the "
+                                  f"graph path is not the launch's, and is not run")
+    if launch:
+        report.limitations.append("the tree's ServerArgs holds the launch's values as the tree's start-up "
+                                  "resolved them (`ddcheck config`): that start-up is not run a second time")
     trace = HarnessTrace()
-    inputs = _tree_inputs(tree, report, launch, spec.input_class)
+    inputs = _tree_inputs(tree, report, launch, capture)
     # The tree's own verify-input classes are run from the tree, with the SpecInput base they need.
-    found = [f for _, w_, c_ in cases if (f := inputs(w_, c_)) is not None]
-    modules = {f[2] for f in found if f[2]} | {f[3].module for f in found if f[3]}
+    found = [inputs(w_, c_) for _, w_, c_ in cases]
+    modules = {f.module for f in found if f.cls} | {f.mask_from.module for f in found if f.mask_from}
     extra = modules | {SPEC_INFO_MODULE, SPEC_REGISTRY_MODULE} if modules else set()
     recorded = [PathResult.model_validate(p) for p in done or ()]
     order: list[PathResult] = []  # every path's result, in the order they ran
@@ -319,7 +333,7 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
 
     try:
         _run_cases(report, tree, spec, shape, device, cases, paths, prefix_lens, capture_mode, allow_oob, inputs,
-                   extra, backend_source, trace, run_path)
+                   extra, backend_source, trace, run_path, launch)
     except DeviceFault as fault:  # this process can run nothing more on the device: the parent starts another
         report.paths = order + [fault.result]
         report.device_faults.append(f"{fault.result.case}/{fault.result.path}")
@@ -330,13 +344,13 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
 
 
 def _run_cases(report, tree, spec, shape, device, cases, paths, prefix_lens, capture_mode, allow_oob, inputs,
-               extra, backend_source, trace, run_path) -> None:
+               extra, backend_source, trace, run_path, launch=None) -> None:
     from ddcheck.smoke.harness import Session, build_batch, pinned_memory_ignored, triton_interpreter
 
     with triton_interpreter(device == "cpu"), pinned_memory_ignored(device == "cpu"):
         for cfg_c in dict.fromkeys(cc for _, _, cc in cases):
             ctx = LoadContext(device=device, num_draft_tokens=cfg_c, num_steps=max(1, cfg_c - 1),
-                              attention_backend=spec.name, arch=spec.arch,
+                              attention_backend=spec.name, arch=spec.arch, resolved=launch,
                               # kernels that run here (Triton's, on a CPU) take this machine's paths
                               emulate=spec.kernels is None or device.startswith("cuda"))
             with SglangImporter(tree, ctx, backend_source, extra_real=extra | set(spec.real_modules),
@@ -344,9 +358,12 @@ def _run_cases(report, tree, spec, shape, device, cases, paths, prefix_lens, cap
                 session = Session(importer, shape, cfg_c, device, lambda width, c=cfg_c: inputs(width, c), spec)
                 report.block_m = report.block_m or session.block_m()
                 for case, cw_, _ in [x for x in cases if x[2] == cfg_c]:
-                    batch, pad = build_batch(cw_, prefix_lens, shape, device, report.seed, cfg_c, allow_oob)
-                    capture = cw_ if capture_mode == "W" else cfg_c
-                    ran = [run_path(session, case, path, batch, capture, pad) for path in paths]
+                    found = inputs(cw_, cfg_c)
+                    batch, pad = build_batch(cw_, prefix_lens, shape, device, report.seed, cfg_c, allow_oob,
+                                             chain=found.chain)
+                    capture = _capture_width(report, found, case, cw_, cfg_c, capture_mode)
+                    ran = [run_path(session, case, path, batch, capture, pad) for path in paths
+                           if path != "graph" or capture is not None]
                     report.paths += ran
                     eager, graph = ran[0], ran[-1]
                     if case == "ddtree" and len(ran) > 1 and capture != cw_ and eager.status == "ok" \
@@ -368,8 +385,12 @@ def _run_cases(report, tree, spec, shape, device, cases, paths, prefix_lens, cap
                 _merge(trace, importer.trace)
                 trace.started = list(dict.fromkeys(trace.started + importer.published))
                 for what, why in session.input_failures.items():
-                    note = f"the tree's verify input ({what}) does not run here ({why}): a stand-in " \
-                           f"carrying its class's fields was used"
+                    note = f"the tree's module {what} stopped while imported here ({why})"
+                    if note not in report.limitations:
+                        report.limitations.append(note)
+                for what, why in session.mask_failures.items():
+                    note = f"the tree's mask builder {what} does not run here ({why}): ddcheck laid out the " \
+                           f"batch's tree mask instead"
                     if note not in report.limitations:
                         report.limitations.append(note)
                 for label, entry in importer.trace.from_source.items():
@@ -383,63 +404,141 @@ def _run_cases(report, tree, spec, shape, device, cases, paths, prefix_lens, cap
                 for width, missed in session.unevaluated.items():
                     report.worker_call[f"W={width} C={cfg_c}"] = missed
                     note = (f"W={width} C={cfg_c}: keywords of the tree's verify-input call not evaluated here, "
-                            f"given the harness's value (None where it has none): "
+                            f"given the batch's own value under the keyword's name, else the class's default "
+                            f"(None where there is neither): "
                             + "; ".join(f"{k} ({why})" for k, why in sorted(missed.items())))
                     report.limitations.append(note)
                 for width, builder in session.tree_masks.items():
                     report.tree_masks[f"W={width} C={cfg_c}"] = builder
+                for width, where in session.masks_withheld.items():
+                    note = (f"W={width} C={cfg_c}: the tree's worker passes custom_mask=None for this backend "
+                            f"({where}): kept, the backend gets no mask")
+                    if note not in report.limitations:
+                        report.limitations.append(note)
 
 
-def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, fallback: str | None = None):
-    """``(width, C) -> (class, fields, module, mask source, call site, launch values)`` of the verify input the tree's own worker builds at that C
-    (for DDTREE, budget = width - 1) (``ddcheck.tree.worker``), or None when the tree has no such
-    worker; the classes used are recorded in the report. The worker is the launch's algorithm's
-    (``launch``: resolved server_args values), else the tree's DDTREE worker. ``fallback``
-    (``module.Class``): where the tree has no DDTREE input, that class of the tree, built at the width,
-    for a backend that calls the input's methods."""
-    from ddcheck.tree.modules import TreeModules
-    from ddcheck.tree.names import SPECULATIVE_PREFIX
+def _capture_width(report: SmokeReport, found, case: str, width: int, c: int, mode: str) -> int | None:
+    """The width a case's graph path captures at: the tree's graph runner's for the case's launch (``mode``
+    "tree"; C where it gives none), or the override ("C", "W"); None where the runner replays no graph for a
+    batch of this width (its gate: the batch runs eagerly). Recorded in the report, with where it comes from."""
+    facts = found.capture if found is not None else {}
+    runner, at, gate = facts.get("width"), facts.get("at") or "", facts.get("gate_at") or ""
+    entry = {"width": None, "runner_width": runner, "at": at, "gate_at": gate,
+             "source": facts.get("source", "runner") if mode == "tree" else "override"}
+    report.graph_capture[f"W={width} C={c}"] = entry
+    if mode in ("C", "W"):
+        entry["width"] = width if mode == "W" else c
+        return entry["width"]
+    if facts.get("off"):  # the launch runs without CUDA graphs (said once, where the paths are chosen)
+        entry["source"] = "off"
+        return None
+    if runner is None:
+        entry["width"], entry["source"] = c, "none"
+        if case == "ddtree":
+            report.limitations.append(
+                f"the tree's graph runner gives no target-verify capture width ddcheck reads for this launch: the "
+                f"graph path captures at C = {c}, as SGLang's runner does (--graph-capture-width W runs it at W)")
+        return c
+    if gate and runner != width:
+        if case == "ddtree":
+            report.limitations.append(
+                f"the tree's graph runner captures target-verify graphs at {runner} ({at}) and replays no batch of "
+                f"another width ({gate}): a batch of W = {width} runs eagerly, so its graph path is not run")
+        return None
+    entry["width"] = runner
+    return runner
+
+
+def _tree_inputs(tree, report: SmokeReport, launch: dict | None = None, capture: dict | None = None):
+    """``(width, C) -> inputs.TreeInput``: the verify input of that case, memoized, each recorded in the report.
+
+    The tree's worker for the launch's algorithm (``launch``: resolved server_args values; else DDTREE,
+    budget = width - 1) is read (``ddcheck.tree.worker``) and its reached site taken: the tree's class there,
+    the call whose keywords each batch evaluates, the mask it passes. Where the tree has no worker for it and
+    no launch was given, the width is ``--budget``'s probe: the backend is built for the server args' own
+    algorithm and handed the tree's EAGLE verify input at that width. The graph runner's capture width and
+    replay gate for the case are read with it (``capture``: the launch's, as ``ddcheck config`` read them)."""
+    from ddcheck.smoke.inputs import TreeInput
     from ddcheck.tree.verify_call import find_call
-    from ddcheck.tree.worker import class_fields, verify_inputs
+    from ddcheck.tree.worker import graph_capture, verify_inputs
 
-    memo: dict[tuple[int, int], object] = {}
-    base = dict(launch or {SPECULATIVE_ALGORITHM: "DDTREE", SPECULATIVE_EAGLE_TOPK: 1, SPECULATIVE_NUM_STEPS: 1})
-    algorithm = str(base.get(SPECULATIVE_ALGORITHM) or "DDTREE").upper()
+    memo: dict[tuple[int, int], TreeInput] = {}
+    base = dict(launch or {SPECULATIVE_ALGORITHM: DDTREE, SPECULATIVE_EAGLE_TOPK: 1, SPECULATIVE_NUM_STEPS: 1})
+    algorithm = str(base.get(SPECULATIVE_ALGORITHM) or DDTREE).upper()
 
-    def get(width: int, c: int):
-        if (width, c) not in memo:
-            values = {**base, SPECULATIVE_NUM_DRAFT_TOKENS: c}
-            if algorithm == "DDTREE":
-                values["speculative_ddtree_budget"] = width - 1
-            facts = verify_inputs(tree, algorithm, values)
-            # the input built at this width; else one whose width the worker computes each step
-            hit = (next((ch for ch in facts.choices if ch.width == width), None)
-                   or next((ch for ch in facts.choices if ch.width is None), None)) if facts.worker else None
-            if hit is None and fallback and algorithm == "DDTREE" and not launch:
-                module, cls = fallback.rsplit(".", 1)
-                if tree.module_file(module) is None:  # the class lives elsewhere in this tree (eagle_utils, 0.4.10)
-                    module = tree.module_defining(cls) or module
-                attrs, rel, line = class_fields(TreeModules.of(tree), cls, module)
-                memo[(width, c)] = (cls, attrs, module, None, None, {}) if rel else None
-                if rel:
-                    report.verify_inputs[f"W={width} C={c}"] = f"{cls} ({rel}:{line}; the tree has no DDTree input)"
-                return memo[(width, c)]
-            module = tree.module_name(hit.cls_path) if hit else ""
-            # the worker's own call, whose keywords the session evaluates for each batch (target.verify_call)
-            try:
-                site = find_call(tree, algorithm, values, hit.path, hit.line, hit.cls) if hit else None
-            except Exception as exc:  # noqa: BLE001 - the input is then built from its fields alone, said so
-                site = None
-                report.limitations.append(f"the worker's verify-input call ({hit.path}:{hit.line}) could not be "
-                                          f"read: {type(exc).__name__}: {exc}")
-            # the launch values of this case (its algorithm and budget), which the backend is built for
-            launch_values = {k: v for k, v in values.items() if k.startswith(SPECULATIVE_PREFIX)}
-            memo[(width, c)] = (hit.cls, hit.attrs, module, hit.mask_from, site, launch_values) if hit else None
-            if hit is not None:
-                report.verify_inputs[f"W={width} C={c}"] = f"{hit.cls} ({hit.path}:{hit.line})"
-        return memo[(width, c)]
+    def runner_capture(algo: str, values: dict, fields: list[str], width: int, c: int) -> dict:
+        """The tree's graph runner for this case: the width it captures verify graphs at, its replay gate."""
+        if capture is not None and (width, c) == (report.width, report.num_draft_tokens):
+            return {**capture, "source": "launch"}  # the launch's own, as `ddcheck config` read them
+        facts = graph_capture(tree, algo, values, set(fields))
+        return {"width": facts.width, "at": facts.at, "gate_at": facts.gate_at, "source": "runner"}
+
+    def get(width: int, c: int) -> TreeInput:
+        if (width, c) in memo:
+            return memo[(width, c)]
+        values = {**base, SPECULATIVE_NUM_DRAFT_TOKENS: c}
+        if algorithm == DDTREE:
+            values[SPECULATIVE_DDTREE_BUDGET] = width - 1
+        facts = verify_inputs(tree, algorithm, values)
+        # the site the launch's draft worker reaches (the step model says which; the worker's own first)
+        reached = [ch for ch in facts.choices if getattr(ch, "reached", True) is not False] if facts.worker else []
+        hit = reached[0] if reached else None
+        key = f"W={width} C={c}"
+        if hit is None:
+            found = _probe_input(tree, algorithm, facts, launch, width)
+            if found.cls:
+                probe_values = {SPECULATIVE_NUM_DRAFT_TOKENS: c, SPECULATIVE_NUM_STEPS: max(1, c - 1),
+                                SPECULATIVE_EAGLE_TOPK: 1, SPECULATIVE_ALGORITHM: EAGLE}
+                found.capture = runner_capture(EAGLE, probe_values, found.fields, width, c)
+                report.verify_inputs[key] = f"{found.cls} ({found.where}; a probe: no drafter of the tree builds it)"
+                if (width, c) == (report.width, report.num_draft_tokens):
+                    report.probe = (f"W = budget + 1 = {width} is --budget's probe, not a width this tree's drafter "
+                                    f"builds ({facts.note or f'no {algorithm} worker builds a verify input here'}): "
+                                    f"the backend is built for {EAGLE} and handed the tree's {found.cls} at W")
+            memo[(width, c)] = found
+            return found
+        module = tree.module_name(hit.cls_path) if hit.cls_path else ""
+        found = TreeInput(cls=hit.cls, module=module, fields=list(hit.attrs), where=f"{hit.path}:{hit.line}",
+                          mask_from=hit.mask_from,
+                          launch={k: v for k, v in values.items() if k.startswith(SPECULATIVE_PREFIX)},
+                          # the worker sets no mask (or sets None): it verifies a chain
+                          chain="custom_mask" in hit.attrs and "custom_mask" not in hit.kwargs
+                          and hit.mask_from is None)
+        try:  # the worker's own call, whose keywords each batch evaluates (tree.verify_call)
+            found.site = find_call(tree, algorithm, values, hit.path, hit.line, hit.cls)
+        except Exception as exc:  # noqa: BLE001 - the input is then built from the batch alone, said so
+            report.limitations.append(f"the worker's verify-input call ({hit.path}:{hit.line}) could not be "
+                                      f"read: {type(exc).__name__}: {exc}")
+        if not module:
+            found.cls, found.why = "", f"the class {hit.cls} the worker builds ({hit.path}:{hit.line}) is not in " \
+                                       f"the tree"
+        found.capture = runner_capture(algorithm, values, found.fields, width, c)
+        report.verify_inputs[key] = f"{hit.cls} ({hit.path}:{hit.line})"
+        memo[(width, c)] = found
+        return found
 
     return get
+
+
+def _probe_input(tree, algorithm: str, facts, launch: dict | None, width: int):
+    """The verify input of a width no drafter of the tree builds: the tree's EAGLE verify input (what its
+    backends get at target verify), for ``--budget``'s probe; none for a launch whose worker builds none."""
+    from ddcheck.smoke.inputs import TreeInput
+    from ddcheck.tree.modules import TreeModules
+    from ddcheck.tree.worker import class_fields
+
+    if launch:
+        return TreeInput(why=f"the tree's worker for {algorithm} builds no verify input ddcheck can read for this "
+                             f"launch ({facts.note or 'no site is reached'}), so there is no class of the tree to "
+                             f"hand the backend at W = {width}")
+    module, cls = EAGLE_VERIFY_INPUT.rsplit(".", 1)
+    if tree.module_file(module) is None:  # the class lives elsewhere in this tree (eagle_utils, 0.4.10)
+        module = tree.module_defining(cls) or module
+    attrs, rel, line = class_fields(TreeModules.of(tree), cls, module)
+    if not rel:
+        return TreeInput(why=f"the tree has no drafter for {algorithm} ({facts.note}) and no {cls} either: there is "
+                             f"no class of the tree to hand the backend as its verify input at W = {width}")
+    return TreeInput(cls=cls, module=module, fields=attrs, where=f"{rel}:{line}", probe=True)
 
 
 def _interpreted() -> bool:
@@ -477,6 +576,14 @@ def _verdict(report: SmokeReport) -> None:
     controls = [p for p in paths if p.case in ("control", "seed")]
     ddtree = [p for p in paths if p.case == "ddtree"]
     refused = [p for p in ddtree if p.status == "refused"]
+    unjudged = [p for p in paths if p.status == "not_judged"]
+    if unjudged and not (refused and len(refused) == len(ddtree)):
+        # no class of the tree for the input this backend gets: a stand-in's answer would be no verdict
+        p = unjudged[0]
+        _unjudged(report, f"not judged: {p.case}/{p.path}: {p.error}",
+                  "a tree whose own class for this verify input builds here (the launch's worker's, or "
+                  "`--launch` for a launch whose worker ddcheck reads)")
+        return
     if refused and len(refused) == len(ddtree) and not crashed:
         # the tree's worker raises before building a verify input for this backend: nothing reaches it
         report.exit_code = 0
@@ -514,11 +621,10 @@ def _verdict(report: SmokeReport) -> None:
         report.config_facts = {"verify_width": w, "num_draft_tokens": c, "row_block": bm,
                                "captured_row_blocks": have, "needed_row_blocks": need,
                                "cuda_graph_capture_at_C_covers_W": need <= have}
-        if need > have and report.graph_capture_width == "W":
+        if need > have and report.graph_capture.get(f"W={w} C={c}", {}).get("width") == w:
             report.limitations.append(
-                f"the graph path was captured at W = {w} (--graph-capture-width W), emulating a graph runner "
-                f"that captures at the verify width; SGLang's runner captures at C = {c}, whose grid covers "
-                f"{have} of the {need} row blocks W needs.")
+                f"the graph path was captured at W = {w} ({_capture_source(report, w, c)}); a graph runner that "
+                f"captures at C = {c} gives a grid that covers {have} of the {need} row blocks W needs.")
         elif need > have:
             report.limitations.append(
                 f"CUDA-graph capture happens at the configured width C = {c}: the captured extend grid has "
@@ -560,7 +666,7 @@ def _verdict(report: SmokeReport) -> None:
         report.exit_code = 1
         faults = ", ".join(_fault(p, report.kernels is not None) for p in bad)
         if capture_only:
-            report.verdict = _capture_verdict(bad, w, c, faults)
+            report.verdict = _capture_verdict(bad, w, c, faults, _capture_source(report, w, c))
             report.config_facts["capture_width_is_the_cause"] = True
         else:
             report.verdict = f"bug: W == C is right but W = {w} != C = {c} is wrong on {faults}"
@@ -571,6 +677,9 @@ def _verdict(report: SmokeReport) -> None:
     else:
         report.exit_code = 0
         report.verdict = f"every path correct at W = {w}, C = {c} and at the W == C controls"
+        if any(p.path == "graph" for p in ddtree):
+            cw = next(p.capture_width for p in ddtree if p.path == "graph")
+            report.verdict += f"; the graph path captured at {cw} ({_capture_source(report, w, c)})"
     for call in report.harness.stand_ins_called:  # what cannot run here, reached while the backend ran
         report.limitations.append(f"stand-in {call}: it cannot run on this machine; what it returned is "
                                   f"ddcheck's stand-in, so this verdict does not cover what it computes")
@@ -592,18 +701,35 @@ def _unjudged(report: SmokeReport, why: str, to_judge: str = "") -> None:
                                     "(the error above says where it stopped; DDCHECK_DEBUG=1 prints its stack)")]
 
 
-def _capture_verdict(bad: list, w: int, c: int, faults: str) -> str:
-    """The verdict when only the graph path captured at C is wrong and the same path captured at W is right:
-    the capture width is the cause, and what the graph runner must do."""
+def _capture_source(report: SmokeReport, w: int, c: int) -> str:
+    """Where the capture width of the launch's case comes from, in words: the tree's graph runner (file:line,
+    and its replay gate), the launch as `ddcheck config` read it, an override, or none found."""
+    e = report.graph_capture.get(f"W={w} C={c}", {})
+    runner = (f"the tree's graph runner captures at {e.get('runner_width')}, {e.get('at')}"
+              + (f"; it replays no other width, {e['gate_at']}" if e.get("gate_at") else "")) \
+        if e.get("runner_width") is not None else "the tree's graph runner gives no capture width ddcheck reads"
+    if e.get("source") == "override":
+        return f"overridden by --graph-capture-width {report.graph_capture_width}; {runner}"
+    if e.get("source") == "none":
+        return f"{runner}: C, as SGLang's runner captures"
+    return runner + (" (the launch, as `ddcheck config` read it)" if e.get("source") == "launch" else "")
+
+
+def _capture_verdict(bad: list, w: int, c: int, faults: str, source: str = "") -> str:
+    """The verdict when only the graph path captured at another width is wrong and the same path captured at
+    W is right: the capture width is the cause (``source``: where it comes from), and what the graph runner
+    must do."""
     kept = sorted({v["field"].removeprefix("forward_metadata.") for p in bad for v in p.violations})
     if any(p.unwritten_tokens for p in bad):
         kept.append("the kernel's launch grid")
+    cw = next((p.capture_width for p in bad if p.capture_width), c)
+    at = f"C = {c}" if cw == c else str(cw)
     return (f"capture width: the backend is right at W = {w} (eager, and the graph path captured at W), but a graph "
-            f"captured at C = {c} is wrong at W on {faults}: what a graph keeps from its capture "
-            f"({', '.join(kept) or 'its metadata'}) was made for {c} tokens per request. This is not a bug of the "
-            f"backend: the CUDA-graph runner must capture the target-verify graphs at the verify width W = budget "
-            f"+ 1 = {w} (a graph per width the launch verifies), or run target-verify without CUDA graphs; "
-            f"--graph-capture-width W runs the graph path as such a runner would")
+            f"captured at {at}{f' ({source})' if source else ''} is wrong at W on {faults}: what a graph keeps from "
+            f"its capture ({', '.join(kept) or 'its metadata'}) was made for {cw} tokens per request. This is not a "
+            f"bug of the backend: the CUDA-graph runner must capture the target-verify graphs at the verify width "
+            f"W = budget + 1 = {w} (a graph per width the launch verifies), or run target-verify without CUDA "
+            f"graphs; --graph-capture-width W runs the graph path as such a runner would")
 
 
 def _past(o: dict) -> str:

@@ -52,6 +52,7 @@ class VerifyBatch:
     # rows after them, so a launch laid out wider than the batch stays in memory the harness owns
     pads: dict[str, tuple[torch.Tensor, int]] = field(default_factory=dict)
     pad_sentinels: dict[str, torch.Tensor] = field(default_factory=dict)  # each store's spare rows as built
+    chain: bool = False  # each request's nodes form a chain (see make_batch)
 
     @property
     def bs(self) -> int:
@@ -102,12 +103,13 @@ def changed_rows(region: torch.Tensor, before: torch.Tensor) -> int:
 
 
 def make_batch(width: int, prefix_lens: list[int], shape: Shape, device: str, seed: int,
-               pad_rows: int = 0, pad_mask: int = 0) -> VerifyBatch:
+               pad_rows: int = 0, pad_mask: int = 0, chain: bool = False) -> VerifyBatch:
     """Build the batch. ``pad_rows`` spare rows back q/k/v and ``out_cache_loc`` (zeros: slot 0 is the
     padding slot), ``pad_mask`` spare entries the mask (False), so a kernel launched with a per-request
     width larger than the batch's reads and writes harness-owned memory, not past the tensors; the
     spare regions are kept as built (``pad_sentinels``) so writes into them can be counted
-    (:meth:`VerifyBatch.pad_writes`). The random draws do not depend on the padding."""
+    (:meth:`VerifyBatch.pad_writes`). The random draws do not depend on the padding. ``chain``: each
+    request's nodes form a chain (what a worker that passes no mask verifies, attended causally)."""
     gen = torch.Generator().manual_seed(seed)
     bs = len(prefix_lens)
     if bs > shape.max_bs:
@@ -130,7 +132,9 @@ def make_batch(width: int, prefix_lens: list[int], shape: Shape, device: str, se
         req_to_token[req_pool_indices[r], : p + width] = row.to(torch.int32)
         out_cache_loc.append(row[p:])
 
-    parents = [random_tree(width, gen) for _ in range(bs)]
+    parents = [random_tree(width, gen) for _ in range(bs)]  # drawn either way: the same q/k/v for a chain
+    if chain:
+        parents = [list(range(-1, width - 1)) for _ in range(bs)]
     tree_mask = torch.stack([ancestor_mask(p) for p in parents])
     custom_mask = torch.cat([
         torch.cat([torch.ones(width, p, dtype=torch.bool), tree_mask[r]], dim=1).flatten()
@@ -169,7 +173,7 @@ def make_batch(width: int, prefix_lens: list[int], shape: Shape, device: str, se
         k_buffer=k_buffer.to(device=device, dtype=shape.dtype),
         v_buffer=v_buffer.to(device=device, dtype=shape.dtype),
         q=padded("q", q, pad_rows, shape.dtype), k=padded("k", k, pad_rows, shape.dtype),
-        v=padded("v", v, pad_rows, shape.dtype), pads=pads,
+        v=padded("v", v, pad_rows, shape.dtype), pads=pads, chain=chain,
     )
     batch.pad_sentinels = {name: store[m:].clone() for name, (store, m) in pads.items()}
     return batch

@@ -33,11 +33,14 @@ from typing import Any, Iterator
 import torch
 
 from ddcheck.smoke import handed, inputs
+from ddcheck.smoke.inputs import InputUnavailable
+from ddcheck.smoke.treemask import batch_values
 from ddcheck.smoke.planned import planned_views
 from ddcheck.smoke.batch import Shape, VerifyBatch, make_batch, reference
 from ddcheck.smoke.loader import HarnessError, SglangImporter
 from ddcheck.smoke.report import PathResult
 from ddcheck.tree import names
+from ddcheck.tree.standins import is_stand_in
 from ddcheck.tree.names import (CAPTURE_CUDA_GRAPH as OLD_CAPTURE, EXTEND_ATTENTION_MODULES,
                                   SPECULATIVE_ALGORITHM, SPECULATIVE_NUM_DRAFT_TOKENS,
                                   INIT_FORWARD_METADATA, IN_GRAPH, OUT_GRAPH,
@@ -202,9 +205,11 @@ class Session:
 
         self.importer, self.shape, self.c, self.device = importer, shape, num_draft_tokens, device
         self.spec = backend or backends.get("triton")
-        # width -> (class name, fields, module) of the tree's own verify input at that width, when it has one
+        # width -> the verify input of that width (inputs.TreeInput): the tree's class, at the worker's site
         self.input_fields = input_fields or (lambda width: None)
         self.input_failures = importer.preload()  # before the backend binds SpecInputType
+        self.mask_failures: dict[str, str] = {}  # the tree's mask builder: why it did not run here
+        self.masks_withheld: dict[int, str] = {}  # width -> the worker's call that passes custom_mask=None
         self.instances: set[str] = set()  # tree verify-input classes built as real instances
         self.use_tree_mask = True  # build the tree mask with the tree's own builder, where it has one
         self.tree_masks: dict[int, str] = {}  # width -> the tree function that built the mask
@@ -269,6 +274,8 @@ class Session:
             result.status = "wrong" if result.violations or result.status == "wrong" else "ok"
         except WorkerRefused as exc:  # the tree's worker does not build a verify input for this backend
             result.status, result.error = "refused", str(exc)
+        except InputUnavailable as exc:  # no class of the tree for the backend's input: nothing to judge
+            result.status, result.error = "not_judged", str(exc)
         except Exception as exc:  # any failure of the harness or the backend: never a verdict of 1
             result.status = "tree_crash" if _own_state_missing(exc, self.importer.backend_module) else "crash"
             fault = device_fault(exc)
@@ -351,28 +358,35 @@ class Session:
         result.violations = [v.to_dict() for v in verdict.violations]
         result.contract_fields = verdict.checked
 
-    def _spec(self, width: int, mask, label: str, batch: VerifyBatch | None = None, backend=None):
-        found = self.input_fields(width)
-        if found is None:
-            return inputs.verify_input(width, mask, self.trace, label)
-        cls, fields, module, mask_from, site, _ = found
-        if batch is not None and mask_from is not None and self.use_tree_mask:
-            mask = self._tree_mask(mask_from, batch, mask)
-        if module in self.importer.extra_real:
-            import importlib
+    def _spec(self, width: int, mask, label: str, batch: VerifyBatch, backend):
+        """The verify input of this batch: the tree's own class (:class:`inputs.TreeInput`), built from the
+        keywords its worker passes at the site, evaluated for this batch and backend, and the batch's own
+        tensors; raises :class:`InputUnavailable` where the tree has no class for it or it does not build."""
+        import importlib
 
-            real = getattr(importlib.import_module(module), cls, None)
-            if isinstance(real, type):
-                given = self._worker_keywords(site, batch, backend, mask) if site is not None and batch is not None \
-                    and backend is not None else {}
-                try:
-                    obj = inputs.tree_verify_input(real, width, mask, self.trace, f"{label} ({cls})", given)
-                except Exception as exc:  # its constructor needs what the harness lacks: say so, carry on
-                    self.input_failures[f"{module}.{cls}()"] = f"{type(exc).__name__}: {exc}"
-                else:
-                    self.instances.add(cls)
-                    return obj
-        return inputs.verify_input(width, mask, self.trace, f"{label} ({cls})", fields)
+        found = self.input_fields(width)
+        if found is None or not found.cls:
+            raise InputUnavailable(found.why if found is not None else
+                                   f"no verify input of the tree is known for W = {width}")
+        if found.mask_from is not None and self.use_tree_mask:
+            mask = self._tree_mask(found.mask_from, batch, mask)
+        why = self.input_failures.get(found.module)
+        real = getattr(importlib.import_module(found.module), found.cls, None) if why is None else None
+        if not isinstance(real, type) or is_stand_in(real):
+            raise InputUnavailable(f"the tree's {found.cls} ({found.where}) does not load here"
+                                   + (f": {found.module} stopped while imported, {why}" if why else ""))
+        given, unevaluated = {}, frozenset()
+        if found.site is not None:
+            given = self._worker_keywords(found.site, batch, backend, mask)
+            unevaluated = frozenset(self.unevaluated.get(batch.width, ()))
+        try:
+            obj = inputs.tree_verify_input(real, width, mask, self.trace, f"{label} ({found.cls})", given,
+                                           batch_values(batch, self.device), unevaluated)
+        except Exception as exc:  # noqa: BLE001 - its constructor needs what ddcheck cannot give it here
+            raise InputUnavailable(f"the tree's {found.cls} ({found.where}) does not build for this batch: "
+                                   f"{type(exc).__name__}: {exc}") from exc
+        self.instances.add(found.cls)
+        return obj
 
     def _launch_for(self, width: int, server_args) -> Any:
         """The launch whose worker builds the verify input at ``width`` (its algorithm, budget and other
@@ -380,7 +394,7 @@ class Session:
         backend is built, and its graph state set up, for that launch; returns the tree's algorithm
         member for the model runner (None where the tree builds no verify input of its own)."""
         found = self.input_fields(width)
-        values = dict(found[5]) if found is not None else {}
+        values = dict(found.launch) if found is not None else {}
         values.pop(SPECULATIVE_NUM_DRAFT_TOKENS, None)  # C is the session's
         if not values:
             return None
@@ -395,9 +409,9 @@ class Session:
     def _worker_keywords(self, site, batch: VerifyBatch, backend, mask) -> dict:
         """The keywords the tree's worker passes to its verify input, evaluated for this batch and backend
         (:mod:`ddcheck.tree.verify_call`); raises :class:`WorkerRefused` where a ``raise`` on the worker's
-        way to the call holds for them. The width fields stay the batch's; the mask is the one this
-        session decided (the tree's builder's, or the reference layout) wherever the worker passes one."""
-        from ddcheck.smoke.treemask import batch_values
+        way to the call holds for them. The width fields stay the batch's; a mask the worker passes is the
+        one this session decided (the tree's builder's, or the reference layout), and one it passes as None
+        stays None."""
         from ddcheck.tree.modules import TreeModules
         from ddcheck.tree.names import WIDTH_FIELDS
         from ddcheck.tree.verify_call import RunnerView, WorkerSelf, evaluate
@@ -412,12 +426,9 @@ class Session:
         if built.unevaluated:
             self.unevaluated[batch.width] = dict(built.unevaluated)
         kwargs = dict(built.kwargs)
-        if "custom_mask" in kwargs:
-            # the session's mask (the tree's builder's, or the reference layout): the batch is a tree, and a
-            # worker that passes none verifies a chain causally (DFlash), which the batch's tree is not
-            if kwargs["custom_mask"] is None and mask is not None:
-                self.unevaluated.setdefault(batch.width, {})["custom_mask"] = (
-                    "the worker passes None (a chain, attended causally); the batch's tree mask was given")
+        if "custom_mask" in kwargs and kwargs["custom_mask"] is None:  # kept: the worker's backend takes none
+            self.masks_withheld[batch.width] = f"{site.path}:{site.call.lineno}"
+        elif "custom_mask" in kwargs:
             kwargs["custom_mask"] = mask
         return kwargs
 
@@ -429,7 +440,7 @@ class Session:
             mask = build_tree_mask(source.module, source.function, source.index, source.constants, batch,
                                    self.device)
         except TreeMaskUnavailable as exc:
-            self.input_failures[f"{source.function}() ({source.path}:{source.line})"] = str(exc)
+            self.mask_failures[f"{source.function}() ({source.path}:{source.line})"] = str(exc)
             return fallback
         self.tree_masks[batch.width] = f"{source.function} ({source.path}:{source.line})"
         return _padded_like(mask, batch.pads.get("custom_mask"))
@@ -443,7 +454,8 @@ class Session:
         cap_req = torch.zeros(bs, dtype=torch.int64, device=self.device)
         # the worker's verify input at the capture width, for a batch of that width (the graph runner
         # captures with an input of its own class; its keywords are the worker's, evaluated for that batch)
-        cap_tree = batch if cw == batch.width else make_batch(cw, batch.prefix_lens, self.shape, self.device, 0)
+        cap_tree = batch if cw == batch.width else make_batch(cw, batch.prefix_lens, self.shape, self.device, 0,
+                                                              chain=batch.chain)
         cap_spec = self._spec(cw, torch.ones(bs * cw * (fill + cw), dtype=torch.bool, device=self.device),
                               "capture spec_info", cap_tree, backend)
         if hasattr(backend, OLD_CAPTURE) and not hasattr(backend, OUT_GRAPH):
@@ -494,8 +506,6 @@ def _algorithm(name: str | None) -> Any:
     import importlib
 
     from ddcheck.tree.names import SPECULATIVE_ALGORITHM_CLASS, SPEC_INFO_MODULE
-
-    from ddcheck.tree.standins import is_stand_in
 
     try:
         cls = getattr(importlib.import_module(SPEC_INFO_MODULE), SPECULATIVE_ALGORITHM_CLASS)
@@ -569,13 +579,13 @@ class _CaptureBatch:
 
 
 def build_batch(width: int, prefix_lens: list[int], shape: Shape, device: str, seed: int, c: int,
-                allow_oob: bool = True) -> tuple[VerifyBatch, int]:
+                allow_oob: bool = True, chain: bool = False) -> tuple[VerifyBatch, int]:
     """The batch plus the spare rows behind its tensors and the backend's output, at every width: as
     many as a layout with C per request needs past a W < C batch, and at least one row per request
-    (``allow_oob`` is accepted for old callers and ignored)."""
+    (``allow_oob`` is accepted for old callers and ignored); ``chain``: a chain per request (make_batch)."""
     bs, top = len(prefix_lens), max(prefix_lens, default=0)
     pad_rows = bs * max(c - width, 1)
     pad_mask = sum(max(0, c * (p + c) - width * (p + width)) for p in prefix_lens) + top + max(c, width)
-    batch = make_batch(width, prefix_lens, shape, device, seed, pad_rows=pad_rows, pad_mask=pad_mask)
+    batch = make_batch(width, prefix_lens, shape, device, seed, pad_rows=pad_rows, pad_mask=pad_mask, chain=chain)
     batch.ref = reference(batch, shape, 1.0 / shape.head_dim ** 0.5)  # before any path touches the pool
     return batch, pad_rows

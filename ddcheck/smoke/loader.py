@@ -216,6 +216,9 @@ class LoadContext:
     arch: str = "sm90"
     flashinfer: bool = False  # kept for callers; flashinfer is a stand-in found like any other
     emulate: bool = True  # the probes answer for the emulated GPU (False: kernels run on this machine)
+    # a launch's server_args values as the tree's own start-up resolved them (``ddcheck config``): the server
+    # args hold them, this run's own values over them, and the start-up (``__post_init__``) is not run again
+    resolved: dict[str, Any] | None = None
 
 
 class SglangImporter:
@@ -312,17 +315,18 @@ class SglangImporter:
     def launch_values(self) -> dict[str, Any]:
         ctx = self.context
         return {names.SPECULATIVE_NUM_DRAFT_TOKENS: ctx.num_draft_tokens, names.SPECULATIVE_NUM_STEPS: ctx.num_steps,
-                names.SPECULATIVE_EAGLE_TOPK: ctx.topk, names.SPECULATIVE_ALGORITHM: "EAGLE",
+                names.SPECULATIVE_EAGLE_TOPK: ctx.topk, names.SPECULATIVE_ALGORITHM: names.EAGLE,
                 names.ATTENTION_BACKEND: ctx.attention_backend, names.PREFILL_ATTENTION_BACKEND: ctx.attention_backend,
                 names.DECODE_ATTENTION_BACKEND: ctx.attention_backend, names.PAGE_SIZE: 1, names.KV_CACHE_DTYPE: "auto",
                 "device": "cuda", names.DISABLE_CUDA_GRAPH: False, names.TP_SIZE: 1, names.DP_SIZE: 1,
                 names.TRITON_ATTENTION_NUM_KV_SPLITS: 8}
 
     def _build_server_args(self) -> Any:
-        """An instance of the tree's ``ServerArgs`` holding its own field defaults and the launch's
-        values. Its ``__post_init__`` (which would load the model and probe the GPU's memory) is not
-        run: the instance is made through a subclass whose ``__post_init__`` does nothing, so any kind
-        of class the tree declares (a dataclass, a msgspec struct) fills its defaults its own way."""
+        """An instance of the tree's ``ServerArgs`` holding its own field defaults and the launch's values,
+        made by its own ``__post_init__`` (the tree's start-up) for a model shaped as the smoke batch. Where
+        that fails here, or where the launch's values are its result already (``LoadContext.resolved``), the
+        instance is made through a subclass whose ``__post_init__`` does nothing, so any kind of class the
+        tree declares (a dataclass, a msgspec struct) fills its defaults its own way."""
         module = importlib.import_module(names.SERVER_ARGS_MODULE)
         cls = module.__dict__.get(names.SERVER_ARGS_CLASS)
         values = self.launch_values()
@@ -331,16 +335,22 @@ class SglangImporter:
         fields = _field_names(cls)
         given = {k: v for k, v in values.items() if k in fields}
         model = {names.MODEL_PATH: self._model_dir()} if names.MODEL_PATH in fields else {}
-        try:  # the tree's own start-up, for a model shaped as the smoke batch
-            obj = cls(**given, **model)
-        except Exception as exc:  # noqa: BLE001 - reported; its field defaults are used instead
-            self.trace.stopped[f"{names.SERVER_ARGS_CLASS}.__post_init__"] = (
-                f"{type(exc).__name__}: {exc} (at {self.runtime.where_in_tree(exc)}); the tree's field defaults "
-                f"and the launch's values are used, and the environment it propagates is evaluated from its source")
+        resolved = {k: v for k, v in (self.context.resolved or {}).items()
+                    if k in fields and k not in given and k not in model}
+        obj = None
+        if not resolved:  # the tree's own start-up, for a model shaped as the smoke batch
+            try:
+                obj = cls(**given, **model)
+            except Exception as exc:  # noqa: BLE001 - reported; its field defaults are used instead
+                self.trace.stopped[f"{names.SERVER_ARGS_CLASS}.__post_init__"] = (
+                    f"{type(exc).__name__}: {exc} (at {self.runtime.where_in_tree(exc)}); the tree's field "
+                    f"defaults and the launch's values are used, and the environment it propagates is evaluated "
+                    f"from its source")
+        if obj is None:  # its defaults and the values (the launch's resolved ones first), no start-up run
             try:
                 quiet = type(cls.__name__, (cls,), {"__post_init__": lambda self: None,
                                                     "__module__": cls.__module__, "__qualname__": cls.__qualname__})
-                obj = quiet(**given, **model)
+                obj = quiet(**resolved, **given, **model)
             except Exception as exc2:  # noqa: BLE001 - reported; a recording of the launch values stands in
                 self.trace.stopped[f"{names.SERVER_ARGS_CLASS}(...)"] = f"{type(exc2).__name__}: {exc2}"
                 return Recording(names.SERVER_ARGS_ATTR, self.trace, **values)

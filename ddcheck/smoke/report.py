@@ -17,8 +17,9 @@ from pydantic import BaseModel, Field
 
 # "refused": the tree's worker raises before it builds the verify input for this backend (no verify batch
 # reaches it); "tree_crash": the backend's own code reads state of its own that neither its constructor
-# nor the entry points called as the tree's runner calls them set (a crash of the tree, not the harness)
-Status = Literal["ok", "wrong", "crash", "pending", "refused", "tree_crash"]
+# nor the entry points called as the tree's runner calls them set (a crash of the tree, not the harness);
+# "not_judged": the tree has no class for the verify input the backend gets, or it does not build here
+Status = Literal["ok", "wrong", "crash", "pending", "refused", "tree_crash", "not_judged"]
 
 
 class PathResult(BaseModel):
@@ -73,7 +74,16 @@ class SmokeReport(BaseModel):
     prefix_lens: list[int] = Field(default_factory=list)
     heads: str = ""  # "q/kv x head_dim"
     block_m: Optional[int] = None  # extend kernel row block for this head size on this device
-    graph_capture_width: str = "C"  # "C": capture as SGLang's graph runner does; "W": at the verify width
+    # "tree": each case's graph path captures at the width the tree's graph runner captures target verify at for
+    # that case's launch (C where it gives none); "C" or "W": --graph-capture-width's override
+    graph_capture_width: str = "tree"
+    # "W=17 C=8" -> {width (captured at; None: not run, the runner replays no graph for it), runner_width, at
+    # (path:line where the runner sets it), gate_at (where it refuses another width), source: "runner",
+    # "launch" (as `ddcheck config` read it), "override", "none" (the runner gives none: C), "off" (the launch
+    # runs without CUDA graphs)}
+    graph_capture: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # set where W is --budget's probe: no drafter of the tree builds it (why, and what the backend is handed)
+    probe: Optional[str] = None
     seed: int = 0
     tolerance: dict[str, float] = Field(default_factory=dict)
     paths: list[PathResult] = Field(default_factory=list)
@@ -130,13 +140,25 @@ def render_text(report: SmokeReport, console=None) -> None:
     console.print(f"device {report.device} {report.dtype}, heads {report.heads}, prefixes {report.prefix_lens}, "
                   f"W = budget {report.budget} + 1 = {report.width}, C = {report.num_draft_tokens}, "
                   f"row block {report.block_m}")
+    if report.probe:
+        console.print(f"[yellow]probe[/]: {escape(report.probe)}", highlight=False)
+    for case, e in report.graph_capture.items():
+        where = (f"the tree's graph runner captures at {e.get('runner_width')} ({e.get('at')}"
+                 + (f"; replays no other width, {e['gate_at']}" if e.get("gate_at") else "") + ")"
+                 if e.get("runner_width") is not None else "the tree's graph runner gives no capture width")
+        how = {"override": f"overridden (--graph-capture-width {report.graph_capture_width})",
+               "launch": "the launch's, as `ddcheck config` read it", "none": "C",
+               "off": "the launch runs without CUDA graphs"}.get(e.get("source"), "")
+        got = f"captured at {e['width']}" if e.get("width") is not None else "not run (the batch runs eagerly)"
+        console.print(escape(f"graph {case}: {got}: {where}" + (f"; {how}" if how else "")), highlight=False)
     table = Table(show_lines=False)
     numbers = report.kernels is not None
     for col in ("case", "path", "W", "C", "status", *(("wrong", "unwritten", "max err") if numbers else ()),
                 "contract"):
         table.add_column(col)
     for p in report.paths:
-        style = {"ok": "green", "wrong": "red", "crash": "magenta", "tree_crash": "magenta"}.get(p.status, "")
+        style = {"ok": "green", "wrong": "red", "crash": "magenta", "tree_crash": "magenta",
+                 "not_judged": "magenta"}.get(p.status, "")
         cells = (str(p.wrong_tokens), str(p.unwritten_tokens),
                  "" if p.max_abs_err is None else f"{p.max_abs_err:.2e}") if numbers else ()
         contract = f"{len(p.violations)} of {len(p.contract_fields)} fields wrong" if p.violations else \

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import torch
 
 from ddcheck.smoke.batch import VerifyBatch
-from ddcheck.tree.names import SEQ_LENS
+from ddcheck.tree.names import OUT_CACHE_LOC, POSITIONS, REQ_POOL_INDICES, SEQ_LENS, SEQ_LENS_CPU, SEQ_LENS_SUM
 
 
 class TreeMaskUnavailable(Exception):
@@ -32,10 +32,11 @@ def _depths(parents: list[int]) -> list[int]:
 
 
 def batch_values(batch: VerifyBatch, device: str) -> dict[str, Callable[[], Any]]:
-    """The batch's tree under the names trees give its parts (their builders' parameters and results):
-    each a function that makes the value on ``device``."""
+    """The batch's tree and its own tensors under the names trees give them (their builders' parameters and
+    results, a verify input's fields, a forward batch's): each a function that makes the value on ``device``."""
     bs, w, dev = batch.bs, batch.width, torch.device(device)
     prefix = batch.seq_lens.to(dev)
+    depths = [_depths(p) for p in batch.parents]
 
     def long(*shape):
         return torch.zeros(*shape, dtype=torch.long, device=dev)
@@ -43,7 +44,7 @@ def batch_values(batch: VerifyBatch, device: str) -> dict[str, Callable[[], Any]
     made: dict[str, Callable[[], Any]] = {
         "root_token_ids": lambda: long(bs), "bonus_tokens": lambda: long(bs),
         "node_token_ids": lambda: long(bs, w - 1),
-        "node_depths": lambda: torch.tensor([_depths(p)[1:] for p in batch.parents], dtype=torch.long, device=dev),
+        "node_depths": lambda: torch.tensor([d[1:] for d in depths], dtype=torch.long, device=dev),
         "parents": lambda: torch.tensor(batch.parents, dtype=torch.long, device=dev),
         "visibility": lambda: batch.tree_mask.to(dev),
         "tree_budget": lambda: w - 1, "budget": lambda: w - 1,
@@ -51,6 +52,10 @@ def batch_values(batch: VerifyBatch, device: str) -> dict[str, Callable[[], Any]
         "actual_sizes_cpu": lambda: [w] * bs, "past_lens_cpu": lambda: list(batch.prefix_lens),
         "verify_token_num": lambda: w, "max_tree_nodes": lambda: w, "draft_token_num": lambda: w,
         "build_attention_mask": lambda: True, "device": lambda: dev,
+        # the batch's own tensors: a node's position is its request's prefix plus its depth in the tree
+        POSITIONS: lambda: (prefix[:, None] + torch.tensor(depths, dtype=torch.long, device=dev)).flatten(),
+        SEQ_LENS_CPU: lambda: batch.seq_lens.cpu(), SEQ_LENS_SUM: lambda: int(batch.seq_lens.sum()),
+        REQ_POOL_INDICES: lambda: batch.req_pool_indices.to(dev), OUT_CACHE_LOC: lambda: batch.out_cache_loc,
     }
     for name in ("start_positions", "past_lengths", SEQ_LENS, "prefix_lens"):
         made[name] = lambda: prefix

@@ -125,7 +125,8 @@ FORWARD_METHODS = (FORWARD_EXTEND, "forward", "forward_decode")
 DDTREE = "DDTREE"
 DFLASH = "DFLASH"
 NGRAM = "NGRAM"
-EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP"})  # W = C: draft-token count
+EAGLE = "EAGLE"  # upstream's tree verify: what smoke builds a backend for where no drafter of the tree builds W
+EAGLE_FAMILY = frozenset({EAGLE, "EAGLE3", "STANDALONE", "FROZEN_KV_MTP"})  # W = C: draft-token count
 BLOCK_ALGORITHMS = frozenset({DFLASH, DDTREE})  # W from a block size or a budget
 ALGORITHMS = frozenset({*EAGLE_FAMILY, *BLOCK_ALGORITHMS, NGRAM, "NEXTN", "DSPARK", "UNO"})
 # A word in an attention-registry function's name -> the algorithms that function serves.
