@@ -150,7 +150,10 @@ def test_evaluator_never_skips_a_change_it_cannot_follow():
 
     assert run("x = [1]\nfor i in y:\n    x.append(i)")["x"] is UNKNOWN  # a loop: any number of times
     assert run("x = [1]\nx[0] = 5")["x"] is UNKNOWN
-    assert run("x = 1\nwith f():\n    x = 2")["x"] is UNKNOWN
+    assert run("x = 1\nwith f():\n    x = 2")["x"] == 2  # a with's body runs, once
+    assert run("x = 1\ntry:\n    x = int('')\nexcept ValueError:\n    x = 3")["x"] == 3  # the tree's own raise
+    assert run("x = 1\ntry:\n    x = int('4')\nexcept ValueError:\n    x = 3")["x"] == 4
+    assert run("x = 1\ntry:\n    x = g()\nexcept E:\n    x = 3")["x"] is UNKNOWN
     assert run("x = [3, 1]\nx.sort()")["x"] is UNKNOWN  # not modelled: unknown, never stale
 
 
