@@ -601,6 +601,15 @@ class Evaluator:
         attrs.clear()
         attrs.update(state[1])
 
+    def join(self, env: dict[str, Any], other: tuple[dict, dict]) -> None:
+        """Two ways on joined (``other``, a :meth:`_state`, and the current one): what they disagree on
+        is unknown."""
+        attrs = self.self_value.attrs if isinstance(self.self_value, Obj) else self.self_env
+        for theirs, current in ((other[0], env), (other[1], attrs)):
+            for k in set(theirs) | set(current):
+                if not _same(theirs.get(k, UNKNOWN), current.get(k, UNKNOWN)):
+                    current[k] = UNKNOWN
+
     def _ends(self, flow: Flow | None) -> bool:
         """The way through a block is no way on: it raised, or returned before the statement reached."""
         return flow is not None and (flow.kind == "raise" or flow.kind == "return" and self.to_site)
@@ -631,12 +640,7 @@ class Evaluator:
         if first is not None and first == second and first.kind == "return" \
                 and not isinstance(first.value, (Obj, list, dict, set)):
             return first
-        for mine, theirs in ((after_body[0], env), (after_body[1], self._state(env)[1])):
-            target = env if theirs is env else (self.self_value.attrs if isinstance(self.self_value, Obj)
-                                                 else self.self_env)
-            for k in set(mine) | set(theirs):
-                if not _same(mine.get(k, UNKNOWN), theirs.get(k, UNKNOWN)):
-                    target[k] = UNKNOWN
+        self.join(env, after_body)
         if first is None and second is None:
             return None
         if self._ends(first) and self._ends(second):

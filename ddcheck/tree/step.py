@@ -209,7 +209,7 @@ class _Walker:
                 if second and not first:
                     ev._restore(ev.local, after)
                 elif not first:
-                    _merge(ev, after)
+                    ev.join(ev.local, after)
                 return first and second
             taken, other = (stmt.body, stmt.orelse) if t else (stmt.orelse, stmt.body)
             self.block(other, ev, ctx, conds + [Cond(text, at, not t, False, since)], False)
@@ -345,25 +345,6 @@ def _rank(reached: bool | None) -> int:
 
 def _is_property(fn: ast.FunctionDef) -> bool:
     return any(isinstance(d, ast.Name) and d.id == "property" for d in fn.decorator_list)
-
-
-def _merge(ev: Evaluator, other: tuple[dict, dict]) -> None:
-    """Two ways on joined: what they disagree on is unknown."""
-    mine = ev._state(ev.local)
-    for theirs, current, target in ((other[0], mine[0], ev.local),
-                                    (other[1], mine[1], ev.self_value.attrs if isinstance(ev.self_value, Obj)
-                                     else ev.self_env)):
-        for k in set(theirs) | set(current):
-            a, b = theirs.get(k, UNKNOWN), current.get(k, UNKNOWN)
-            if a is not b and not (type(a) is type(b) and not isinstance(a, Obj) and _eq(a, b)):
-                target[k] = UNKNOWN
-
-
-def _eq(a, b) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001
-        return False
 
 
 def _bind(fn: ast.FunctionDef, args: list[Any], kwargs: dict[str, Any], method: bool) -> dict[str, Any]:
