@@ -110,20 +110,32 @@ def run_release(release: str, algorithms: list[str]) -> list[dict]:
                          "C": s.num_draft_tokens if s else None, "W": s.verify_width if s else None,
                          "reason": r.tree_note, "limitations": len(r.tree_limitations), "exit": r.exit_code,
                          "not_judged": r.not_judged,
-                         "findings": sorted(f.id for f in r.findings if f.level == "error")})
+                         "findings": sorted(f.id for f in r.findings if f.level == "error"),
+                         "sites": [site_text(v) for v in (s.verify_sites if s else [])]})
     return rows
 
 
+def site_text(v) -> str:
+    """One verify-input site of the launch's step: where, W there, and whether the step reaches it."""
+    width = v.width if v.width is not None else (
+        f"{v.width_min}..{v.width_max if v.width_max is not None else '?'}" if v.width_min is not None
+        else v.per_step or v.width_expr or "?")
+    reached = {True: "", None: " (some steps)", False: " (not reached)"}[v.reached]
+    return f"W={width} at `{v.at}`{reached}"
+
+
 def table(rows: list[dict]) -> str:
-    lines = ["| release | algorithm | exit | start-up code that ran | C | W | not judged because / limitations |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| release | algorithm | exit | start-up code that ran | C | W | verify sites of the step | "
+             "not judged because / limitations |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         why = "; ".join(r.get("not_judged") or []) or r.get("reason") or ""
         if not why and r.get("resolved_by") == "tree":
             why = f"{r.get('limitations', 0)} limitation(s) reported"
         why = why.replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {r['release']} | {r['algorithm']} | {r.get('exit', '-')} | "
-                     f"`{r.get('handler') or '-'}` | {r.get('C', '-')} | {r.get('W', '-')} | {why[:200]} |")
+                     f"`{r.get('handler') or '-'}` | {r.get('C', '-')} | {r.get('W', '-')} | "
+                     f"{'; '.join(r.get('sites') or []) or '-'} | {why[:200]} |")
     return "\n".join(lines)
 
 

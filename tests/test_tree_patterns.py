@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from ddcheck.launch import check_launch
-from ddcheck.launch.inputs import input_truth
+from ddcheck.launch.inputs import input_value, reading_input
 from ddcheck.tree.sources import open_target
-from ddcheck.tree.evaluate import Evaluator, World
+from ddcheck.tree.evaluate import UNKNOWN, Evaluator, World
 from ddcheck.tree.modules import TreeModules
 from ddcheck.tree.worker import capture_width, verify_inputs
 
@@ -101,9 +101,13 @@ def test_resolver_decided_by_spec_input_type_through_a_helper(tree):
     test = ast.parse("self._is_tree_input(spec_info)", mode="eval").body
     fn = ast.parse((TREE / "srt/layers/attention/triton_backend.py").read_text())
     helpers = {n.name: n for n in ast.walk(fn) if isinstance(n, ast.FunctionDef)}
-    assert input_truth(test, "DDTreeVerifyInput", {"draft_token_num"}, "DDTREE_VERIFY", helpers) is True
-    assert input_truth(test, "EagleVerifyInput", {"draft_token_num"}, "EAGLE_VERIFY", helpers) is False
-    assert input_truth(test, "X", set(), None, helpers) is None  # type unknown: undecided
+
+    def decide(cls, fields, kind):
+        return reading_input(Evaluator({}), input_value(cls, fields, kind), helpers).test(test)
+
+    assert decide("DDTreeVerifyInput", {"draft_token_num"}, "DDTREE_VERIFY") is True
+    assert decide("EagleVerifyInput", {"draft_token_num"}, "EAGLE_VERIFY") is False
+    assert decide("X", set(), None) is UNKNOWN  # type unknown: undecided
 
 
 def test_smoke_builds_a_real_instance_of_a_tree_class():

@@ -28,7 +28,8 @@ from .mode_checks import Modes
 from .reports import Hint, MethodUses, Origin, ParamUse, Reported, _per_statement, _statement_of, _top_level_span
 from . import edits as E
 from .vocabulary import ALLOCATORS, Vocabulary
-from .inputs import Built, Reach, expression_reach, truth
+from ..tree.evaluate import truth
+from .inputs import Built, Reach, expression_reach
 from ..rules import rule_of, scan_codes
 from ..tree.names import DRAFT_TOKEN_NUM, VERIFY_MARKERS as VERIFY_TEXT
 

@@ -9,11 +9,11 @@ arguments, owes to a tree drafter's budget (``draft_token_num=self.max_tree_node
 ``self.max_tree_nodes = self.tree_budget + 1``). The other inputs are verified at the width C was set
 for (EAGLE's draft-token count, a DFlash block).
 
-:func:`reach` decides, three-valued, whether one such input reaches a read of C: the function's
-statements are walked with the tests on the way evaluated against the input's fields (``hasattr``,
-``getattr`` with a default, ``isinstance``, ``spec_input_type ==``, ``is None``, locals bound from
-them, the class's own predicate methods), then the conditional expressions, ``or``/``and`` and
-``getattr`` defaults around the read. Anything else is unknown.
+:class:`Reach` decides, three-valued, whether one such input reaches a read of C: the function's
+statements are walked with the tests on the way evaluated, by the tree's one evaluator, for the input as an
+object with exactly its fields (``hasattr``, ``getattr`` with a default, ``isinstance``,
+``spec_input_type ==``, ``is None``, locals bound from them, the class's own methods), then the
+conditional expressions, ``or``/``and`` and ``getattr`` defaults around the read. Anything else is unknown.
 """
 
 from __future__ import annotations
@@ -23,33 +23,22 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from ..tree.evaluate import UNKNOWN, Evaluator, Hooks, Obj, Span, Sym
 from ..tree.modules import TreeModules
 from ..tree.names import (DRAFT_TOKEN_NUM, PREPARE_FOR_VERIFY, SPEC_INFO_FIELD, SPEC_INPUT_TYPE_CLASS, SPEC_INPUT_TYPE_FIELD,
                             WIDTH_FIELDS)
 from .module import names_a_budget
 from .reports import is_test_module
 
-UNKNOWN = object()
-MISSING = object()  # a field the input does not carry
 MAX_DEPTH = 4
 FIELD_RE = re.compile(rb"^[ \t]+" + DRAFT_TOKEN_NUM.encode() + rb"\s*:", re.M)
-
-
-@dataclass(frozen=True)
-class Sym:
-    """A dotted constant the tree compares against (``SpecInputType.DDTREE_VERIFY``)."""
-
-    name: str
-
-
-INPUT = Sym("<the verify input>")
-PRESENT = Sym("<a value>")  # carried, value unknown
-WIDTH = Sym("<a width>")  # a per-step width: a positive number
+WIDTH = Span(lo=1)  # a per-step width: a positive number
 
 
 @dataclass(eq=False)
 class Built:
-    """One construction of a verify-input class by the tree."""
+    """One construction of a verify-input class by the tree: the fields it carries and, where the
+    constructor or the class states them, their values (UNKNOWN: carried, value not known)."""
 
     cls: str
     chain: frozenset[str]  # the class and its bases, by name
@@ -58,10 +47,11 @@ class Built:
     values: dict[str, object] = field(default_factory=dict)
     other_width: bool = False
 
-    def attr(self, name: str) -> object:
-        if name in self.values:
-            return self.values[name]
-        return PRESENT if name in self.fields else MISSING
+    def value(self) -> Obj:
+        """The input as the evaluator reads it: an object with exactly these fields."""
+        attrs: dict[str, object] = dict.fromkeys(self.fields, UNKNOWN)
+        attrs.update(self.values)
+        return Obj(self.cls, attrs, closed=True, kinds=self.chain)
 
 
 def built_inputs(mods: TreeModules, texts: Callable[[], Iterable[tuple[str, bytes]]],
@@ -169,13 +159,13 @@ def _built(mods: TreeModules, rel: str, module: str, classes, kinds: dict, owner
     other = False
     for stored in _stored_after(fn, call):  # `verify_input.field = ...` where it is built
         fields.add(stored)
-        values[stored] = PRESENT
+        values[stored] = UNKNOWN
     for k in call.keywords:
         if k.arg is None:
             continue
         fields.add(k.arg)
         v = _constant(k.value)
-        values[k.arg] = WIDTH if k.arg in WIDTH_FIELDS and v is UNKNOWN else PRESENT if v is UNKNOWN else v
+        values[k.arg] = WIDTH if k.arg in WIDTH_FIELDS and v is UNKNOWN else v
         other = other or _owes_to_budget(k.value, owner, fn, 0)
     return Built(name, chain, f"{rel}:{call.lineno}", frozenset(fields), values, other)
 
@@ -250,44 +240,33 @@ def _targets(a: ast.Assign | ast.AnnAssign | ast.AugAssign) -> list[ast.expr]:
 # ---------------------------------------------------------------------------------- reaching a read
 
 
-def truth(v: object) -> bool | None:
-    if v is UNKNOWN or v is PRESENT:
-        return None
-    if v is MISSING:
-        return False
-    if v is WIDTH or v is INPUT or isinstance(v, Sym):
-        return True
-    try:
-        return bool(v)
-    except Exception:  # a constant that will not say
-        return None
-
-
-def _not(v: bool | None) -> bool | None:
-    return None if v is None else not v
-
-
 class Reach:
-    """Evaluates a function's tests for one built input. ``local`` answers the expression bound to a
-    local name where it is read (None: unknown); ``method`` the FunctionDef a ``self.m(...)`` call
-    runs."""
+    """Reads a function's tests for one built input, through the tree's one evaluator
+    (:class:`~ddcheck.tree.evaluate.Evaluator`): the input is an object whose attributes are the fields it
+    carries (``spec_info``, ``x.spec_info``); ``local`` answers the expression bound to a local name where
+    it is read (None: unknown); ``method`` the FunctionDef a ``self.m(...)`` call runs."""
 
     def __init__(self, b: Built, local: Callable[[str, ast.AST], ast.expr | None],
                  method: Callable[[str], ast.FunctionDef | None]):
-        self.b, self.local, self.method = b, local, method
-        self.depth = 0
-        self.touched = False  # the last test read the input
+        self.b, self.input = b, b.value()
+        self.ev = Evaluator({})
+        self.ev.hooks = Hooks(names={SPEC_INFO_FIELD: self.input}, attrs={SPEC_INFO_FIELD: self.input},
+                              methods=method, binding=local, watch=self.input)
 
-    def test(self, n: ast.expr, env: dict | None = None, at: ast.AST | None = None) -> bool | None | str:
+    def test(self, n: ast.expr, at: ast.AST | None = None) -> bool | None | str:
         """A test's truth for the input; "free" where it is unknown and does not read the input at all
         (a launch's setting, the forward mode: some launch takes either branch)."""
-        self.touched = False
-        t = truth(self.eval(n, env, at))
-        return "free" if t is None and not self.touched else t
+        self.ev.hooks.touched, self.ev.at = False, at
+        t = self.ev.test(n)
+        return t if t is not UNKNOWN else None if self.ev.hooks.touched else "free"
+
+    def eval(self, n: ast.expr, at: ast.AST | None = None) -> object:
+        self.ev.at = at
+        return self.ev(n)
 
     # -- statements
 
-    def reaches(self, body: list[ast.stmt], target: ast.AST, env: dict | None = None) -> bool | None:
+    def reaches(self, body: list[ast.stmt], target: ast.AST) -> bool | None:
         """Does the input's run of ``body`` reach ``target``: True, False, or None (unknown)."""
         sure = True
         for stmt in body:
@@ -295,40 +274,40 @@ class Reach:
                 if stmt is target:
                     return sure or None
                 if isinstance(stmt, ast.If) and not _contains(stmt.test, target):
-                    t = self.test(stmt.test, env)
+                    t = self.test(stmt.test)
                     in_body = any(_contains(s, target) for s in stmt.body)
                     if t == "free":
                         t = in_body
                     if t is not None and t != in_body:
                         return False
-                    r = self.reaches(stmt.body if in_body else stmt.orelse, target, env)
+                    r = self.reaches(stmt.body if in_body else stmt.orelse, target)
                     if r is False:
                         return False
                     return True if (r and sure and t is not None) else None
                 for name in ("body", "orelse", "finalbody"):
                     inner = getattr(stmt, name, None)
                     if isinstance(inner, list) and any(_contains(s, target) for s in inner):
-                        r = self.reaches(inner, target, env)
+                        r = self.reaches(inner, target)
                         loops = isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)) or name != "body"
                         return False if r is False else (True if r and sure and not loops else None)
                 return sure or None
-            e = self.exits(stmt, env)
+            e = self.exits(stmt)
             if e is True:
                 return False
             if e is None:
                 sure = False
         return False
 
-    def exits(self, stmt: ast.stmt, env: dict | None = None) -> bool | None:
+    def exits(self, stmt: ast.stmt) -> bool | None:
         if isinstance(stmt, (ast.Return, ast.Raise)):
             return True
         if isinstance(stmt, ast.If):
-            t = self.test(stmt.test, env)
+            t = self.test(stmt.test)
             if t == "free":  # some launch takes the branch that does not exit, if either does not
-                a, b = self._block_exits(stmt.body, env), self._block_exits(stmt.orelse, env)
+                a, b = self._block_exits(stmt.body), self._block_exits(stmt.orelse)
                 return True if a is True and b is True else False if False in (a, b) else None
-            a = self._block_exits(stmt.body, env) if t is not False else None
-            b = self._block_exits(stmt.orelse, env) if t is not True else None
+            a = self._block_exits(stmt.body) if t is not False else None
+            b = self._block_exits(stmt.orelse) if t is not True else None
             if t is True:
                 return a
             if t is False:
@@ -338,164 +317,15 @@ class Reach:
             return None
         return False
 
-    def _block_exits(self, body: list[ast.stmt], env) -> bool | None:
+    def _block_exits(self, body: list[ast.stmt]) -> bool | None:
         sure = True
         for stmt in body:
-            e = self.exits(stmt, env)
+            e = self.exits(stmt)
             if e is True:
                 return True if sure else None
             if e is None:
                 sure = False
         return False if sure else None
-
-    # -- expressions
-
-    def eval(self, n: ast.expr, env: dict | None = None, at: ast.AST | None = None) -> object:
-        at = at if at is not None else n
-        if isinstance(n, ast.Constant):
-            return n.value
-        if isinstance(n, ast.Name):
-            if env is not None and n.id in env:
-                v = env[n.id]
-                self.touched = self.touched or v is INPUT
-                return v
-            if n.id == SPEC_INFO_FIELD:
-                self.touched = True
-                return INPUT
-            if env is None and self.depth < MAX_DEPTH:
-                bound = self.local(n.id, at)
-                if bound is not None:
-                    self.depth += 1
-                    try:
-                        return self.eval(bound, None, at=bound)
-                    finally:
-                        self.depth -= 1
-            return UNKNOWN
-        if isinstance(n, ast.Attribute):
-            if n.attr == SPEC_INFO_FIELD:
-                self.touched = True
-                return INPUT
-            base = self.eval(n.value, env, at)
-            if base is INPUT:
-                v = self.b.attr(n.attr)
-                return UNKNOWN if v is MISSING else v
-            c = _constant(n)
-            return c
-        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
-            t = truth(self.eval(n.operand, env, at))
-            return UNKNOWN if t is None else not t
-        if isinstance(n, ast.BoolOp):
-            return self._boolop(n, env, at)
-        if isinstance(n, ast.IfExp):
-            t = truth(self.eval(n.test, env, at))
-            return UNKNOWN if t is None else self.eval(n.body if t else n.orelse, env, at)
-        if isinstance(n, ast.Compare) and len(n.ops) == 1:
-            return self._compare(n, env, at)
-        if isinstance(n, ast.Call):
-            return self._call(n, env, at)
-        return UNKNOWN
-
-    def _boolop(self, n: ast.BoolOp, env, at) -> object:
-        """``and`` is false where any value is false, ``or`` true where any is true, whatever comes
-        before; otherwise the last value, when every one is known."""
-        is_and = isinstance(n.op, ast.And)
-        unsure = False
-        last: object = UNKNOWN
-        for v in n.values:
-            last = self.eval(v, env, at)
-            t = truth(last)
-            if t is None:
-                unsure = True
-            elif t != is_and:
-                return last
-        return UNKNOWN if unsure else last
-
-    def _compare(self, n: ast.Compare, env, at) -> object:
-        op, left, right = n.ops[0], self.eval(n.left, env, at), self.eval(n.comparators[0], env, at)
-        if isinstance(op, (ast.Is, ast.IsNot)) and right is None:
-            if left is INPUT or left is WIDTH or isinstance(left, Sym) and left is not PRESENT:
-                return isinstance(op, ast.IsNot)
-            if left is UNKNOWN or left is PRESENT:
-                return UNKNOWN
-            return (left is None) == isinstance(op, ast.Is)
-        if isinstance(op, (ast.Eq, ast.NotEq)):
-            if isinstance(left, Sym) and isinstance(right, Sym) and PRESENT not in (left, right) \
-                    and left.name.rsplit(".", 1)[0] == right.name.rsplit(".", 1)[0]:
-                return (left == right) == isinstance(op, ast.Eq)
-            if left is None and isinstance(right, Sym) and right not in (PRESENT, WIDTH, INPUT):
-                return isinstance(op, ast.NotEq)
-        if isinstance(op, (ast.Gt, ast.GtE)) and left is WIDTH and isinstance(right, int) and right <= 0:
-            return True
-        return UNKNOWN
-
-    def _call(self, n: ast.Call, env, at) -> object:
-        name = _callee(n)
-        args = n.args
-        if name in ("int", "bool") and len(args) == 1 and isinstance(n.func, ast.Name):
-            return self.eval(args[0], env, at)
-        if name == "hasattr" and len(args) == 2 and isinstance(args[1], ast.Constant):
-            if self.eval(args[0], env, at) is INPUT:
-                return self.b.attr(args[1].value) is not MISSING
-            return UNKNOWN
-        if name == "getattr" and len(args) in (2, 3) and isinstance(args[1], ast.Constant):
-            if self.eval(args[0], env, at) is INPUT:
-                v = self.b.attr(args[1].value)
-                if v is MISSING:
-                    return self.eval(args[2], env, at) if len(args) == 3 else UNKNOWN
-                return v
-            return UNKNOWN
-        if name == "isinstance" and len(args) == 2 and self.eval(args[0], env, at) is INPUT:
-            kinds = args[1].elts if isinstance(args[1], ast.Tuple) else [args[1]]
-            names = [_callee(ast.Call(func=k, args=[], keywords=[])) for k in kinds]
-            if all(names):
-                return any(k in self.b.chain for k in names)
-            return UNKNOWN
-        f = n.func
-        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls") \
-                and self.depth < MAX_DEPTH and not n.keywords:
-            fn = self.method(f.attr)
-            if fn is not None:
-                return self._run(fn, [self.eval(a, env, at) for a in args])
-        return UNKNOWN
-
-    def _run(self, fn: ast.FunctionDef, args: list[object]) -> object:
-        params = [p.arg for p in [*fn.args.posonlyargs, *fn.args.args]]
-        static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
-        if params and not static:
-            params = params[1:]
-        env = dict(zip(params, args))
-        env.update({p: UNKNOWN for p in params[len(args):]})
-        self.depth += 1
-        try:
-            return self._returns(fn.body, env)
-        finally:
-            self.depth -= 1
-
-    def _returns(self, body: list[ast.stmt], env: dict) -> object:
-        for stmt in body:
-            if isinstance(stmt, ast.Return):
-                return self.eval(stmt.value, env) if stmt.value is not None else None
-            if isinstance(stmt, ast.If):
-                t = truth(self.eval(stmt.test, env))
-                if t is None:
-                    a, b = self._returns(stmt.body, dict(env)), self._returns(stmt.orelse, dict(env))
-                    if a is _FELL and b is _FELL:
-                        continue
-                    return a if a == b and a is not _FELL else UNKNOWN
-                r = self._returns(stmt.body if t else stmt.orelse, env)
-                if r is not _FELL:
-                    return r
-                continue
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                env[stmt.targets[0].id] = self.eval(stmt.value, env)
-                continue
-            if isinstance(stmt, (ast.Expr, ast.Import, ast.ImportFrom, ast.Pass)):
-                continue
-            return UNKNOWN
-        return _FELL
-
-
-_FELL = object()
 
 
 def _contains(outer: ast.AST, target: ast.AST) -> bool:
@@ -523,8 +353,8 @@ def expression_reach(r: Reach, node: ast.expr, parents: dict) -> bool | None:
             need = [(v, isinstance(parent.op, ast.And)) for v in before]
         elif isinstance(parent, ast.Call) and _callee(parent) == "getattr" and len(parent.args) == 3 \
                 and parent.args[2] is child and isinstance(parent.args[1], ast.Constant):
-            if r.eval(parent.args[0], at=node) is INPUT:
-                if r.b.attr(parent.args[1].value) is not MISSING:
+            if r.eval(parent.args[0], at=node) is r.input:
+                if parent.args[1].value in r.input.attrs:
                     return False
             else:
                 sure = False

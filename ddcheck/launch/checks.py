@@ -13,7 +13,7 @@ import dataclasses
 
 from ddcheck.launch import target as T
 from ddcheck.launch.evidence import scan_errors, scan_findings, verify_findings_by_backend
-from ddcheck.launch.inputs import mask_reads, resolver_gives_w
+from ddcheck.launch.inputs import input_value, mask_reads, resolver_gives_w
 from ddcheck.launch.paths import Launch, batch_fields, finding_reach, launch_value
 from ddcheck.launch.speculative import EAGLE_FAMILY, SpecSettings
 from ddcheck.launch.target import Evidence
@@ -75,8 +75,8 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
         resolvers = [f for f in scan_findings(tree, list(T.backend_files(tree)[s.verify_backend])) if f.resolver]
         found = [f for f in found if not f.resolver]  # a resolver the scan calls DD001: decided here alike
         for f in resolvers:
-            gives_w, test = resolver_gives_w(tree, f, s.verify_input, set(s.verify_input_fields),
-                                             s.verify_input_type)
+            gives_w, test = resolver_gives_w(tree, f, input_value(s.verify_input, s.verify_input_fields,
+                                                                  s.verify_input_type, s.verify_input_kinds))
             if gives_w is False:
                 found.append(dataclasses.replace(f, message=f"{f.function} returns C for {s.verify_input}: "
                                                                  f"`{test}` does not hold for it"))
@@ -86,7 +86,8 @@ def check_verify_width(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]
         # Only what this launch's path reaches (entry points, graphs on or off, its settings' branches).
         launch = Launch(values=s.values, algorithm=s.algorithm, input_cls=s.verify_input,
                         input_fields=set(s.verify_input_fields), graphs=s.cuda_graph,
-                        input_type=s.verify_input_type, world=World(TreeModules.of(tree), s.algorithm),
+                        input_type=s.verify_input_type, input_kinds=frozenset(s.verify_input_kinds),
+                        world=World(TreeModules.of(tree), s.algorithm),
                         modes=TreeModules.of(tree).mode_table(), batch_fields=batch_fields(tree))
         memo: dict = {}
         value = {id(f): launch_value(tree, f, launch, memo) for f in found}

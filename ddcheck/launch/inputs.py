@@ -10,100 +10,34 @@ worker), so the tests guarding the resolver's ``return W`` — ``hasattr(spec_in
 from __future__ import annotations
 
 import ast
-import copy
+from collections.abc import Iterable
 from typing import Any
 
-from ddcheck.analysis.exprs import dotted, mentions_per_step
+from ddcheck.analysis.exprs import mentions_per_step
 from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY
 from ddcheck.findings import Finding
 from ddcheck.tree.sources import SourceTree
-from ddcheck.tree.evaluate import UNKNOWN, Evaluator, guards_to
+from ddcheck.tree.evaluate import UNKNOWN, Evaluator, Hooks, Obj, Span, Sym, guards_to
 from ddcheck.tree.modules import TreeModules
+from ddcheck.tree.names import SPEC_INFO_FIELD, SPEC_INPUT_TYPE_CLASS, SPEC_INPUT_TYPE_FIELD, WIDTH_FIELDS
+
+WIDTH = Span(lo=1)  # a per-step width: a positive number
 
 
-def _is_input(node: ast.expr) -> bool:
-    return (dotted(node) or "").rsplit(".", 1)[-1] == "spec_info"
+def input_value(cls: str, fields: Iterable[str], input_type: str | None, kinds: Iterable[str] = ()) -> Obj:
+    """The launch's verify input as the evaluator reads it: an instance of ``cls`` (with ``kinds``, its class
+    and bases by name) carrying exactly ``fields``, its ``spec_input_type`` the member ``input_type`` (not
+    known where None), its width fields a per-step width."""
+    attrs: dict[str, Any] = {f: WIDTH if f in WIDTH_FIELDS else UNKNOWN for f in fields}
+    attrs[SPEC_INPUT_TYPE_FIELD] = Sym(f"{SPEC_INPUT_TYPE_CLASS}.{input_type}") if input_type else UNKNOWN
+    return Obj(cls, attrs, closed=True, kinds=frozenset(kinds))
 
 
-def _input_type_read(node: ast.expr) -> bool:
-    """``spec_info.spec_input_type`` or ``getattr(spec_info, "spec_input_type", ...)``."""
-    if isinstance(node, ast.Attribute) and node.attr == "spec_input_type" and _is_input(node.value):
-        return True
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
-            and len(node.args) >= 2 and _is_input(node.args[0]) and isinstance(node.args[1], ast.Constant)
-            and node.args[1].value == "spec_input_type")
-
-
-def input_truth(test: ast.expr, cls: str, attrs: set[str], input_type: str | None = None,
-                helpers: dict[str, ast.FunctionDef] | None = None, _depth: int = 0) -> bool | None:
-    """A test on the verify input, decided for an instance of ``cls`` carrying ``attrs`` whose
-    ``spec_input_type`` is ``SpecInputType.<input_type>``. ``helpers``: the backend class's methods, so
-    a test written as ``self._is_tree_spec(spec_info)`` is decided through its ``return``."""
-    def again(t: ast.expr) -> bool | None:
-        return input_truth(t, cls, attrs, input_type, helpers, _depth + 1)
-
-    if _depth > 6:
-        return None
-    if isinstance(test, ast.BoolOp):
-        vals = [again(v) for v in test.values]
-        if isinstance(test.op, ast.And):
-            return False if False in vals else None if None in vals else True
-        return True if True in vals else None if None in vals else False
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        v = again(test.operand)
-        return None if v is None else not v
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _input_type_read(test.left) and input_type:
-        right = test.comparators[0]
-        names = right.elts if isinstance(right, (ast.Tuple, ast.List, ast.Set)) else [right]
-        members = [(dotted(n) or "").rsplit(".", 1)[-1] for n in names]
-        hit = input_type in members
-        op = test.ops[0]
-        if isinstance(op, (ast.Eq, ast.Is, ast.In)):
-            return hit
-        if isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)):
-            return not hit
-    inlined = inline_helper(test, helpers) if helpers else None
-    if inlined is not None:
-        return again(inlined)
-    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.args and _is_input(test.args[0]):
-        if test.func.id == "hasattr" and len(test.args) == 2 and isinstance(test.args[1], ast.Constant):
-            return test.args[1].value in attrs
-        if test.func.id == "isinstance" and len(test.args) == 2:
-            names = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
-            return True if any((dotted(n) or "").rsplit(".", 1)[-1] == cls for n in names) else None
-        if test.func.id == "getattr" and len(test.args) >= 2 and isinstance(test.args[1], ast.Constant):
-            return None if test.args[1].value in attrs else (
-                bool(test.args[2].value) if len(test.args) == 3 and isinstance(test.args[2], ast.Constant) else None)
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _is_input(test.left) \
-            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
-        return isinstance(test.ops[0], ast.IsNot)
-    return None
-
-
-def inline_helper(call: ast.expr, helpers: dict[str, ast.FunctionDef]) -> ast.expr | None:
-    """``self.helper(args)`` where the helper (a method of the backend's class) only returns an
-    expression: that expression with the call's arguments put in for its parameters
-    (``self._is_tree_spec(spec_info)`` -> its test); None otherwise."""
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)
-            and call.func.value.id == "self" and call.func.attr in helpers and not call.keywords):
-        return None
-    fn = helpers[call.func.attr]
-    body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
-        return None
-    params = [a.arg for a in fn.args.args]
-    if params and params[0] == "self" and not any(isinstance(d, ast.Name) and d.id == "staticmethod"
-                                                  for d in fn.decorator_list):
-        params = params[1:]
-    if len(params) != len(call.args) or fn.args.vararg or fn.args.kwonlyargs:
-        return None
-    mapping = dict(zip(params, call.args))
-
-    class _Put(ast.NodeTransformer):
-        def visit_Name(self, node: ast.Name):
-            return copy.deepcopy(mapping[node.id]) if node.id in mapping else node
-
-    return _Put().visit(copy.deepcopy(body[0].value))
+def reading_input(ev: Evaluator, value: Obj, helpers: dict[str, ast.FunctionDef]) -> Evaluator:
+    """``ev`` set to read the backend's code for this verify input: ``spec_info`` (a name or any
+    ``x.spec_info``) is it, ``self.m(...)`` runs the backend class's method ``m``."""
+    ev.hooks = Hooks(names={SPEC_INFO_FIELD: value}, attrs={SPEC_INFO_FIELD: value}, methods=helpers.get)
+    return ev
 
 
 def _function(tree: SourceTree, relpath: str, qualname: str) -> ast.FunctionDef | None:
@@ -120,20 +54,19 @@ def class_methods(tree: SourceTree, relpath: str, qualname: str) -> dict[str, as
     return {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)} if isinstance(cls, ast.ClassDef) else {}
 
 
-def resolver_gives_w(tree: SourceTree, finding: Finding, cls: str, attrs: set[str],
-                     input_type: str | None = None) -> tuple[bool | None, str]:
-    """(does the resolver return W for this input, the test that decides it)."""
+def resolver_gives_w(tree: SourceTree, finding: Finding, value: Obj) -> tuple[bool | None, str]:
+    """(does the resolver return W for the verify input ``value``, the test that decides it)."""
     fn = _function(tree, finding.relpath, finding.function or "")
     if fn is None:
         return None, ""
-    helpers = class_methods(tree, finding.relpath, finding.function or "")
+    ev = reading_input(Evaluator({}), value, class_methods(tree, finding.relpath, finding.function or ""))
     returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None
                and mentions_per_step(n.value, DEFAULT_VOCABULARY)]
     verdicts = []
     for ret in returns:
         conds = guards_to(fn.body, ret, [])
-        vals = [(input_truth(t, cls, attrs, input_type, helpers), pol, t) for t, pol in conds]
-        vals = [(None if v is None else v == pol, t) for v, pol, t in vals]
+        vals = [(ev.test(t), pol, t) for t, pol in conds]
+        vals = [(None if v is UNKNOWN else v == pol, t) for v, pol, t in vals]
         if any(v is False for v, _ in vals):
             verdicts.append((False, next(ast.unparse(t) for v, t in vals if v is False)))
         elif all(v is True for v, _ in vals):
@@ -168,7 +101,7 @@ def mask_reads(tree: SourceTree, relpaths: list[str], values: dict[str, Any]) ->
                     seen_read = True
                     conds = guards_to(fn.body, node, [])
                     bad = next((f"{'' if pol else 'not '}({ast.unparse(c)})" for c, pol in conds
-                                if (v := ev(c)) is not UNKNOWN and bool(v) != pol), None)
+                                if (v := ev.test(c)) is not UNKNOWN and bool(v) != pol), None)
                     if bad is None:
                         return True, []
                     excluded.append((rel, node.lineno, f"read only when {bad}"))

@@ -27,6 +27,7 @@ from ddcheck.tree.names import (ATTENTION_BACKEND, DISABLE_CUDA_GRAPH, MAX_RUNNI
                                   SPECULATIVE_ALGORITHM, SPECULATIVE_DDTREE_BUDGET,
                                   SPECULATIVE_DFLASH_BLOCK_SIZE, SPECULATIVE_EAGLE_TOPK,
                                   SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS)
+from ddcheck.tree.modules import TreeModules
 from ddcheck.tree.worker import graph_capture, verify_inputs
 
 
@@ -278,6 +279,7 @@ def reached_sites(s: SpecSettings) -> list[VerifySite]:
 def _judge_site(s: SpecSettings, site: VerifySite, tree: SourceTree) -> None:
     """Sets the verify-input fields of ``s`` to ``site``'s, and the graph runner's capture for it."""
     s.verify_input, s.verify_input_fields, s.verify_input_type = site.cls, site.fields, site.input_type
+    s.verify_input_kinds = _class_and_bases(tree, site.cls, site.at.rsplit(":", 1)[0])
     s.verify_input_at = site.at
     s.verify_input_sets = site.sets
     s.verify_width_expr = site.width_expr
@@ -286,6 +288,13 @@ def _judge_site(s: SpecSettings, site: VerifySite, tree: SourceTree) -> None:
     if s.algorithm and s.cuda_graph:
         cap = graph_capture(tree, s.algorithm, s.values, set(s.verify_input_fields) if s.verify_input else None)
         s.capture_width, s.capture_at, s.replay_gate_at = cap.width, cap.at or None, cap.gate_at or None
+
+
+def _class_and_bases(tree: SourceTree, cls: str, path: str) -> list[str]:
+    """``cls`` (as the module at ``path`` names it) and its bases in the tree, by name; [] where not found."""
+    mods = TreeModules.of(tree)
+    hit = mods.find_class(cls, mods.dotted(path))
+    return [node.name for _, node, _ in mods.class_chain(hit[1].name, hit[2])] if hit is not None else []
 
 
 def _per_site(s: SpecSettings, tree: SourceTree) -> list[SpecSettings]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ddcheck.tree.modes import ModeTable
 from ddcheck.findings import Finding
-from ddcheck.launch.inputs import inline_helper, input_truth
+from ddcheck.launch.inputs import input_value, reading_input
 from ddcheck.tree.sources import SourceTree
 from ddcheck.tree.evaluate import UNKNOWN, Evaluator, guards_to, statements_before
 from ddcheck.tree.modules import TreeModules, tree_class
@@ -41,6 +41,7 @@ class Launch:
     world: Any = None  # an evaluate.World: calls the backend's __init__ makes are followed into the tree
     modes: ModeTable = field(default_factory=ModeTable)
     batch_fields: set[str] = field(default_factory=set)  # the tree's ForwardBatch fields
+    input_kinds: frozenset[str] = frozenset()  # the input class and its bases, by name
 
 
 @dataclass
@@ -52,11 +53,20 @@ class Reach:
 class _LaunchEval(Evaluator):
     """Evaluator that also decides forward-mode, algorithm and verify-input tests for the launch."""
 
-    def __init__(self, launch: Launch):
+    def __init__(self, launch: Launch, helpers: dict[str, ast.FunctionDef] | None = None):
         super().__init__(launch.values)
         self.launch = launch
-        self.helpers: dict[str, ast.FunctionDef] = {}  # the backend class's methods
-        self._inlining = 0
+        self.helpers: dict[str, ast.FunctionDef] = helpers or {}  # the backend class's methods
+        if launch.input_cls:  # the verify input the launch's worker builds, read as the object it is
+            reading_input(self, input_value(launch.input_cls, launch.input_fields, launch.input_type,
+                                            launch.input_kinds), self.helpers)
+        else:
+            self.hooks.methods = self.helpers.get
+
+    def _child(self, module: str) -> Evaluator:
+        inner = _LaunchEval(self.launch, self.helpers)
+        inner.world, inner.module, inner.depth, inner.environ = self.world, module, self.depth + 1, self.environ
+        return inner
 
     def _e(self, n: ast.expr) -> Any:
         cover = self.launch.modes.cover(n) if _mentions(n, "mode") else None
@@ -73,20 +83,6 @@ class _LaunchEval(Evaluator):
                 and n.left.attr == "spec_algorithm" and isinstance(n.comparators[0], ast.Constant) \
                 and n.comparators[0].value is None and self.launch.algorithm:
             return isinstance(n.ops[0], ast.IsNot)  # a speculative launch's batch carries its algorithm
-        inlined = inline_helper(n, self.helpers) if self._inlining < 6 else None
-        if inlined is not None:  # a backend helper that only returns a test: decided through it
-            self._inlining += 1
-            try:
-                return self._e(inlined)
-            finally:
-                self._inlining -= 1
-        if self.launch.input_cls and _mentions(n, "spec_info"):
-            truth = input_truth(n, self.launch.input_cls, self.launch.input_fields, self.launch.input_type,
-                                self.helpers)
-            if truth is not None:
-                return truth
-            if isinstance(n, ast.Attribute) and n.attr in ("draft_token_num", "custom_mask"):
-                return UNKNOWN
         return super()._e(n)
 
 
@@ -109,8 +105,7 @@ class _ClassPaths:
         self.methods: dict[str, ast.FunctionDef] = {}
         for c in reversed(chain):  # base methods first, so the subclass overrides them
             self.methods.update({f.name: f for f in c.body if isinstance(f, ast.FunctionDef)})
-        self.ev = _LaunchEval(launch)
-        self.ev.helpers = self.methods
+        self.ev = _LaunchEval(launch, self.methods)
         self.ev.world, self.ev.module = launch.world, module
         self.ev.bind_init(self.methods.get("__init__"))
         self.reach = self._walk()
@@ -131,7 +126,7 @@ class _ClassPaths:
         self.ev.local = dict(args or {})
         self.ev.run(statements_before(fn.body, node), self.ev.local)  # locals the tests use
         for test, polarity in guards_to(fn.body, node, []):
-            value = self.ev(test)
+            value = self.ev.test(test)
             if value is UNKNOWN:
                 if result.status == "reached":
                     result = Reach("conditional", ("" if polarity else "not ") + ast.unparse(test))

@@ -64,6 +64,7 @@ class SpecSettings(BaseModel):
     verify_input: str | None = None  # the verify-input class the tree's worker builds (when known)
     verify_input_fields: list[str] = Field(default_factory=list)
     verify_input_type: str | None = None  # the SpecInputType member it sets (DDTREE_VERIFY)
+    verify_input_kinds: list[str] = Field(default_factory=list, exclude=True)  # its class and bases, by name
     verify_input_at: str | None = None  # where the tree's worker builds it
     # Every verify-input site the launch's step meets (reached or not, and why); the fields above are the
     # site being judged (each reached one is judged in turn).

@@ -29,12 +29,27 @@ _FELL_THROUGH = object()
 
 @dataclass(frozen=True)
 class Span:
-    """A value known only between bounds (``min(x, cap)`` with ``x`` decided per step): ``lo``/``hi``
-    None where that end is not known."""
+    """A number known only between bounds (``min(x, cap)`` with ``x`` decided per step; a per-step width,
+    ``Span(lo=1)``): ``lo``/``hi`` None where that end is not known."""
 
     lo: Any = None
     hi: Any = None
+
+
+@dataclass(frozen=True)
+class Sym:
+    """A dotted constant of the tree not resolved to its value (``SpecInputType.DDTREE_VERIFY``): two of
+    one class are equal only when they are the same member; it is never None."""
+
+    name: str
+
+    @property
+    def owner(self) -> str:
+        return self.name.rsplit(".", 1)[0]
+
+
 MAX_CALL_DEPTH = 8
+MAX_BINDING_DEPTH = 4  # locals read through the expressions bound to them
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,44 @@ class Obj:
     cls: str = ""  # the tree class whose methods calls on it run
     module: str = ""
     lines: dict[str, str] = field(default_factory=dict)  # attribute -> path:line of the statement that set it
+    # Its attributes are all in ``attrs`` (an UNKNOWN value: carried, value not known); any other name is
+    # absent, as ``hasattr``/``getattr(x, n, default)`` on the real object would find.
+    closed: bool = False
+    kinds: frozenset[str] = frozenset()  # its class and bases, by name (``isinstance``); empty: not known
+
+
+@dataclass(eq=False)
+class Hooks:
+    """What the code being read takes from its context, shared by every call followed from it.
+
+    ``names``/``attrs``: free names and attributes (whatever their base) the context fixes (the verify
+    input as ``spec_info`` / ``forward_batch.spec_info``); ``methods``: the method a ``self.m(...)`` runs
+    where ``self`` is the class being read; ``binding``: the expression bound to a local where it is read
+    (the function being read, not the calls followed); ``watch``: a value whose reads set ``touched``."""
+
+    names: dict[str, Any] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)
+    methods: Any = None  # Callable[[str], ast.FunctionDef | None]
+    binding: Any = None  # Callable[[str, ast.AST], ast.expr | None]
+    watch: Any = None
+    touched: bool = False
+    self_obj: Any = None  # ``self`` as an Obj over the evaluator's self_env, made for ``methods``
+
+
+def truth(v: Any) -> bool | None:
+    """A value's truth where it is known (None where not): unknown values, per-step numbers that may be 0."""
+    if v is UNKNOWN:
+        return None
+    if isinstance(v, Span):
+        if v.lo is not None and v.lo > 0 or v.hi is not None and v.hi < 0:
+            return True
+        return False if v.lo == v.hi == 0 else None
+    if isinstance(v, (Obj, Sym, Algo, _SA)):
+        return True
+    try:
+        return bool(v)
+    except Exception:  # noqa: BLE001 - a value that will not say
+        return None
 
 
 class _Raised(Exception):
@@ -133,6 +186,9 @@ class Evaluator:
         # the attributes it had then are kept here and joined with the end's (``_join_early``).
         self.constructing = False
         self.early: list[dict[str, Any]] = []
+        self.hooks = Hooks()
+        self.at: ast.AST | None = None  # where the expression being read stands (for ``hooks.binding``)
+        self._binding_depth = 0
 
     def bind_init(self, init: ast.FunctionDef | None) -> "Evaluator":
         """Evaluate a class's ``__init__`` into ``self_env`` (its parameters unknown; with a world, the
@@ -145,10 +201,15 @@ class Evaluator:
             self.local = {}
         return self
 
+    def _child(self, module: str) -> "Evaluator":
+        """A fresh evaluator of this kind for a followed call's body."""
+        return Evaluator(self.values, world=self.world, module=module, depth=self.depth + 1, environ=self.environ)
+
     def _inner(self, module: str) -> "Evaluator":
         """An evaluator for a followed call: the launch, the world, and the forced/undecided tests shared."""
-        inner = Evaluator(self.values, world=self.world, module=module, depth=self.depth + 1, environ=self.environ)
+        inner = self._child(module)
         inner.forced, inner.spans, inner.undecided = self.forced, self.spans, self.undecided
+        inner.hooks, inner._binding_depth = self.hooks, MAX_BINDING_DEPTH  # a callee's locals are its own
         inner.to_site = False
         return inner
 
@@ -212,6 +273,38 @@ class Evaluator:
         except _Raised:
             return UNKNOWN
 
+    def test(self, node: ast.expr) -> Any:
+        """A test's truth: True, False, or UNKNOWN (also where the tree's code raises in it)."""
+        try:
+            return self._test(node)
+        except _Raised:
+            return UNKNOWN
+
+    def _test(self, node: ast.expr) -> Any:
+        """A test's truth (raises :class:`_Raised` where the tree's code does). ``a and b`` is false where
+        any operand is, ``a or b`` true where any is, whatever the others are; ``not`` turns it round."""
+        if id(node) in self.forced:
+            return self.forced[id(node)]
+        if isinstance(node, ast.BoolOp):
+            is_and, unsure = isinstance(node.op, ast.And), False
+            for v in node.values:
+                try:
+                    t = self._test(v)
+                except _Raised:
+                    if not unsure:
+                        raise
+                    t = UNKNOWN  # raised only where the unknown operands before it let it run
+                if t is UNKNOWN:
+                    unsure = True
+                elif t != is_and:
+                    return t
+            return UNKNOWN if unsure else is_and
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            t = self._test(node.operand)
+            return UNKNOWN if t is UNKNOWN else not t
+        t = truth(self._v(node))
+        return UNKNOWN if t is None else t
+
     def _v(self, node: ast.expr) -> Any:
         """``node``'s value; :class:`_Raised` where the tree's code raises, anything else odd unknown."""
         try:
@@ -253,18 +346,41 @@ class Evaluator:
         return None
 
     def _e(self, n: ast.expr) -> Any:
+        v = self._node(n)
+        if v is self.hooks.watch and v is not None:
+            self.hooks.touched = True
+        return v
+
+    def _name(self, n: ast.Name) -> Any:
+        if n.id in self.local:
+            return self.local[n.id]
+        if n.id in self.sa:
+            return SA
+        if n.id == "self" and self.self_value is not None:
+            return self.self_value
+        if n.id in self.hooks.names:
+            return self.hooks.names[n.id]
+        if self.hooks.binding is not None and self._binding_depth < MAX_BINDING_DEPTH:
+            bound = self.hooks.binding(n.id, self.at if self.at is not None else n)
+            if bound is not None:
+                saved, self.at = self.at, bound
+                self._binding_depth += 1
+                try:
+                    return self._v(bound)
+                finally:
+                    self._binding_depth -= 1
+                    self.at = saved
+        return {"None": None, "True": True, "False": False}.get(n.id, UNKNOWN)
+
+    def _node(self, n: ast.expr) -> Any:  # noqa: C901 - one case per node type
         if id(n) in self.forced:
             return self.forced[id(n)]
         if isinstance(n, ast.Constant):
             return n.value
         if isinstance(n, ast.Name):
-            if n.id in self.local:
-                return self.local[n.id]
-            if n.id in self.sa:
-                return SA
-            if n.id == "self" and self.self_value is not None:
-                return self.self_value
-            return {"None": None, "True": True, "False": False}.get(n.id, UNKNOWN)
+            return self._name(n)
+        if isinstance(n, ast.Attribute) and n.attr in self.hooks.attrs:
+            return self.hooks.attrs[n.attr]
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == SPECULATIVE_ALGORITHM_CLASS \
                 and n.value.id not in self.local:
             return Algo(n.attr)
@@ -277,34 +393,38 @@ class Evaluator:
                 and self.self_value is None:
             return self.self_env.get(n.attr, UNKNOWN)
         if isinstance(n, ast.Attribute):
-            return self._attr(self._e(n.value), n.attr)
+            base = self._e(n.value)
+            got = self._attr(base, n.attr)
+            if got is UNKNOWN and base is UNKNOWN and isinstance(n.value, ast.Name) and n.value.id[:1].isupper():
+                return Sym(f"{n.value.id}.{n.attr}")  # a class's constant, left by name
+            return got
         if isinstance(n, ast.BinOp) and type(n.op) in _BIN:
             a, b = self._e(n.left), self._e(n.right)
             return UNKNOWN if UNKNOWN in (a, b) or None in (a, b) else _BIN[type(n.op)](a, b)
         if isinstance(n, ast.UnaryOp):
+            if isinstance(n.op, ast.Not):
+                t = self._test(n.operand)
+                return UNKNOWN if t is UNKNOWN else not t
             v = self._e(n.operand)
-            if v is UNKNOWN:
+            if v is UNKNOWN or not isinstance(n.op, ast.USub) or isinstance(v, (Span, Sym, Obj, Algo, _SA)):
                 return UNKNOWN
-            return (not v) if isinstance(n.op, ast.Not) else -v if isinstance(n.op, ast.USub) else UNKNOWN
+            return -v
         if isinstance(n, ast.BoolOp):
-            vals = [self._e(v) for v in n.values]
-            if isinstance(n.op, ast.And):
-                for v in vals:
-                    if v is UNKNOWN:
-                        return UNKNOWN
-                    if not v:
-                        return v
-                return vals[-1]
-            for v in vals:
-                if v is UNKNOWN:
+            # the value Python would give: operands in turn until one decides; unknown once one is unknown
+            is_and = isinstance(n.op, ast.And)
+            v: Any = UNKNOWN
+            for operand in n.values:
+                v = self._e(operand)
+                t = truth(v)
+                if t is None:
                     return UNKNOWN
-                if v:
+                if t != is_and:
                     return v
-            return vals[-1]
+            return v
         if isinstance(n, ast.Compare):
             return self._compare(n)
         if isinstance(n, ast.IfExp):
-            t = self._e(n.test)
+            t = self._test(n.test)
             if t is UNKNOWN:
                 self.undecided.append(n.test)
             return UNKNOWN if t is UNKNOWN else self._e(n.body if t else n.orelse)
@@ -338,6 +458,12 @@ class Evaluator:
             right = self._e(right_node)
             if UNKNOWN in (left, right):
                 return UNKNOWN
+            partial = _partial_compare(op, left, right)
+            if partial is not None:
+                if partial is UNKNOWN or not partial:
+                    return partial
+                left = right
+                continue
             if isinstance(op, (ast.In, ast.NotIn)):
                 if not isinstance(right, (list, tuple, set, dict, str)):
                     return UNKNOWN
@@ -393,14 +519,27 @@ class Evaluator:
             return self.environ[key] if key in self.environ else self._e(n.args[1]) if len(n.args) == 2 else None
         if isinstance(f, ast.Name) and f.id in SERVER_ARGS_GETTERS and not n.args:
             return SA
-        if isinstance(f, ast.Name) and f.id == "getattr" and len(n.args) in (2, 3):
+        if isinstance(f, ast.Name) and f.id == "getattr" and len(n.args) in (2, 3) and "getattr" not in self.local:
             base, name = self._e(n.args[0]), self._e(n.args[1])
             if not isinstance(name, str) or base is UNKNOWN:
                 return UNKNOWN
             got = self._attr(base, name)
-            if got is UNKNOWN and len(n.args) == 3 and (base is SA and name not in self.values):
+            if got is UNKNOWN and len(n.args) == 3 and (base is SA and name not in self.values
+                                                         or self._absent(base, name) is True):
                 return self._e(n.args[2])
             return got
+        if isinstance(f, ast.Name) and f.id == "hasattr" and len(n.args) == 2 and "hasattr" not in self.local:
+            base, name = self._e(n.args[0]), self._e(n.args[1])
+            absent = self._absent(base, name) if isinstance(name, str) else None
+            return UNKNOWN if absent is None else not absent
+        if isinstance(f, ast.Name) and f.id == "isinstance" and len(n.args) == 2 and "isinstance" not in self.local:
+            base = self._e(n.args[0])
+            kinds = n.args[1].elts if isinstance(n.args[1], ast.Tuple) else [n.args[1]]
+            names = [k.id if isinstance(k, ast.Name) else k.attr if isinstance(k, ast.Attribute) else None
+                     for k in kinds]
+            if isinstance(base, Obj) and base.kinds and all(names):
+                return any(k in base.kinds for k in names)
+            return UNKNOWN
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == SPECULATIVE_ALGORITHM_CLASS \
                 and f.attr == "from_string" and len(n.args) == 1 and f.value.id not in self.local:
             name = self._e(n.args[0])  # the enum's constructor from the flag's string
@@ -412,7 +551,7 @@ class Evaluator:
             return self._super_call(f.attr, n)
         if isinstance(f, ast.Attribute):
             base = self._e(f.value) if not (isinstance(f.value, ast.Name) and f.value.id == "self"
-                                            and self.self_value is None) else UNKNOWN
+                                            and self.self_value is None) else self._hooked_self()
             if isinstance(base, str) and f.attr in _STR_METHODS:
                 args = [self._e(a) for a in n.args]
                 if UNKNOWN in args or n.keywords:
@@ -431,6 +570,10 @@ class Evaluator:
                 hit = self._method(base.cls, base.module, f.attr)
                 if hit is not None:
                     return self.call(hit[0], hit[1], args, kwargs, self_value=base, owner=hit[2])
+            if base is not None and base is self.hooks.self_obj and self.hooks.methods is not None:
+                fn = self.hooks.methods(f.attr)  # the read class's own method, its self the same
+                if fn is not None:
+                    return self.call(fn, self.module, args, kwargs, self_value=base)
             return UNKNOWN
         if isinstance(f, ast.Name):
             args = [self._e(a) for a in n.args]
@@ -442,8 +585,11 @@ class Evaluator:
                 if known and len(known) + args.count(UNKNOWN) == len(args):  # a per-step value, bounded
                     return Span(hi=min(known)) if f.id == "min" else Span(lo=max(known))
             if builtin is not None and f.id not in self.local:
+                if f.id in ("int", "bool") and len(args) == 1 and not n.keywords and isinstance(args[0], Span):
+                    t = truth(args[0])  # a per-step number: int() keeps it, bool() is its truth
+                    return args[0] if f.id == "int" else UNKNOWN if t is None else t
                 if UNKNOWN in args or n.keywords or any(a is None for a in args) \
-                        or any(isinstance(a, (_SA, Obj, Algo, Span)) for a in args):
+                        or any(isinstance(a, (_SA, Obj, Algo, Span, Sym)) for a in args):
                     return UNKNOWN
                 try:
                     return builtin(*args)
@@ -451,7 +597,7 @@ class Evaluator:
                     raise _Raised(exc) from None  # int(""): the tree's own code raises here
             exc_cls = _EXCEPTIONS.get(f.id)
             if exc_cls is not None and f.id not in self.local and not any(
-                    isinstance(a, (_SA, Obj, Algo, Span)) or a is UNKNOWN for a in args):
+                    isinstance(a, (_SA, Obj, Algo, Span, Sym)) or a is UNKNOWN for a in args):
                 return exc_cls(*args)
             if self.world is not None and f.id not in self.local:
                 module = self.imports.get(f.id)
@@ -463,6 +609,28 @@ class Evaluator:
                 if found is not None:
                     return self.construct(found[1].name, found[2], args, kwargs)
         return UNKNOWN
+
+    def _hooked_self(self) -> Any:
+        """``self`` where the code read is a class's own (no object built for it): with ``hooks.methods``,
+        an open object over the attributes its ``__init__`` set, so ``self.m(...)`` runs ``m`` and
+        ``self.x`` reads them inside it; else UNKNOWN."""
+        if self.hooks.methods is None:
+            return UNKNOWN
+        if self.hooks.self_obj is None:
+            self.hooks.self_obj = Obj("self", self.self_env)
+        return self.hooks.self_obj
+
+    def _absent(self, base: Any, name: str) -> bool | None:
+        """Is attribute ``name`` absent from ``base`` (True), present (False), or not known (None)."""
+        if isinstance(base, Obj):
+            if name in base.attrs:
+                return False
+            if base.closed:
+                return True
+            return None
+        if base is SA:
+            return None if name not in self.values else False
+        return None
 
     def _method(self, cls: str, module: str, name: str, after: str | None = None):
         """(function, module, (class, module)) of the method ``name`` a call on a ``cls`` runs (after the
@@ -615,7 +783,7 @@ class Evaluator:
         return flow is not None and (flow.kind == "raise" or flow.kind == "return" and self.to_site)
 
     def _if(self, stmt: ast.If, env: dict[str, Any]) -> Flow | None:
-        t = self._v(stmt.test)
+        t = self._test(stmt.test)
         if t is not UNKNOWN:
             return self.exec_block(stmt.body if t else stmt.orelse, env)
         self.undecided.append(stmt.test)
@@ -742,6 +910,43 @@ class Evaluator:
             base = self(t.value)  # obj.x = v on an object the tree built
             if isinstance(base, Obj):
                 base.attrs[t.attr] = value
+
+
+def _partial_compare(op: ast.cmpop, left: Any, right: Any) -> Any:
+    """A comparison with a value known only in part (a :class:`Sym`, a :class:`Span`): True/False where
+    that part decides it, UNKNOWN where it does not, None where neither side is such a value."""
+    syms = [x for x in (left, right) if isinstance(x, Sym)]
+    spans = [x for x in (left, right) if isinstance(x, Span)]
+    if isinstance(op, (ast.In, ast.NotIn)) and isinstance(left, Sym) and isinstance(right, (list, tuple, set)):
+        if all(isinstance(x, Sym) and x.owner == left.owner for x in right):
+            return (left in right) == isinstance(op, ast.In)
+        return UNKNOWN
+    if not syms and not spans:
+        return None
+    if isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) and None in (left, right):
+        return isinstance(op, (ast.IsNot, ast.NotEq))  # neither is ever None
+    if syms and isinstance(op, (ast.Eq, ast.NotEq)):
+        if len(syms) == 2 and syms[0].owner == syms[1].owner:
+            return (left == right) == isinstance(op, ast.Eq)
+        return UNKNOWN  # a member may equal a plain value (an IntEnum), or another class's
+    if len(spans) == 1 and not syms and isinstance(other := right if spans[0] is left else left, (int, float)) \
+            and not isinstance(other, bool):
+        lo, hi = spans[0].lo, spans[0].hi
+        if spans[0] is right:  # k < span  is  span > k
+            op = {ast.Lt: ast.Gt(), ast.LtE: ast.GtE(), ast.Gt: ast.Lt(), ast.GtE: ast.LtE()}.get(type(op), op)
+        below = hi is not None and hi < other  # every value < k
+        above = lo is not None and lo > other
+        if isinstance(op, ast.Gt):
+            return True if above else False if hi is not None and hi <= other else UNKNOWN
+        if isinstance(op, ast.GtE):
+            return True if lo is not None and lo >= other else False if below else UNKNOWN
+        if isinstance(op, ast.Lt):
+            return True if below else False if lo is not None and lo >= other else UNKNOWN
+        if isinstance(op, ast.LtE):
+            return True if hi is not None and hi <= other else False if above else UNKNOWN
+        if isinstance(op, (ast.Eq, ast.NotEq)) and (below or above):
+            return isinstance(op, ast.NotEq)
+    return UNKNOWN
 
 
 def _join_early(attrs: dict[str, Any], early: list[dict[str, Any]]) -> None:

@@ -191,7 +191,7 @@ class _Walker:
             self.calls(stmt.test, ev, ctx, conds, live)
             key = ctx.key(stmt.test)
             t, since = ctx.assumed.get(key, (UNKNOWN, "")) if live else (UNKNOWN, "")
-            t = ev(stmt.test) if live and t is UNKNOWN else t
+            t = ev.test(stmt.test) if live and t is UNKNOWN else t
             text = ast.unparse(stmt.test)
             if not live:
                 self.block(stmt.body, ev, ctx, conds + [Cond(text, at, True, None)], False)

@@ -250,7 +250,7 @@ def _reached_return(ev: Evaluator, body: list[ast.stmt]) -> ast.Return | None:
         if isinstance(stmt, ast.Return):
             return stmt
         if isinstance(stmt, ast.If):
-            t = ev(stmt.test)
+            t = ev.test(stmt.test)
             got = _reached_return(ev, stmt.orelse if t is UNKNOWN or not t else stmt.body)
             if got is not None:
                 return got
@@ -540,7 +540,7 @@ def _inputs_scanned(mods: TreeModules, found: tuple[str, str], values: dict[str,
                     local_ev = Evaluator(values, environ=environ)
                     local_ev.sa, local_ev.self_env = ev.sa, dict(ev.self_env)
                     local_ev.run(statements_before(fn.body, call), local_ev.local)
-                    results = [(c, pol, local_ev(c)) for c, pol in conds]
+                    results = [(c, pol, local_ev.test(c)) for c, pol in conds]
                     if any(v is not UNKNOWN and bool(v) != pol for _, pol, v in results):
                         continue  # a test on the way is false for these settings
                     width = local_ev(kw.value)
@@ -796,7 +796,7 @@ def _holds_for_launch(node: ast.AST, parents: dict, fn: ast.FunctionDef, ev: Eva
             test = parent.test
             want = child is parent.body or (isinstance(parent, ast.If) and any(child is s for s in parent.body))
         if test is not None:
-            v = ev(test)
+            v = ev.test(test)
             if v is not UNKNOWN and bool(v) != want:
                 return False
         child = parent
