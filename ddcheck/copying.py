@@ -5,7 +5,9 @@ before the file is renamed into place (a corrupt, encrypted or oversized member 
 reported, never half-written); member names that are absolute or climb out with ``..`` are refused.
 In a directory, symlinks to regular files are copied as files; directory symlinks are not followed
 (a loop, or a link out of the tree, would copy without end or copy what is not the target's);
-FIFOs, sockets and devices are never opened. Everything skipped is reported with the reason.
+FIFOs, sockets and devices are never opened. Everything skipped is reported with the reason. Folders
+ddcheck never reads (``tree.sources.skipped_dir``: caches, environments, build output, dot-folders) are
+not copied, as they are not scanned.
 """
 
 from __future__ import annotations
@@ -17,11 +19,10 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from .tree.sources import PACKAGE_VERSION_RE, member_errors, open_target
+from .tree.sources import PACKAGE_VERSION_RE, member_errors, open_target, skipped_dir
 
 MAX_FILE_BYTES = 256 << 20  # one member or file; nothing in an sglang tree comes near it
 MAX_TOTAL_BYTES = 4 << 30  # the whole copy
-SKIP_DIRS = ("__pycache__", ".git")
 CHUNK = 1 << 20
 
 
@@ -119,7 +120,7 @@ def _copy_dir(src: Path, dest: Path, report: CopyReport) -> None:
         keep = []
         for d in sorted(dirs):
             path = Path(here) / d
-            if d in SKIP_DIRS:
+            if skipped_dir(d):
                 continue
             if path.is_symlink():
                 report.skipped.append((str(path), "a directory symlink (not followed)"))

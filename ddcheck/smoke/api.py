@@ -199,7 +199,7 @@ def _check_widths(budget: int, c: int, allow_oob: bool = True) -> None:
 
 
 def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
-    """Run in ``python -m ddcheck.smoke.worker``; any failure to produce a report is exit 2."""
+    """Run in ``python -m ddcheck.smoke.worker``; any failure to produce a report is exit 3 (not judged)."""
     import json
     import os
     import subprocess

@@ -3,7 +3,7 @@
 Why a subprocess: Triton decides at *import* whether its own ``tl`` helpers are interpreted, so
 ``TRITON_INTERPRET=1`` must be set before anything imports triton; each release's kernels stay
 out of the caller's process; and a hard crash (a segfault from an out-of-bounds launch) ends this
-process, which the parent reports as a harness failure (exit 2), never as "bug found"; a CUDA fault, which
+process, which the parent reports as a harness failure (exit 3, not judged), never as "bug found"; a CUDA fault, which
 ends the process's CUDA context, ends it with the paths run so far, and the parent runs the rest in a new one.
 """
 

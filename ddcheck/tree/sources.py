@@ -35,7 +35,13 @@ def split_lines(text: str) -> list[str]:
 
 
 # Directories that never hold code we scan; skipping them keeps a git checkout scan fast.
-SKIPPED_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".mypy_cache", "build", "dist"}
+SKIPPED_DIRS = {"__pycache__", "venv", "node_modules", "build", "dist"}
+
+
+def skipped_dir(name: str) -> bool:
+    """A folder never read, on disk, in a wheel or in a copy: caches, environments, build output and
+    every dot-folder (``.git``, ``.venv``, ``.tox``)."""
+    return name in SKIPPED_DIRS or name.startswith(".")
 
 
 class TargetError(Exception):
@@ -340,7 +346,7 @@ def _open_dir(path: Path, stamped: bool = False) -> SourceTree:
         subdirs = []
         for e in entries:
             if e.is_dir(follow_symlinks=False):
-                if e.name not in SKIPPED_DIRS and not e.name.startswith("."):
+                if not skipped_dir(e.name):
                     subdirs.append((e.path, f"{rel}{printable(e.name)}/"))
             elif e.name.endswith(".py"):
                 # Names that are not UTF-8 (legal on Linux) are read through their own path, and shown
@@ -372,7 +378,8 @@ def _open_wheel(wheel: Path, label: str) -> SourceTree:
         raise TargetError(f"{wheel}: not a readable wheel ({exc})") from exc
     files = []
     for info in zf.infolist():
-        if info.is_dir() or not info.filename.endswith(".py"):
+        if info.is_dir() or not info.filename.endswith(".py") \
+                or any(skipped_dir(part) for part in info.filename.split("/")[:-1]):
             continue
         member = info.filename
         files.append(SourceFile(display=printable(f"{wheel}!{member}"), relpath=printable(member),
