@@ -42,6 +42,21 @@ def test_a_range_with_no_release_is_a_usage_error():
         expand(["/nonexistent/tree"], versions=lambda: INDEX)
 
 
+def test_offline_a_range_is_taken_over_the_wheel_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DDCHECK_CACHE", str(tmp_path))
+    (tmp_path / "wheels").mkdir()
+    for v in ("0.5.10", "0.5.23", "0.4.10.post2"):
+        (tmp_path / "wheels" / f"sglang-{v}-py3-none-any.whl").touch()
+
+    def offline():
+        raise UsageError("the package index's versions of sglang could not be listed: no network")
+
+    notes: list[str] = []
+    got = expand(["sglang>=0.5,<0.6"], versions=offline, notes=notes)
+    assert [t.label for t in got] == ["0.5.10", "0.5.23"]
+    assert notes and "no network" in notes[0] and "wheel cache" in notes[0]
+
+
 def test_in_range_and_last_post_releases():
     assert in_range("~=0.5.10", INDEX) == ["0.5.10", "0.5.10.post1", "0.5.11", "0.5.23", "0.5.24"]
     assert last_post_releases(["0.5.10", "0.5.10.post1", "0.5.9"]) == ["0.5.9", "0.5.10.post1"]

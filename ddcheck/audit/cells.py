@@ -88,6 +88,7 @@ class AuditRecord(BaseModel):
     backends: list[str] = Field(default_factory=list)
     widths: list[Width] = Field(default_factory=list)
     absent: list[str] = Field(default_factory=list, description="'label backend': the tree has no such file")
+    notes: list[str] = Field(default_factory=list, description="how the targets were found (an offline range)")
     cells: list[Cell] = Field(default_factory=list)
     computed: int = Field(0, description="units of work (a scan and fix, a smoke run, a launch) computed in this run")
     exit_code: Literal[0, 1, 3] = 0

@@ -56,7 +56,8 @@ def _run(targets, backends, budgets, num_draft_tokens, launch_file, device, jobs
             raise UsageError(f"--launch-file {launch_file}: {exc}") from None
         if not launches:
             raise UsageError(f"--launch-file {launch_file}: no launch in it (one command a line)")
-    expanded = expand(list(targets))
+    notes: list[str] = []
+    expanded = expand(list(targets), notes=notes)
     opts = Options(backends=names, budgets=list(budgets or BUDGETS), num_draft_tokens=num_draft_tokens,
                    launches=launches, device=device, jobs=jobs or os.cpu_count() or 1, cache=cache)
     audit = Audit(expanded, opts)
@@ -68,7 +69,9 @@ def _run(targets, backends, budgets, num_draft_tokens, launch_file, device, jobs
         err.print(f"ddcheck audit: interrupted; {audit.kept} unit(s) of work finished and kept in the cache: run "
                   f"the same command again to finish the rest", highlight=False)
         raise SystemExit(EXIT_INTERRUPTED) from None
-    return audit.record(time.perf_counter() - t0, ["ddcheck", "audit", *sys.argv[2:]])
+    record = audit.record(time.perf_counter() - t0, ["ddcheck", "audit", *sys.argv[2:]])
+    record.notes = notes
+    return record
 
 
 class _progress:

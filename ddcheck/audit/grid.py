@@ -52,7 +52,7 @@ def short(cell: Cell | None) -> str:
 
 def summary(record: AuditRecord) -> list[str]:
     """The lines after the grid: what was not judged and why, what is absent, the exit code."""
-    lines = []
+    lines = list(record.notes)
     for c in record.unjudged():
         lines.append(f"not judged: {c.label} {c.backend} {c.width} {c.column}: {c.not_judged}")
     if record.absent:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddcheck.errors import UsageError
-from ddcheck.tree.sources import PACKAGE_VERSION_RE, installed_sglang
+from ddcheck.tree.sources import PACKAGE_VERSION_RE, cache_dir, installed_sglang
 
 # a requirement on sglang that is not an exact pin: `sglang>=0.5.10,<0.5.24`, `sglang~=0.5.10`
 RANGE_RE = re.compile(r"^\s*sglang\s*(?P<spec>(?:[<>!~=]=?|===)\s*[^\s,]+(?:\s*,\s*(?:[<>!~=]=?|===)\s*[^\s,]+)*)\s*$")
@@ -67,15 +67,38 @@ def in_range(spec: str, versions: list[str]) -> list[str]:
     return [str(v) for v in sorted(wanted.filter(map(Version, versions)))]
 
 
-def expand(targets: list[str], versions=index_versions) -> list[Target]:
+def cached_versions() -> list[str]:
+    """The releases whose wheels are in ddcheck's wheel cache (what ``sglang==X`` downloaded), oldest first."""
+    from packaging.version import InvalidVersion, Version
+
+    found = set()
+    for whl in (cache_dir() / "wheels").glob("sglang-*.whl"):
+        try:
+            found.add(Version(whl.name.split("-")[1]))
+        except (InvalidVersion, IndexError):
+            continue
+    return [str(v) for v in sorted(found)]
+
+
+def expand(targets: list[str], versions=index_versions, notes: list[str] | None = None) -> list[Target]:
     """Each target as a :class:`Target`; a range becomes one per release the index has (``versions``:
-    the index's list, asked once and only for a range). A range that admits none is a usage error."""
+    the index's list, asked once and only for a range; where it cannot be listed, offline, the releases
+    in ddcheck's wheel cache, said in ``notes``). A range that admits none is a usage error."""
     out: list[Target] = []
     listed: list[str] | None = None
     for t in targets:
         m = RANGE_RE.match(t)
         if m and not PACKAGE_VERSION_RE.match(t.strip()):
-            listed = versions() if listed is None else listed
+            if listed is None:
+                try:
+                    listed = versions()
+                except UsageError as exc:
+                    listed = cached_versions()
+                    if not listed:
+                        raise
+                    if notes is not None:
+                        notes.append(f"{exc}: the range is taken over the {len(listed)} releases in ddcheck's "
+                                     f"wheel cache instead")
             found = in_range(m.group("spec").replace(" ", ""), listed)
             if not found:
                 raise UsageError(f"{t}: no release on the package index is in this range")
