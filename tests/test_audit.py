@@ -174,14 +174,12 @@ def test_the_command_renders_a_recorded_audit(tmp_path):
 
 # ------------------------------------------------------------------------- one real audit, CPU
 
-pytest.importorskip("torch")
-pytest.importorskip("triton")
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, wheel):
     """One audit of 0.5.10 (fa3, flashinfer; budgets 16 and 4) in a cache of its own, three times:
     interrupted after its third unit was kept, then to the end, then again."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
     from ddcheck.audit.runner import Audit, Hooks, Options
     from ddcheck.audit.targets import Target
 
@@ -274,3 +272,31 @@ def test_the_record_validates_against_the_shipped_schema(runs):
     jsonschema.validate(data, json.loads(SCHEMA_FILE.read_text()))
     assert AuditRecord.model_validate(data) == record
     check_page(record)
+
+
+def test_a_launch_is_a_width_judged_by_config(tmp_path):
+    """A launch of --launch-file: config's verdict at the launch's own C and W; its backend (torch_native)
+    is one smoke does not run, so no smoke unit starts for it."""
+    from ddcheck.audit.runner import Audit, Hooks, Options, read_launches
+    from ddcheck.audit.targets import Target
+    from ddcheck.launch import check_launch
+
+    repo = Path(__file__).resolve().parents[1]
+    tree = repo / "fixtures" / "trees" / "newer_ddtree"
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "DDTREE",
+            "--speculative-ddtree-budget", "3", "--speculative-num-draft-tokens", "16", "--attention-backend",
+            "torch_native", "--speculative-ddtree-pad"]
+    launches = tmp_path / "launches.txt"
+    launches.write_text("# one launch\n\n" + " ".join(argv) + "\n")
+    assert read_launches(launches) == [argv]
+    started = []
+    audit = Audit([Target(str(tree), "newer_ddtree")], Options(backends=["triton"], budgets=[], launches=[argv]),
+                  Hooks(started=lambda kind, unit: started.append(kind)))
+    audit.run()
+    record = audit.record(0.0, [])
+    (cell,) = [c for c in record.cells if c.column == "config"]
+    expected = check_launch(argv, sglang=str(tree))
+    assert (cell.verify_width, cell.num_draft_tokens) == (4, 16)
+    assert cell.exit_code == (expected.exit_code if expected.exit_code in (0, 1) else 3)
+    assert cell.backend == expected.settings.verify_backend == "torch_native"
+    assert "smoke" not in started and started.count("config") == 1
