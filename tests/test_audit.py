@@ -223,6 +223,11 @@ def test_cells_are_the_verdicts_of_their_runs(runs):
     for c in record.cells:
         if c.column in ("smoke", "fixed", "capture") and c.report:
             report = json.loads(Path(c.report).read_text())
+            if c.column == "capture" and c.exit_code == 3 and report["exit_code"] in (0, 1):
+                # the run's graph path did not run here: the capture width is not judged, and why is the run's
+                assert c.not_judged in report["limitations"]
+                assert not any(p["case"] == "ddtree" and p["path"] == "graph" for p in report["paths"])
+                continue
             assert c.verdict.removeprefix("= the shipped run (the fix changes nothing): ") == report["verdict"]
             assert c.exit_code == (report["exit_code"] if report["exit_code"] in (0, 1) else 3)
             assert c.status == ("not judged" if c.exit_code == 3 else "right" if c.exit_code == 0
