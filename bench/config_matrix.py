@@ -5,7 +5,7 @@
                                   [--json RECORD.json] [--doc docs/config.md]
 
 For each release (``--all``: the last post-release of every version on PyPI from 0.4.10 to 0.5.23,
-as `pip index versions sglang` lists them) and each algorithm the release's ``--speculative-algorithm``
+as the package index lists them, :mod:`ddcheck.audit.targets`) and each algorithm the release's ``--speculative-algorithm``
 accepts (EAGLE, EAGLE3, NEXTN, STANDALONE, DFLASH by default), it runs
 
     ddcheck config --format json --sglang sglang==X -- python -m sglang.launch_server
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,6 @@ from docpage import write_between
 
 REPO = Path(__file__).resolve().parents[1]
 ALGORITHMS = ["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "DFLASH"]
-FIRST, LAST = (0, 4, 10), (0, 5, 23)
 BEGIN, END = "<!-- config-matrix:begin -->", "<!-- config-matrix:end -->"
 
 TARGET = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
@@ -72,19 +70,11 @@ def launch(folders: dict[str, Path], algorithm: str) -> list[str]:
 
 
 def releases_on_pypi() -> list[str]:
-    """The last post-release of each version from 0.4.10 to 0.5.23 (`pip index versions sglang`)."""
-    out = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "sglang"], capture_output=True,
-                         text=True, check=True).stdout
-    listed = re.search(r"Available versions: (.*)", out).group(1).split(", ")
-    last: dict[tuple, tuple] = {}
-    for v in listed:
-        m = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)(?:\.post(\d+))?", v.strip())
-        if not m:
-            continue
-        base, post = tuple(int(x) for x in m.group(1, 2, 3)), int(m.group(4) or 0)
-        if FIRST <= base <= LAST and (base not in last or post > last[base][0]):
-            last[base] = (post, v.strip())
-    return [last[b][1] for b in sorted(last)]
+    """The last post-release of each version from 0.4.10 to 0.5.23 on the package index."""
+    sys.path.insert(0, str(REPO))
+    from ddcheck.audit.targets import in_range, index_versions, last_post_releases
+
+    return last_post_releases(in_range(">=0.4.10,<0.5.24", index_versions()))
 
 
 def run_release(release: str, algorithms: list[str]) -> list[dict]:

@@ -4,7 +4,7 @@
     python bench/guard_overhead.py TREE [--device cuda] [--batch-sizes 8 32 64] [--prefix 2048]
                                    [--budget 16] [--layers 32] [--steps 50]
 
-TREE: an sglang tree (0.5.23's verify-path files, e.g. from `bench/smoke_matrix.py prepare`). The
+TREE: an sglang tree (0.5.23's verify-path files, e.g. unpacked from its wheel). The
 backend is loaded from TREE as `ddcheck smoke` loads it; one verify step is `init_forward_metadata`
 plus `forward_extend` for each of --layers attention layers (no MLPs, no sampling: a real step is
 longer, so the percentages printed are upper bounds). One check (what the guard does after a verify

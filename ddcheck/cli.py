@@ -328,6 +328,36 @@ def guard(
     raise typer.Exit(run_guarded(list(ctx.args), mode, every or None, str(log) if log else None))
 
 
+@app.command()
+def audit(
+    targets: List[str] = typer.Argument(None, help="Checkouts, wheels, sglang==VERSION, 'installed', or a range "
+                                                   "'sglang>=0.5.10,<0.5.24' (the releases the package index has)."),
+    backend: List[str] = typer.Option(None, "--backend", help="An attention backend (repeatable). Default: every backend smoke runs."),
+    budget: List[int] = typer.Option(None, "--budget", help="A DDTree budget, W = budget + 1 (repeatable). Default: 16 and 4 (W > C and W < C)."),
+    num_draft_tokens: int = typer.Option(8, "--num-draft-tokens", help="C, speculative_num_draft_tokens, of the --budget widths."),
+    launch_file: Optional[Path] = typer.Option(None, "--launch-file", help="Launch commands, one a line: each a width, judged by `ddcheck config` and run at its C and W on its backend."),
+    device: str = typer.Option("cpu", "--device", help="cpu (Triton interpreter), cuda or cuda:N: where smoke runs."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Worker processes at a time (default: the cores)."),
+    fmt: str = typer.Option("text", "--format", "-f", help="text | json | markdown | html"),
+    out: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    recorded: Optional[Path] = typer.Option(None, "--from", help="Render a recorded audit (its --format json) instead of running one."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore and do not write the audit's cache."),
+) -> None:
+    """Judge every backend of every target at every width: scan, smoke as shipped, the default fix, smoke after it, and the runner's capture width.
+
+    Each cell carries its evidence (path:line in the tree) and is kept in ddcheck's cache as soon as it is judged, keyed by ddcheck's code, the tree's content and the options: a re-run computes only what changed, and Ctrl-C keeps what finished.
+
+    Exit codes: 0 every cell judged and right; 1 a bug or a pending fix in any cell; 2 usage error, or a target that cannot be obtained; 3 a cell could not be judged (listed), and no bug.
+
+    Example: [bold]ddcheck audit 'sglang>=0.5.10,<=0.5.23' --backend fa3 --format html -o audit.html[/bold]
+    """
+    from .audit.command import audit_command
+
+    raise typer.Exit(audit_command(list(targets or []), list(backend or []), list(budget or []), num_draft_tokens,
+                                   launch_file, device, jobs, fmt, out, recorded, not no_cache, console(),
+                                   console(stderr=True)))
+
+
 @app.command("rules")
 def list_rules() -> None:
     """List the rules with their severity and fixability.

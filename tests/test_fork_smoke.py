@@ -1,5 +1,5 @@
 """`ddcheck smoke` on the DDTree forks of ../shared/corpus/ddtree-forks (CPU): cells of
-bench/fork_smoke_matrix.py that were harness failures, run as the fork runs them. Each verdict is
+the fork matrix (`ddcheck audit` on the corpus, docs/forks.md) that were harness failures, run as the fork runs them. Each verdict is
 explained from the fork's code, file:line, in docs/forks.md (*Smoke on the forks*)."""
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ def _kind(word: str) -> str:
     return "dir" if stat.S_ISDIR(st.st_mode) else "file"
 
 
-def _site_stamps() -> list[tuple[str, int]]:
+def site_stamps() -> list[tuple[str, int]]:
     """The folders on ``sys.path`` that packages are installed into (they hold ``.dist-info``, ``.egg-info``
     or ``.pth`` entries), with their change times: installing, removing or upgrading a package (torch,
     triton, transformers...) adds or renames an entry there. A script's own folder is not one."""
@@ -93,7 +93,7 @@ def key(tree: SourceTree, request: dict) -> str | None:
     """The key of a launch on ``tree`` (None: the tree cannot be keyed by content, not kept)."""
     from ddcheck import cache
 
-    tree_key = _tree_key(tree)
+    tree_key = content_key(tree)
     if tree_key is None:
         return None
     words = list(request["argv"])
@@ -114,12 +114,13 @@ def key(tree: SourceTree, request: dict) -> str | None:
         "file": hashlib.blake2b(file_bytes, digest_size=16).hexdigest(),
         "env": sorted(request["env"].items()),
         "words": sorted({w: _kind(w) for w in words if w}.items()),
-        "site": _site_stamps(),
+        "site": site_stamps(),
     }
     return hashlib.blake2b(json.dumps(head, sort_keys=True).encode(), digest_size=20).hexdigest()
 
 
-def _tree_key(tree: SourceTree) -> str | None:
+def content_key(tree: SourceTree) -> str | None:
+    """The scan's content key of ``tree`` (None: a tree that cannot be keyed by content)."""
     from ddcheck import cache
 
     if tree.kind == "dir" and tree.root is not None and any(f.stamp is None for f in tree.files):

@@ -21,10 +21,13 @@ from ddcheck.smoke.api import run_smoke
 
 
 def environment() -> dict:
-    import numpy
-    import torch
-    import triton
-
+    """The Python, torch, triton and numpy versions, and the GPU, that the runs ran with (the Python alone without torch)."""
+    try:
+        import numpy
+        import torch
+        import triton
+    except ImportError:
+        return {"python": platform.python_version()}
     env = {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
            "numpy": numpy.__version__}
     if torch.cuda.is_available():
@@ -33,17 +36,24 @@ def environment() -> dict:
     return env
 
 
+def run_entry(entry: dict) -> dict:
+    """One run of a spec (``{"label", "expect", "kwargs", "cell"}``) as a row of the record: its exit code,
+    verdict and whole report, and whether it met ``expect`` (``ddcheck audit`` runs its cells with it)."""
+    report = run_smoke(**entry["kwargs"])
+    row = {"label": entry["label"], "expect": entry.get("expect"), "exit_code": report.exit_code,
+           "verdict": report.verdict, "seconds": report.seconds, "report": report.model_dump(mode="json")}
+    row["met"] = entry.get("expect") is None or entry["expect"] == report.exit_code
+    if "cell" in entry:  # what the run stands for in a table
+        row["cell"] = entry["cell"]
+    return row
+
+
 def run_matrix(spec: list[dict], jobs: int = 4) -> dict:
     t0 = time.perf_counter()
 
     def one(entry: dict) -> dict:
-        report = run_smoke(**entry["kwargs"])
-        row = {"label": entry["label"], "expect": entry.get("expect"), "exit_code": report.exit_code,
-               "verdict": report.verdict, "seconds": report.seconds, "report": report.model_dump(mode="json")}
-        row["met"] = entry.get("expect") is None or entry["expect"] == report.exit_code
-        if "cell" in entry:  # what the run stands for in a table (bench/smoke_matrix.py)
-            row["cell"] = entry["cell"]
-        print(f"{'ok ' if row['met'] else 'BAD'} exit {report.exit_code} {report.seconds:7.1f}s  {entry['label']}",
+        row = run_entry(entry)
+        print(f"{'ok ' if row['met'] else 'BAD'} exit {row['exit_code']} {row['seconds']:7.1f}s  {entry['label']}",
               flush=True)
         return row
 
