@@ -305,3 +305,20 @@ def test_a_launch_is_a_width_judged_by_config(tmp_path):
     assert cell.exit_code == (expected.exit_code if expected.exit_code in (0, 1) else 3)
     assert cell.backend == expected.settings.verify_backend == "torch_native"
     assert "smoke" not in started and started.count("config") == 1
+
+
+def test_a_width_the_trees_runner_never_replays_is_judged_on_its_eager_path():
+    """0.5.16/0.5.23's runner captures at C and its replay gate sends other widths to the eager path
+    (decode_cuda_graph_runner.py:524 / :867 on those releases): the capture cell is the eager verdict,
+    citing the gate, not "not judged"; with no gate read it stays not judged."""
+    from ddcheck.audit.targets import Target
+    from ddcheck.audit.verdicts import capture_cell
+
+    w = Width(label="budget 16", budget=16, verify_width=17, num_draft_tokens=8)
+    facts = {"exit_code": 0, "verdict": "every path correct", "width": 17, "num_draft_tokens": 8, "paths": [
+        {"case": "ddtree", "path": "eager"}], "limitations": ["a batch of W = 17 runs eagerly, so its graph path is not run"],
+        "graph_capture": {"W=17 C=8": {"runner_width": 8, "at": "r.py:262", "gate_at": "r.py:524"}}}
+    cell = capture_cell(Target("sglang==0.5.16", "0.5.16"), "fa3", w, facts)
+    assert (cell.status, cell.exit_code) == ("runs eagerly", 0) and "r.py:524: its replay gate" in cell.evidence
+    facts["graph_capture"]["W=17 C=8"]["gate_at"] = ""
+    assert capture_cell(Target("sglang==0.5.16", "0.5.16"), "fa3", w, facts).exit_code == 3

@@ -117,6 +117,13 @@ def capture_cell(t: Target, backend: str, width: Width, facts: dict, report: str
                          report=report)
         why = next((n for n in facts.get("limitations", []) if "graph path" in n),
                    "the graph path did not run in this smoke run")
+        g = facts.get("graph_capture", {}).get(case, {})
+        if g.get("gate_at") and g.get("runner_width") not in (None, facts["width"]):
+            # the tree's own replay gate sends a batch of this width to the eager path, which smoke judged
+            return _cell(t, backend, width, "capture", status="runs eagerly", exit_code=facts["exit_code"],
+                         verdict=why, evidence=[f"{g['at']}: the tree's graph runner captures target verify at "
+                                                f"{g['runner_width']}", f"{g['gate_at']}: its replay gate"],
+                         report=report)
         return _cell(t, backend, width, "capture", status="not judged", exit_code=EXIT_NOT_JUDGED,
                      verdict=why, not_judged=why, report=report)
     return smoke_cell(t, backend, width, "capture", facts, report=report)
