@@ -120,12 +120,13 @@ class ChunkAnalysis:
         self.share: Callable[[Outline], None] | None = None
         self.catch_up: Callable[[], None] | None = None
         self.uses: dict[str, MethodUses | None] = {}
+        self._readers: dict[str, list[str]] = {}
         self.out = ChunkResult()
         self.engine = Engine(vocab=vocab, load_module=self.load, width_api=width_api(tree),
                              inherited_c_attrs=INHERITED_C_ATTRS, method_uses=self.method_uses,
                              outline_of=self.outline_of, mode_table=self.trees.mode_table,
                              budget_flag=lambda: tree_budget_flag(tree),
-                             built_inputs=self._built_inputs)
+                             built_inputs=self._built_inputs, readers=self.readers)
         self.planning = Planning(self.engine)
 
     def use_index(self, parts: list[Part], unindexed: list[int]) -> None:
@@ -251,6 +252,22 @@ class ChunkAnalysis:
         # larger modules need not be parsed (an order of the tree alone, so each process asks alike)
         uses.foreign = [module for _, _, module in sorted(foreign_callers)]
         return uses
+
+    def readers(self, name: str) -> list[str]:
+        """The modules, smallest first, of the files that name C and read ``<obj>.<name>`` on an object
+        other than ``self`` (test code aside; only files triage read are known to name C): where a buffer a
+        class hands out through an accessor ``name`` may be written for the verify step. Memoized per name."""
+        if name not in self._readers:
+            read = re.compile(rb"(?<!\bself)\." + re.escape(name.encode()) + rb"\b")
+            found = []
+            for pos in self.names.naming_c():
+                f = self.tree.files[pos]
+                data = self.read_at(pos)
+                if data is None or is_test_module(f.relpath) or not read.search(data) or self.index.lookup(f.module) is not f:
+                    continue
+                found.append((len(data), f.module))
+            self._readers[name] = [module for _, module in sorted(found)]
+        return self._readers[name]
 
     def add(self, pos: int) -> None:
         """Analyse the candidate ``tree.files[pos]``."""

@@ -20,6 +20,9 @@ CALLED_RE = re.compile(rb"\.([A-Za-z_\x80-\xff][\w\x80-\xff]*+)\(")
 DEFINED_RE = re.compile(rb"def\s+([A-Za-z_\x80-\xff][\w\x80-\xff]*+)")
 
 Part = dict[bytes, list[int]]
+# The key under which triage lists the files that name C (no identifier is spelled so): where the tree's
+# code may write, for the verify step, into a buffer a class hands out (:meth:`NameIndex.naming_c`).
+NAMES_C = b"<C>"
 
 
 def index_part(texts: list[tuple[int, bytes]]) -> Part:
@@ -50,9 +53,15 @@ class NameIndex:
 
     def files(self, name: str) -> list[int]:
         """Positions, in tree order, of the files that may call or define ``name`` (a superset)."""
+        return self._positions(name.encode())
+
+    def naming_c(self) -> list[int]:
+        """Positions, in tree order, of the files triage found naming C (files indexed on demand aside)."""
+        return self._positions(NAMES_C)
+
+    def _positions(self, key: bytes) -> list[int]:
         if self.pending:
             texts = [(pos, data) for pos in self.pending if (data := self.read(pos)) is not None]
             self.parts.append(index_part(texts))
             self.pending = []
-        key = name.encode()
         return sorted(set().union(*(part[key] for part in self.parts if key in part)))
