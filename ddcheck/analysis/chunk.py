@@ -131,7 +131,7 @@ class ChunkAnalysis:
 
     def use_index(self, parts: list[Part], unindexed: list[int]) -> None:
         """Answer name questions from these index parts (and index ``unindexed`` on the first one)."""
-        self.names = NameIndex(parts, unindexed, self.read_at)
+        self.names = NameIndex(parts, unindexed, self.read_at, self.vocab.prefilter_tokens)
 
     def read(self, f: SourceFile) -> bytes:
         pos = self.positions.get(id(f))

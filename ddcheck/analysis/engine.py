@@ -65,6 +65,7 @@ class Engine:
     # (``<obj>.verify_mask``): where a buffer a class hands out is written
     readers: Callable[[str], list[str]] = lambda name: []
     _capacity_used: set[tuple] = field(default_factory=set)  # (relpath, class, attr) of capacity reported
+    _handed_out_pending: list[ModuleModel] = field(default_factory=list)  # analysed, their accessors not yet followed
     _accessor_memo: dict[tuple, tuple[str, str, str] | None] = field(default_factory=dict)
 
     # -- the facts the engine declares -------------------------------------------------------------
@@ -110,7 +111,7 @@ class Engine:
             tokens = self.attrs.c_attrs_of(model, f.cls) | self.vocab.c_source_attrs
             if any(m in text for m in VERIFY_TEXT) or any(t in text for t in tokens):
                 self.run_function(model, f, self.vocab.is_verify_function(f.name), {})
-        self._handed_out(model)
+        self._handed_out_pending.append(model)
 
     def run_function(self, model: ModuleModel, func: FunctionInfo, entry_verify: bool,
                      tainted: dict[str, Origin]) -> dict[str, list[ParamUse]]:
@@ -185,7 +186,8 @@ class Engine:
         else:
             helper = call_leaf(call) not in ALLOCATORS  # sized through a helper: C is any argument handed to it
             sizes = [*call.args, *(k.value for k in call.keywords if k.arg == "size" or helper)]
-        node = next((n for a in sizes for n in every_node(a) if is_c_read(n, facts.c_attrs, self.vocab)), call)
+        node = next((n for a in sizes for n in every_node(a) if is_c_read(n, facts.c_attrs, self.vocab)),
+                    call if through is None else through.arg)  # a local bound from C: where it is handed over
         if through is not None:
             what = said(CAPACITY, "sized_through", parameter=through.param, name=through.helper, value=through.alloc,
                         made=through.where, symbol=symbol + (f".{through.field}" if through.field else ""),
@@ -200,11 +202,17 @@ class Engine:
         if reported is not None and reported.hint == hint and reported.plan is None:
             reported.plan, reported.replacement = plan, replacement
 
-    def _handed_out(self, model: ModuleModel) -> None:
+    def report_handed_out(self) -> None:
         """A buffer sized with C that a class hands out through an accessor (``def verify_mask(self): return
         self._verify_mask``) and does not use on its own verify path: DD002 where the tree's code named for
         the verify step writes into it through that accessor (``backend.verify_mask.buffer`` handed to the
-        kernel that packs the verify mask)."""
+        kernel that packs the verify mask). Done once everything is analysed: finding the writers asks the
+        whole tree's name index, which a worker has only by then."""
+        pending, self._handed_out_pending = self._handed_out_pending, []
+        for model in pending:
+            self._handed_out(model)
+
+    def _handed_out(self, model: ModuleModel) -> None:
         for cls in model.classes:
             facts = self.attrs.facts(model, cls)
             for attr, accessor in facts.accessors.items():

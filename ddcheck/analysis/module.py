@@ -272,9 +272,9 @@ class ModuleModel:
                     continue  # cannot bind C (derived attributes mention a C name too)
                 derived: set[str] = set()
                 for n in _statements(f.node.body):
+                    # C, or a local bound from it, as the value (`C or 0`, `1 if C is None else C`), not only tested
                     if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
-                            and (_mentions_c(n.value, tokens, vocab) or any(isinstance(x, ast.Name) and x.id in derived
-                                                                            for x in every_node(n.value))):
+                            and _carries_c(n.value, tokens, vocab, derived):
                         derived.add(n.targets[0].id)
                     if derived and isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
                         values = n.value.values if isinstance(n.value, ast.Dict) else [n.value]
