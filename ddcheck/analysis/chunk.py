@@ -20,7 +20,7 @@ from .module import ModuleModel
 from ..tree.hierarchy import Outline
 from .inputs import built_inputs
 from .names import NameIndex, Part
-from .vocabulary import Vocabulary
+from .vocabulary import VERIFY_STEP_WORD, Vocabulary
 from ..tree.names import (DRAFT_TOKEN_NUM, NUM_TOKENS_PER_REQ, PACKAGE, PREPARE_FOR_VERIFY, SERVER_ARGS_FILE,
                             SPEC_INFO_FILE, SPECULATIVE_NUM_DRAFT_TOKENS)
 
@@ -254,13 +254,16 @@ class ChunkAnalysis:
         return uses
 
     def readers(self, name: str) -> list[str]:
-        """The modules, smallest first, of the files that name C and read ``<obj>.<name>`` on an object
-        other than ``self`` (test code aside; only files triage read are known to name C): where a buffer a
-        class hands out through an accessor ``name`` may be written for the verify step. Memoized per name."""
+        """The modules, smallest first, of the files that name C, define or call a function named for the
+        verify step and read ``<obj>.<name>`` on an object other than ``self`` (test code aside): where a
+        buffer a class hands out through an accessor ``name`` may be written for the verify step. Memoized
+        per name."""
         if name not in self._readers:
             read = re.compile(rb"(?<!\bself)\." + re.escape(name.encode()) + rb"\b")
             found = []
-            for pos in self.names.naming_c():
+            # only functions named for the verify step are searched: files that define or call none are not read
+            named = self.names.naming(VERIFY_STEP_WORD)
+            for pos in (p for p in self.names.naming_c() if p in named):
                 f = self.tree.files[pos]
                 data = self.read_at(pos)
                 if data is None or is_test_module(f.relpath) or not read.search(data) or self.index.lookup(f.module) is not f:

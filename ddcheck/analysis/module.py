@@ -371,6 +371,13 @@ class ModuleModel:
         allocates, or None."""
         if not isinstance(value, ast.Call):
             return None
+
+        def handed_c(a: ast.expr) -> bool:  # `max(C, budget + 1)`, a fix's output, is sized for the budget
+            return _carries_c(a, c_attrs, vocab, derived) and not any(names_a_budget(n) for n in every_node(a))
+
+        carried = [a for a in value.args if handed_c(a)] + [k.value for k in value.keywords if k.arg and handed_c(k.value)]
+        if not carried:
+            return None  # asked first: most calls hand no C, and resolving a helper may parse its module
         f = value.func
         model = self
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
@@ -387,12 +394,8 @@ class ModuleModel:
         if helper is None or model is None:
             return None
         params = [p for p in helper.params if p not in ("self", "cls")] if bound else helper.params
-
-        def handed_c(a: ast.expr) -> bool:  # `max(C, budget + 1)`, a fix's output, is sized for the budget
-            return _carries_c(a, c_attrs, vocab, derived) and not any(names_a_budget(n) for n in every_node(a))
-
-        handed = {params[i]: a for i, a in enumerate(value.args) if i < len(params) and handed_c(a)}
-        handed.update({k.arg: k.value for k in value.keywords if k.arg and handed_c(k.value)})
+        handed = {params[i]: a for i, a in enumerate(value.args) if i < len(params) and any(a is c for c in carried)}
+        handed.update({k.arg: k.value for k in value.keywords if k.arg and any(k.value is c for c in carried)})
         handed = {p: a for p, a in handed.items() if p in helper.params or p in helper.kwonly}
         if not handed:
             return None

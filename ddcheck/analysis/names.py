@@ -64,6 +64,12 @@ class NameIndex:
         """Positions, in tree order, of the files triage found naming C (files indexed on demand aside)."""
         return self._positions(NAMES_C)
 
+    def naming(self, word: str) -> set[int]:
+        """Positions of the files that may call or define a name holding ``word`` (a superset)."""
+        self._positions(NAMES_C)  # indexes what is pending
+        w = word.encode()
+        return set().union(*(hit for part in self.parts for key, hit in part.items() if w in key and key != NAMES_C))
+
     def _positions(self, key: bytes) -> list[int]:
         if self.pending:
             texts = [(pos, data) for pos in self.pending if (data := self.read(pos)) is not None]
