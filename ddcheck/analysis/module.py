@@ -14,7 +14,7 @@ from ..tree.sources import SourceFile, split_lines
 from ..tree.hierarchy import Hierarchy, Outline, outline
 from ..tree.parse import decode, parse_source
 from .exprs import call_leaf, every_node, is_c_valued, is_exact_c, self_attr
-from .vocabulary import Vocabulary
+from .vocabulary import ALLOCATORS, Vocabulary
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # Parent links are asked of statements and expressions, never of a load/store context or an operator
@@ -369,7 +369,7 @@ class ModuleModel:
         the tree it imports) whose parameter sizes an allocation it makes: capacity made with C, through the
         helper. ``index``: the element of the helper's returned tuple that is kept. The helper and what it
         allocates, or None."""
-        if not isinstance(value, ast.Call):
+        if not isinstance(value, ast.Call) or call_leaf(value) in HELPER_SKIPS:
             return None
 
         def handed_c(a: ast.expr) -> bool:  # `max(C, budget + 1)`, a fix's output, is sized for the budget
@@ -555,6 +555,8 @@ def _carries_c(value: ast.expr, c_attrs, vocab: Vocabulary, derived=()) -> bool:
     the test of a conditional expression)."""
     from .exprs import is_c_read
 
+    if not any(is_c_read(n, c_attrs, vocab) or isinstance(n, ast.Name) and n.id in derived for n in every_node(value)):
+        return False  # most values: no C anywhere, the common case asked first
     stack = [value]
     while stack:
         n = stack.pop()
@@ -576,7 +578,7 @@ def _imported(model: ModuleModel, name: str, attr: str | None, load) -> tuple[Mo
     another module of the tree, with that module's model; one re-export (a package's ``__init__``) is
     followed."""
     for _ in range(2):
-        imp = model.imports.get(name)
+        imp = _import_of(model, name)
         if imp is None:
             return None, None
         module, orig = imp
@@ -598,7 +600,34 @@ def _imported(model: ModuleModel, name: str, attr: str | None, load) -> tuple[Mo
     return None, None
 
 
+# Calls no helper of the tree is named by: allocators (their sizes are read as such) and the arithmetic ones.
+HELPER_SKIPS = ALLOCATORS | {"arange", "min", "max", "int", "getattr", "len"}
 TARGET_FIELDS = frozenset({"elts", "value"})  # the names an assignment binds, nested tuples and starred too
+
+
+def _import_of(model: ModuleModel, name: str) -> tuple[str, str | None] | None:
+    """(module, name there) that ``model`` imports as ``name`` at its top level (in a ``try``/``if`` there
+    too), as its outline says; read off the statements where the outline is not made yet (most modules
+    never need it)."""
+    if "outline" in model.__dict__:
+        return model.imports.get(name)
+    from ..tree.imports import absolute, package_of
+
+    package = package_of(model.name, model.source.relpath.endswith("__init__.py"))
+    stack = list(model.tree.body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, (ast.If, ast.Try)):
+            stack.extend([*stmt.body, *stmt.orelse, *(x for h in getattr(stmt, "handlers", ()) for x in h.body)])
+        elif isinstance(stmt, ast.ImportFrom):
+            for a in stmt.names:
+                if (a.asname or a.name) == name:
+                    return absolute(package, stmt.level, stmt.module), a.name
+        elif isinstance(stmt, ast.Import):
+            for a in stmt.names:
+                if (a.asname or a.name.split(".")[0]) == name:
+                    return (a.name if a.asname else name), None
+    return None
 
 
 def _sized_by(helper: FunctionInfo, handed: set[str], vocab: Vocabulary, index: int | None) -> \
