@@ -150,3 +150,64 @@ def test_capacity_shapes_of_issue_40_are_reported_where_made_naming_the_write_an
     ast.parse(fixed)
     assert fixed.count('"speculative_ddtree_budget", None) or 0) + 1)') == 5
     assert findings(tree) == []
+
+
+PROVENANCE_TREE = FIXTURES / "provenance_tree"
+PROVENANCE = PROVENANCE_TREE / "sglang/srt/layers/attention/provenance_backend.py"
+
+
+def test_c_reaching_a_size_one_step_further_is_capacity_named_by_its_write():
+    """fixtures/analysis/provenance_tree (issue 51): C handed as a keyword argument to a helper of another
+    module (reported at the C the call hands, naming the helper's allocation and the write: in the class's
+    verify path, or in a worker through the accessor the class hands the buffer out by), `C or 0` and
+    `1 if C is None else C` into a size through locals and a helper's tuple."""
+    fs = findings(PROVENANCE_TREE)
+    assert Counter((Path(f.path).name, f.line, f.rule) for f in fs) == expected(sorted(PROVENANCE_TREE.rglob("*.py")))
+    by_line = {f.line: f for f in fs}
+    own, shared = by_line[line_of(PROVENANCE, "num_draft_tokens=self.speculative_num_draft_tokens,  # expect")], \
+        by_line[line_of(PROVENANCE, "num_draft_tokens=self.speculative_num_draft_tokens,  # expect") + 6]
+    for f in (own, shared):
+        assert f.symbol == "self.speculative_num_draft_tokens" and f.function == "ProvenanceBackend.init_cuda_graph_state"
+        assert "is passed as `num_draft_tokens` to `make_mask`" in f.message and "verify_buffers.py:24" in f.message
+    assert "`self.own_mask.buffer`" in own.message
+    assert f"writes `spec_info.custom_mask` (the verify input's data) into it at provenance_backend.py:" \
+           f"{line_of(PROVENANCE, 'custom_mask[: spec_info')}" in own.message
+    assert "`self._shared_mask.buffer`" in shared.message
+    assert "hands it to `build_tree_mask` at tree_worker.py:20 (`TreeWorker.build_verify_input`)" in shared.message
+    slack = by_line[line_of(PROVENANCE, "self.cuda_graph_kv_indices = ")]
+    assert f"hands it to `fill_kv_indices` at provenance_backend.py:{line_of(PROVENANCE, 'fill_kv_indices[(bs,)]')}" \
+        in slack.message  # through the local `kv_indices`, to a kernel launched on a grid
+    qo = by_line[line_of(PROVENANCE, "make_metadata(max_seqlen_qo, max_bs)")]
+    assert qo.symbol == "max_seqlen_qo" and "to `make_metadata`, which sizes `self.work`" in qo.message
+    assert "verify_buffers.py:41" in qo.message and "hands it to `plan_metadata`" in qo.message
+    # warnings: no tree-budget server argument here, so no automatic fix; the hint says what to cover
+    assert all(f.rule == "DD002" and f.fix is None and "states no largest verify width" in f.hint for f in fs)
+
+
+def test_a_size_that_only_decides_whether_a_buffer_exists_is_no_capacity(tmp_path):
+    """`make_flags` tests the width's truthiness and sizes one flag per request; `rows` is C only in a
+    test. Neither is reported; sized with the width instead, both are."""
+    assert not [f for f in findings(PROVENANCE_TREE)
+                if f.line in (line_of(PROVENANCE, "self.flags = "), line_of(PROVENANCE, "self.rows_buf = "))]
+    tree = tmp_path / "tree"
+    shutil.copytree(PROVENANCE_TREE, tree)
+    helpers = tree / "sglang/srt/layers/attention/verify_buffers.py"
+    helpers.write_text(helpers.read_text().replace("torch.zeros(max_bs, dtype", "torch.zeros(max_bs * num_draft_tokens, dtype"))
+    backend = tree / "sglang/srt/layers/attention/provenance_backend.py"
+    backend.write_text(backend.read_text().replace("rows = 2 if self.speculative_num_draft_tokens is None else 4",
+                                                   "rows = 2 if self.speculative_num_draft_tokens is None else "
+                                                   "self.speculative_num_draft_tokens"))
+    lines = {f.line for f in findings(tree) if f.rule == "DD002"}
+    assert line_of(backend, "self.flags = ") in lines and line_of(backend, "self.rows_buf = ") in lines
+
+
+def test_a_buffer_handed_out_is_reported_only_where_the_tree_writes_it(tmp_path):
+    """Without the worker that writes the shared mask through `verify_mask`, nothing writes it on the
+    verify path: not reported (the mask the class writes itself still is)."""
+    tree = tmp_path / "tree"
+    shutil.copytree(PROVENANCE_TREE, tree)
+    (tree / "sglang/srt/speculative/tree_worker.py").unlink()
+    backend = tree / "sglang/srt/layers/attention/provenance_backend.py"
+    lines = [f.line for f in findings(tree) if f.rule == "DD002"]
+    own = line_of(backend, "num_draft_tokens=self.speculative_num_draft_tokens,  # expect")
+    assert own in lines and own + 6 not in lines

@@ -201,7 +201,7 @@ def test_rules_own_the_words_of_what_a_read_of_c_does():
     named = _what_cases_named()
     have = {(r.id, case) for r in rules.values() for case in r.what}
     assert named and named == have, (named - have, have - named)
-    facts = {"symbol", "what", "buffer_line", "value", "name", "parameter", "where", "function"}
+    facts = {"symbol", "what", "buffer_line", "value", "name", "parameter", "where", "function", "made"}
     for r in rules.values():
         for template in r.what.values():
             assert {f for _, f, _, _ in string.Formatter().parse(template) if f} <= facts, (r.id, template)

@@ -64,7 +64,13 @@ def test_triton_fallback_releases_are_info_not_error(release_scan, version):
 
 
 def test_triton_0_5_23_resolves_the_width_per_step(release_scan):
-    assert lines_of(release_scan("0.5.23"), TRITON) == []
+    """No layout or fallback left; the verify mask is still made for C tokens per request
+    (triton_backend.py:1237-1246 hands C to `maybe_create_verify_mask`) and the step writes the verify
+    input's mask into it (638): capacity, a warning (issue 51)."""
+    r = release_scan("0.5.23")
+    assert lines_of(r, TRITON, rule="DD001") == lines_of(r, TRITON, rule="DD003") == []
+    assert lines_of(r, TRITON) == [1242]
+    assert "triton_backend.py:638" in next(f.message for f in r.findings if f.relpath == TRITON)
 
 
 @pytest.mark.parametrize("version", ["0.5.5", "0.5.10", "0.5.16", "0.5.23"])
@@ -187,9 +193,45 @@ def test_a_dcp_start_up_bound_is_capacity_and_graph_buffers_are_reported_where_m
     r = release_scan("0.5.23")
     dcp = [f for f in r.findings if f.relpath == AITER and f.line == 1633]
     assert [f.rule for f in dcp] == ["DD002"] and "start-up size `self.max_context_len`" in dcp[0].message
-    made = [f for f in r.findings if f.relpath == FA3 and f.rule == "DD002" and f.function.endswith("init_cuda_graph_state")]
+    made = [f for f in r.findings if f.relpath == FA3 and f.rule == "DD002" and f.function.endswith("init_cuda_graph_state")
+            and "maybe_create_verify_mask" not in f.message]  # the verify mask: issue 51's test below
     assert len(made) == 6
     assert all("FlashAttentionBackend._bind_metadata_buffers" in f.message and "flashattention_backend.py:28" in f.message
                for f in made)
     # no tree-budget server argument in a release: no automatic fix, and the hint says what to cover
     assert all(f.fix is None and "states no largest verify width" in f.hint for f in made)
+
+
+VERIFY_MASK = "`torch.zeros(tree_mask_numel(mode, max_bs, num_draft_tokens, max_context_len), dtype=dtype, device=device)` at verify_mask.py:73"
+VERIFY_MASK_WRITE = "hands it to `build_chain_tree` at eagle_worker_common.py:440 (`build_eagle_verify_input`)"
+
+
+@pytest.mark.parametrize("relpath, line, symbol, made, write", [
+    # flashattention_backend.py:2575-2583, flashmla_backend.py:314-322, trtllm_mla_backend.py:525-533 hand C to
+    # `maybe_create_verify_mask` (verify_mask.py:57-81), which allocates `tree_mask_numel(...)` =
+    # C * (ctx + C) per request (verify_mask.py:21-26, 73); the buffer leaves through the `verify_mask`
+    # property and `build_eagle_verify_input` packs the step's mask into it (eagle_worker_common.py:409-440)
+    (FA3, 2580, "self.speculative_num_draft_tokens", VERIFY_MASK, VERIFY_MASK_WRITE),
+    ("sglang/srt/layers/attention/flashmla_backend.py", 319, "self.num_draft_tokens", VERIFY_MASK,
+     VERIFY_MASK_WRITE),
+    ("sglang/srt/layers/attention/trtllm_mla_backend.py", 530, "self.num_draft_tokens", VERIFY_MASK,
+     VERIFY_MASK_WRITE),
+    # aiter_backend.py:2823-2830: `draft_slack = self.num_draft_tokens or 0` into the kv-index buffer's numel;
+    # the graph replay binds it to `kv_indices` (3151) and the kernel writes seq_len + C indices a row (3164-3173)
+    (AITER, 2827, "torch.zeros((buffer_numel,), dtype=torch.int32, device=self.device)", None,
+     "hands it to `create_flashinfer_kv_indices_triton` at aiter_backend.py:3171"),
+    # aiter_backend.py:2858-2875: `max_seqlen_qo = 1 if self.num_draft_tokens is None else self.num_draft_tokens`
+    # sizes the persistent MLA decode metadata (`make_mla_decode_meta_data_buffer`, 818-862) that the verify
+    # replay plans into (3226-3236)
+    (AITER, 2876, "max_seqlen_qo",
+     "`torch.empty(work_meta_data_size, dtype=work_meta_data_type, device='cuda')` at aiter_backend.py:844",
+     "hands it to `self.make_mla_meta_data` at aiter_backend.py:3230"),
+])
+def test_c_reaching_a_size_one_step_further_is_capacity_on_0_5_23(release_scan, relpath, line, symbol, made, write):
+    """Issue 51's five places: DD002 (at the C the call hands, for the helpers), naming the write."""
+    r = release_scan("0.5.23")
+    f = next(f for f in r.findings if f.relpath == relpath and f.line == line)
+    assert (f.rule, f.severity.value, f.symbol) == ("DD002", "warning", symbol)
+    assert write in f.message
+    if made is not None:  # a helper's allocation: named, with the parameter it sizes it with
+        assert made in f.message and "is passed as `" in f.message

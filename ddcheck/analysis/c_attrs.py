@@ -3,23 +3,27 @@ with it (:class:`~ddcheck.analysis.module.ClassFacts`), worked out once per modu
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .module import ClassFacts, ModuleModel
 from .vocabulary import Vocabulary
 
 
 class ClassAttrs:
     """The fact of what each class holds of C. ``inherited``: attributes a class may read that a base in
-    another module set from C (``self.num_draft_tokens``)."""
+    another module set from C (``self.num_draft_tokens``); ``load``: a dotted module name -> its model (the
+    helpers of other modules a class hands C to)."""
 
-    def __init__(self, vocab: Vocabulary, inherited: frozenset[str] = frozenset()) -> None:
-        self._vocab, self._inherited = vocab, inherited
+    def __init__(self, vocab: Vocabulary, inherited: frozenset[str] = frozenset(),
+                 load: Callable[[str], ModuleModel | None] | None = None) -> None:
+        self._vocab, self._inherited, self._load = vocab, inherited, load
         self._tables: dict[int, dict[str, ClassFacts]] = {}  # module model id -> class -> facts
 
     def facts(self, model: ModuleModel, cls: str | None) -> ClassFacts:
         """What ``cls`` of ``model`` holds of C (None: module level, where only the vocabulary's names do)."""
         table = self._tables.get(id(model))
         if table is None:
-            table = self._tables[id(model)] = model.class_c_attrs(self._vocab, self._inherited)
+            table = self._tables[id(model)] = model.class_c_attrs(self._vocab, self._inherited, self._load)
         vocab = self._vocab
         if cls is None:
             extra = set(vocab.extra_c_attrs) | set(vocab.c_source_attrs)

@@ -124,7 +124,8 @@ class Callers:
             if cfp is None:
                 facts, modes = self._attrs.facts(model, caller.cls), self._modes
                 cfp = FunctionPass(model, caller, self._vocab.is_verify_function(caller.name), facts.c_attrs,
-                                   self._vocab, buffers=facts.buffers, sized=facts.sized, modes=lambda: modes.table).run()
+                                   self._vocab, buffers=facts.buffers, sized=facts.sized, fields=facts.fields,
+                                   modes=lambda: modes.table).run()
             hit = self._caller_passes[id(caller.node)] = (cfp, {id(c) for c, _ in cfp.verify_calls})
         return hit
 

@@ -20,7 +20,7 @@ from .module import ModuleModel
 from ..tree.hierarchy import Outline
 from .inputs import built_inputs
 from .names import NameIndex, Part
-from .vocabulary import Vocabulary
+from .vocabulary import VERIFY_STEP_WORD, Vocabulary
 from ..tree.names import (DRAFT_TOKEN_NUM, NUM_TOKENS_PER_REQ, PACKAGE, PREPARE_FOR_VERIFY, SERVER_ARGS_FILE,
                             SPEC_INFO_FILE, SPECULATIVE_NUM_DRAFT_TOKENS)
 
@@ -120,17 +120,18 @@ class ChunkAnalysis:
         self.share: Callable[[Outline], None] | None = None
         self.catch_up: Callable[[], None] | None = None
         self.uses: dict[str, MethodUses | None] = {}
+        self._readers: dict[str, list[str]] = {}
         self.out = ChunkResult()
         self.engine = Engine(vocab=vocab, load_module=self.load, width_api=width_api(tree),
                              inherited_c_attrs=INHERITED_C_ATTRS, method_uses=self.method_uses,
                              outline_of=self.outline_of, mode_table=self.trees.mode_table,
                              budget_flag=lambda: tree_budget_flag(tree),
-                             built_inputs=self._built_inputs)
+                             built_inputs=self._built_inputs, readers=self.readers)
         self.planning = Planning(self.engine)
 
     def use_index(self, parts: list[Part], unindexed: list[int]) -> None:
         """Answer name questions from these index parts (and index ``unindexed`` on the first one)."""
-        self.names = NameIndex(parts, unindexed, self.read_at)
+        self.names = NameIndex(parts, unindexed, self.read_at, self.vocab.prefilter_tokens)
 
     def read(self, f: SourceFile) -> bytes:
         pos = self.positions.get(id(f))
@@ -251,6 +252,25 @@ class ChunkAnalysis:
         # larger modules need not be parsed (an order of the tree alone, so each process asks alike)
         uses.foreign = [module for _, _, module in sorted(foreign_callers)]
         return uses
+
+    def readers(self, name: str) -> list[str]:
+        """The modules, smallest first, of the files that name C, define or call a function named for the
+        verify step and read ``<obj>.<name>`` on an object other than ``self`` (test code aside): where a
+        buffer a class hands out through an accessor ``name`` may be written for the verify step. Memoized
+        per name."""
+        if name not in self._readers:
+            read = re.compile(rb"(?<!\bself)\." + re.escape(name.encode()) + rb"\b")
+            found = []
+            # only functions named for the verify step are searched: files that define or call none are not read
+            named = self.names.naming(VERIFY_STEP_WORD)
+            for pos in (p for p in self.names.naming_c() if p in named):
+                f = self.tree.files[pos]
+                data = self.read_at(pos)
+                if data is None or is_test_module(f.relpath) or not read.search(data) or self.index.lookup(f.module) is not f:
+                    continue
+                found.append((len(data), f.module))
+            self._readers[name] = [module for _, module in sorted(found)]
+        return self._readers[name]
 
     def add(self, pos: int) -> None:
         """Analyse the candidate ``tree.files[pos]``."""

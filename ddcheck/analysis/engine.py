@@ -14,20 +14,21 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..findings import FixPlan, FixSafety
-from .exprs import buffer_key, call_leaf, dotted, every_node, is_c_read, is_exact_c, mentions_per_step, walk
+from .exprs import (buffer_key, call_leaf, dotted, every_node, is_c_read, is_exact_c, mentions_per_step, self_attr,
+                    walk)
 from .hazards import (ALIAS, ARGUMENT, CAPACITY, DERIVED, FALLBACK, HARMLESS, LAYOUT, RANK, Verdict,
                       classify, judged, layout_of, said)
 from ..tree.modes import ModeTable
 from .module import FunctionInfo, ModuleModel, names_a_budget
 from ..tree.hierarchy import Outline
-from .verify_path import FunctionPass, Site
+from .verify_path import FunctionPass, Site, reads_verify_input
 from .c_attrs import ClassAttrs
 from .callers import Callers
 from .classes import Classes
 from .mode_checks import Modes
 from .reports import Hint, MethodUses, Origin, ParamUse, Reported, _per_statement, _statement_of, _top_level_span
 from . import edits as E
-from .vocabulary import ALLOCATORS, Vocabulary
+from .vocabulary import ALLOCATORS, VERIFY_STEP_WORD, Vocabulary
 from ..tree.evaluate import truth
 from .inputs import Built, Reach, expression_reach
 from ..rules import rule_of, scan_codes
@@ -61,6 +62,12 @@ class Engine:
     built_inputs: Callable[[], list[Built]] = lambda: []
     _memo: dict[tuple, dict[str, list[ParamUse]]] = field(default_factory=dict)
     _alloc_passes: dict[int, FunctionPass] = field(default_factory=dict)  # allocating function id -> its pass
+    # the modules of the tree that may read an attribute of another object by that name, test code aside
+    # (``<obj>.verify_mask``): where a buffer a class hands out is written
+    readers: Callable[[str], list[str]] = lambda name: []
+    _capacity_used: set[tuple] = field(default_factory=set)  # (relpath, class, attr) of capacity reported
+    _handed_out_pending: list[ModuleModel] = field(default_factory=list)  # analysed, their accessors not yet followed
+    _accessor_memo: dict[tuple, tuple[str, str, str] | None] = field(default_factory=dict)
 
     # -- the facts the engine declares -------------------------------------------------------------
 
@@ -72,7 +79,7 @@ class Engine:
     @cached_property
     def attrs(self) -> ClassAttrs:
         """What each class holds of C (:mod:`.c_attrs`)."""
-        return ClassAttrs(self.vocab, self.inherited_c_attrs)
+        return ClassAttrs(self.vocab, self.inherited_c_attrs, self.load_module)
 
     @cached_property
     def modes(self) -> Modes:
@@ -105,6 +112,7 @@ class Engine:
             tokens = self.attrs.c_attrs_of(model, f.cls) | self.vocab.c_source_attrs
             if any(m in text for m in VERIFY_TEXT) or any(t in text for t in tokens):
                 self.run_function(model, f, self.vocab.is_verify_function(f.name), {})
+        self._handed_out_pending.append(model)
 
     def run_function(self, model: ModuleModel, func: FunctionInfo, entry_verify: bool,
                      tainted: dict[str, Origin]) -> dict[str, list[ParamUse]]:
@@ -114,7 +122,7 @@ class Engine:
         self._memo[key] = {}  # recursion guard
         facts = self.attrs.facts(model, func.cls)
         fp = FunctionPass(model, func, entry_verify, facts.c_attrs, self.vocab,
-                          tainted_params=dict(tainted), buffers=facts.buffers, sized=facts.sized,
+                          tainted_params=dict(tainted), buffers=facts.buffers, sized=facts.sized, fields=facts.fields,
                           modes=lambda: self.modes.table).run()
         if not tainted and entry_verify == self.vocab.is_verify_function(func.name):
             self.callers.entry_pass(func, fp)
@@ -145,34 +153,105 @@ class Engine:
         parent = model.parent(at)
         key = parent.slice.value if isinstance(parent, ast.Subscript) and parent.value is at \
             and isinstance(parent.slice, ast.Constant) else None
-        call = facts.allocations.get((attr, key))
-        owner = _enclosing_function(model, fp.func.cls, call) if call is not None else None
-        if owner is None:
+        if facts.allocations.get((attr, key)) is None:
             return
-        use = how or _use_of(model, fp, at if key is None else parent, self.vocab)
+        through = facts.through.get((attr, key))
+        use = (how, at.lineno) if how else \
+            _use_of(model, fp, at if key is None else parent, self.vocab, through.field if through else None)
         if use is None:
             return
-        if key is not None:
-            attr = f"{attr}[{key!r}]"
+        where = f"{model.source.display.rsplit('/', 1)[-1]}:{use[1]}"
+        self._capacity(model, fp.func.cls, attr, key, use[0], where, fp.func.qualname)
+
+    def _capacity(self, model: ModuleModel, cls: str | None, attr: str, key: object, use: str, where: str,
+                  function: str) -> None:
+        """DD002 at the allocation of ``self.<attr>`` (``key``: its entry) in ``cls``, which the verify path
+        uses at ``where`` (in ``function``) as ``use`` says; at the C a helper that allocates it is handed,
+        where one does."""
+        facts = self.attrs.facts(model, cls)
+        call = facts.allocations.get((attr, key))
+        owner = _enclosing_function(model, cls, call) if call is not None else None
+        if owner is None:
+            return
+        self._capacity_used.add((model.source.relpath, cls, attr))
         afp = self._alloc_passes.get(id(owner.node))
         if afp is None:
             afp = self._alloc_passes[id(owner.node)] = FunctionPass(
                 model, owner, False, facts.c_attrs, self.vocab, modes=lambda: self.modes.table).run()
         model.link(owner.node)
-        helper = call_leaf(call) not in ALLOCATORS  # sized through a helper: C is any argument handed to it
-        sizes = [*call.args, *(k.value for k in call.keywords if k.arg == "size" or helper)]
-        node = next((n for a in sizes for n in every_node(a) if is_c_read(n, facts.c_attrs, self.vocab)), call)
-        where = f"{model.source.display.rsplit('/', 1)[-1]}:{at.lineno}"
-        what = said(CAPACITY, "sized_at_startup", symbol=f"self.{attr}", what=use, where=where,
-                    function=fp.func.qualname)
-        exact = node is not call and is_exact_c(node, self.attrs.c_attrs_of(model, fp.func.cls, exact=True), self.vocab)
-        c = model.code(node)
-        plan, replacement, hint = self._largest_width(model, owner, afp, node, exact, f"`self.{attr}`")
-        verdict = Verdict(CAPACITY, what, case="sized_at_startup")
-        self._report(afp, node, None, verdict, c, exact=False, hint=hint)
+        through = facts.through.get((attr, key))
+        symbol = f"self.{attr}" if key is None else f"self.{attr}[{key!r}]"
+        if through is not None:
+            # C handed to a helper: the C in what the call hands it (`C`, `C or 0`), else the call
+            sizes = [through.arg]
+        else:
+            helper = call_leaf(call) not in ALLOCATORS  # sized through a helper: C is any argument handed to it
+            sizes = [*call.args, *(k.value for k in call.keywords if k.arg == "size" or helper)]
+        node = next((n for a in sizes for n in every_node(a) if is_c_read(n, facts.c_attrs, self.vocab)),
+                    call if through is None else through.arg)  # a local bound from C: where it is handed over
+        if through is not None:
+            what = said(CAPACITY, "sized_through", parameter=through.param, name=through.helper, value=through.alloc,
+                        made=through.where, symbol=symbol + (f".{through.field}" if through.field else ""),
+                        what=use, where=where, function=function)
+        else:
+            what = said(CAPACITY, "sized_at_startup", symbol=symbol, what=use, where=where, function=function)
+        exact = node is not call and is_exact_c(node, self.attrs.c_attrs_of(model, cls, exact=True), self.vocab)
+        plan, replacement, hint = self._largest_width(model, owner, afp, node, exact, f"`{symbol}`")
+        verdict = Verdict(CAPACITY, what, case="sized_through" if through is not None else "sized_at_startup")
+        self._report(afp, node, None, verdict, model.code(node), exact=False, hint=hint)
         reported = self.reported.get((model.source.relpath, node.lineno, node.col_offset))
         if reported is not None and reported.hint == hint and reported.plan is None:
             reported.plan, reported.replacement = plan, replacement
+
+    def report_handed_out(self) -> None:
+        """A buffer sized with C that a class hands out through an accessor (``def verify_mask(self): return
+        self._verify_mask``) and does not use on its own verify path: DD002 where the tree's code named for
+        the verify step writes into it through that accessor (``backend.verify_mask.buffer`` handed to the
+        kernel that packs the verify mask). Done once everything is analysed: finding the writers asks the
+        whole tree's name index, which a worker has only by then."""
+        pending, self._handed_out_pending = self._handed_out_pending, []
+        for model in pending:
+            self._handed_out(model)
+
+    def _handed_out(self, model: ModuleModel) -> None:
+        for cls in model.classes:
+            facts = self.attrs.facts(model, cls)
+            for attr, accessor in facts.accessors.items():
+                if (model.source.relpath, cls, attr) in self._capacity_used:
+                    continue
+                through = facts.through.get((attr, None))
+                found = self._accessor_write(accessor, through.field if through else None)
+                if found is not None:
+                    self._capacity(model, cls, attr, None, *found)
+
+    def _accessor_write(self, accessor: str, field_name: str | None) -> tuple[str, str, str] | None:
+        """(the use, file:line, function) of the first write into what ``<obj>.<accessor>`` hands out (its
+        ``field_name``) in a function of another module named for the verify step; None where none."""
+        key = (accessor, field_name)
+        if key in self._accessor_memo:
+            return self._accessor_memo[key]
+        self._accessor_memo[key] = None
+        for module in self.readers(accessor):
+            m = self.load_module(module)
+            if m is None:
+                continue
+            lines = m.lines_with(f".{accessor}")
+            for f in m.functions.values():
+                if VERIFY_STEP_WORD not in f.name.lower() or not m.holds(f.node.lineno, f.node.end_lineno, f".{accessor}"):
+                    continue
+                m.link(f.node)
+                reads = [n for n in walk(f.node) if isinstance(n, ast.Attribute) and n.attr == accessor
+                         and n.lineno in lines and isinstance(n.ctx, ast.Load) and self_attr(n) is None]
+                if not reads:
+                    continue
+                fp = FunctionPass(m, f, True, set(), self.vocab, modes=lambda: self.modes.table).run()
+                for n in reads:
+                    use = _use_of(m, fp, n, self.vocab, field_name)
+                    if use is not None:
+                        found = (use[0], f"{m.source.display.rsplit('/', 1)[-1]}:{use[1]}", f.qualname)
+                        self._accessor_memo[key] = found
+                        return found
+        return None
 
     def _largest_width(self, model: ModuleModel, owner: FunctionInfo, afp: FunctionPass, node: ast.expr, exact: bool,
                        sized: str) -> tuple[FixPlan | None, str | None, Hint]:
@@ -512,12 +591,24 @@ def _enclosing_function(model: ModuleModel, cls: str | None, node: ast.AST) -> F
     return best
 
 
-def _use_of(model: ModuleModel, fp: FunctionPass, at: ast.expr, vocab: Vocabulary) -> str | None:
+def _use_of(model: ModuleModel, fp: FunctionPass, at: ast.expr, vocab: Vocabulary, field_name: str | None = None,
+            depth: int = 0) -> tuple[str, int] | None:
     """How the verify path uses a buffer at ``at`` where W tokens per request go into it: slices it to an
     extent read from C or the verify input's width (``buf[: bs * C]``), or, whole, writes into it or hands
-    it to a call (a kernel that fills it); None for a use that cannot overflow it (``buf[:bs]``, one entry
-    per request; ``buf.shape``; a plain alias, through which a write is found as a fill)."""
+    it to a call (a kernel that fills it); also through its field that holds the buffer (``field_name``:
+    ``mask.buffer``), a conditional expression (``mask.buffer if fits else None``) and locals bound to it
+    (``kv_indices = self.cuda_graph_kv_indices``, then handed to the kernel). None for a use that cannot
+    overflow it (``buf[:bs]``, one entry per request; ``buf.shape``; a test ``buf is None``). With the line of
+    the use (of the local, for a local bound to it)."""
     node, parent = at, model.parent(at)
+    if field_name is not None:
+        if _binds_local(parent, node):
+            return _local_use(model, fp, parent, vocab, field_name, depth)
+        if not (isinstance(parent, ast.Attribute) and parent.attr == field_name):
+            return None  # another field (`mask.mode`), a test, a method (`mask.fits(bs)`)
+        node, parent = parent, model.parent(parent)
+    while isinstance(parent, ast.IfExp) and node is not parent.test:
+        node, parent = parent, model.parent(parent)
     sliced, whole = False, True
     while isinstance(parent, ast.Subscript) and parent.value is node:
         if any(is_c_read(n, fp.c_attrs, vocab) or isinstance(n, ast.Name) and n.id in fp.c_names
@@ -529,25 +620,63 @@ def _use_of(model: ModuleModel, fp: FunctionPass, at: ast.expr, vocab: Vocabular
             break
         node, parent = parent, model.parent(parent)
     if sliced:
-        return said(CAPACITY, "use_slices", value=model.code(node))
+        return said(CAPACITY, "use_slices", value=model.code(node)), node.lineno
     if not whole:
         return None
     if isinstance(parent, (ast.Assign, ast.AugAssign)) and node is not getattr(parent, "value", None):
-        return said(CAPACITY, "use_writes")
+        return said(CAPACITY, "use_writes"), node.lineno
+    if _binds_local(parent, node):
+        return _local_use(model, fp, parent, vocab, None, depth)
     if isinstance(parent, ast.Attribute) and parent.attr.endswith("_") and not parent.attr.startswith("_") \
             and isinstance(model.parent(parent), ast.Call):
-        return said(CAPACITY, "use_writes_method", name=parent.attr)
+        return said(CAPACITY, "use_writes_method", name=parent.attr), node.lineno
     if isinstance(parent, ast.keyword):
         if parent.arg == "out":
-            return said(CAPACITY, "use_writes_out")
+            return said(CAPACITY, "use_writes_out"), node.lineno
         parent = model.parent(parent)
     if isinstance(parent, ast.Call) and node is not parent.func:
-        name = dotted(parent.func) or ""
+        func = parent.func.value if isinstance(parent.func, ast.Subscript) else parent.func  # `kernel[grid](...)`
+        name = dotted(func) or ""
         leaf = name.rsplit(".", 1)[-1]
         if leaf not in ("len", "isinstance", "hasattr", "id", "type", "print", "repr", "str") \
                 and not leaf.lstrip("_").startswith(("assert", "check")):
-            return said(CAPACITY, "use_hands", name=name or "a call")
+            return said(CAPACITY, "use_hands", name=name or "a call"), node.lineno
     return None
+
+
+ALIAS_DEPTH = 3  # locals followed from a buffer to its use (`mask = backend.mask`, `buf = mask.buffer if ...`)
+
+
+def _binds_local(parent: ast.AST | None, node: ast.expr) -> bool:
+    return isinstance(parent, ast.Assign) and node is parent.value and len(parent.targets) == 1 \
+        and isinstance(parent.targets[0], ast.Name)
+
+
+def _local_use(model: ModuleModel, fp: FunctionPass, stmt: ast.Assign, vocab: Vocabulary, field_name: str | None,
+               depth: int) -> tuple[str, int] | None:
+    """A local bound to the buffer (or to what holds it in ``field_name``) by ``stmt``: judged by what the
+    step does with the local where that binding reaches."""
+    if depth >= ALIAS_DEPTH:
+        return None
+    name = stmt.targets[0].id
+    loads = _per_statement(model, "loads", fp.func.node, lambda: _loads_by_name(fp.func.node)).get(name, ())
+    for use in sorted(loads, key=lambda n: (n.lineno, n.col_offset)):
+        if (use.lineno, use.col_offset) > (stmt.lineno, stmt.col_offset) \
+                and any(d.node is stmt for d in fp.reaching(name, use)):
+            how = _use_of(model, fp, use, vocab, field_name, depth + 1)
+            if how is None and field_name is None and _stored_verify_input(model, use):
+                how = said(CAPACITY, "use_fill", value=model.code(model.parent(model.parent(use)).value)), use.lineno
+            if how is not None:
+                return how
+    return None
+
+
+def _stored_verify_input(model: ModuleModel, use: ast.Name) -> bool:
+    """``use[...] = <the verify input's data>``: a local bound to the buffer, written the verify input's
+    data (``custom_mask[: n] = spec_info.custom_mask``)."""
+    sub = model.parent(use)
+    stmt = model.parent(sub) if isinstance(sub, ast.Subscript) and sub.value is use else None
+    return isinstance(stmt, ast.Assign) and sub in stmt.targets and reads_verify_input(stmt.value)
 
 
 def _per_step_local(fp: FunctionPass, node: ast.expr, depth: int = 0) -> bool:

@@ -6,14 +6,15 @@ import ast
 import bisect
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
 from ..tree.sources import SourceFile, split_lines
 from ..tree.hierarchy import Hierarchy, Outline, outline
 from ..tree.parse import decode, parse_source
-from .exprs import every_node, is_c_valued, is_exact_c, self_attr
-from .vocabulary import Vocabulary
+from .exprs import call_leaf, every_node, is_c_valued, is_exact_c, self_attr
+from .vocabulary import ALLOCATORS, Vocabulary
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # Parent links are asked of statements and expressions, never of a load/store context or an operator
@@ -250,15 +251,18 @@ class ModuleModel:
     def _local_classes(self) -> Hierarchy:
         return Hierarchy(lambda module: self.outline if module == self.name else None)
 
-    def class_c_attrs(self, vocab: Vocabulary, inherited: frozenset[str]) -> dict[str, "ClassFacts"]:
+    def class_c_attrs(self, vocab: Vocabulary, inherited: frozenset[str],
+                      load: Callable[[str], "ModuleModel | None"] | None = None) -> dict[str, "ClassFacts"]:
         """Per class, the ``self.X`` attributes that hold C or a value derived from it arithmetically,
         the subset that are exact copies of C (the only ones a fix may replace by W), and the buffers
-        laid out with C at start-up."""
+        laid out with C at start-up. ``load``: a dotted module name -> its model, for the helpers of
+        other modules of the tree that a class hands C to."""
         result: dict[str, ClassFacts] = {}
         tokens = set(vocab.c_source_attrs) | set(vocab.extra_c_attrs) | set(inherited)
         for cls in self.classes:
             assigns: list[tuple[str, ast.expr]] = []
             keyed: list[tuple[str, object, ast.expr]] = []  # self.X["key"] = value
+            unpacked: list[tuple[str, int, ast.expr]] = []  # (self.X, self.Y) = value: (attr, its index, value)
             sized_locals: dict[int, set[str]] = {}  # id of an assigned value -> locals of its method derived from C
             for f in self.functions.values():
                 if f.cls != cls:
@@ -268,9 +272,9 @@ class ModuleModel:
                     continue  # cannot bind C (derived attributes mention a C name too)
                 derived: set[str] = set()
                 for n in _statements(f.node.body):
+                    # C, or a local bound from it, as the value (`C or 0`, `1 if C is None else C`), not only tested
                     if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
-                            and (_mentions_c(n.value, tokens, vocab) or any(isinstance(x, ast.Name) and x.id in derived
-                                                                            for x in every_node(n.value))):
+                            and _carries_c(n.value, tokens, vocab, derived):
                         derived.add(n.targets[0].id)
                     if derived and isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
                         values = n.value.values if isinstance(n.value, ast.Dict) else [n.value]
@@ -283,6 +287,8 @@ class ModuleModel:
                                 assigns.append((self_attr(t), n.value))
                             elif isinstance(t, ast.Subscript) and self_attr(t.value) and isinstance(t.slice, ast.Constant):
                                 keyed.append((self_attr(t.value), t.slice.value, n.value))
+                            elif isinstance(t, (ast.Tuple, ast.List)) and isinstance(n.value, ast.Call):
+                                unpacked.extend((self_attr(e), i, n.value) for i, e in enumerate(t.elts) if self_attr(e))
                     elif isinstance(n, ast.AnnAssign) and n.value is not None and self_attr(n.target):
                         assigns.append((self_attr(n.target), n.value))
             own = {a for a, _ in assigns}
@@ -332,42 +338,73 @@ class ModuleModel:
             for attr, key, value in keyed:
                 if _lays_out_with_c(value, attrs, vocab):
                     laid_out(attr, key, value)
-            sized, allocations = {}, {}
+            sized, allocations, through = {}, {}, {}
             # self.X = alloc(...), self.X = {"key": alloc(...)}, self.X["key"] = alloc(...); a size may read a
-            # local of the same method derived from C (`n = max_bs * C; torch.zeros(n)`)
-            allocated = [(attr, None, value) for attr, value in assigns] + keyed
-            allocated += [(attr, k.value, v) for attr, value in assigns if isinstance(value, ast.Dict)
+            # local of the same method derived from C (`n = max_bs * C; torch.zeros(n)`, `n = C or 0`)
+            allocated = [(attr, None, None, value) for attr, value in assigns]
+            allocated += [(attr, key, None, value) for attr, key, value in keyed]
+            allocated += [(attr, k.value, None, v) for attr, value in assigns if isinstance(value, ast.Dict)
                           for k, v in zip(value.keys, value.values) if isinstance(k, ast.Constant)]
-            for attr, key, value in allocated:
-                if _sized_with_c(value, attrs, vocab, sized_locals.get(id(value), ())) \
-                        or self._helper_sized(value, cls, attrs, vocab):
+            allocated += [(attr, None, index, value) for attr, index, value in unpacked]  # a helper's tuple
+            for attr, key, index, value in allocated:
+                derived = sized_locals.get(id(value), ())
+                made = None
+                if index is None and _sized_with_c(value, attrs, vocab, derived):
+                    made = value
+                elif (made := self._helper_sized(value, cls, attrs, vocab, derived, index, load)) is not None:
+                    through.setdefault((attr, key), made)
+                if made is not None:
                     sized.setdefault(attr, value.lineno)
                     allocations.setdefault((attr, key), value)
-            result[cls] = ClassFacts(attrs, exact, buffers, sized, strided, length_only, allocations)
+            accessors = _accessors(self, cls, {a for a, _ in allocations})
+            result[cls] = ClassFacts(attrs, exact, buffers, sized, strided, length_only, allocations, through, accessors)
         return result
 
 
-    def _helper_sized(self, value: ast.expr, cls: str, c_attrs, vocab: Vocabulary) -> bool:
-        """``self.mask = self._make_mask(max_bs, C)`` / ``make_metadata(bs, max_seqlen_qo=C)``: C handed to a
-        helper of this module (a method of the class, or a module function) whose parameter sizes an
-        allocation it makes: capacity made with C, through the helper."""
-        if not isinstance(value, ast.Call):
-            return False
-        f = value.func
-        helper = self.method(cls, f.attr) if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
-            and f.value.id == "self" else self.functions.get(f.id) if isinstance(f, ast.Name) else None
-        if helper is None:
-            return False
-        params = [p for p in helper.params if p not in ("self", "cls")] if isinstance(f, ast.Attribute) else helper.params
-        def c_not_budget(a: ast.expr) -> bool:  # `max(C, budget + 1)`, a fix's output, is sized for the budget
-            return _mentions_c(a, c_attrs, vocab) and not any(names_a_budget(n) for n in every_node(a))
+    def _helper_sized(self, value: ast.expr, cls: str, c_attrs, vocab: Vocabulary, derived=(), index: int | None = None,
+                      load: Callable[[str], "ModuleModel | None"] | None = None) -> "Through | None":
+        """``self.mask = self._make_mask(max_bs, C)`` / ``make_metadata(bs, max_seqlen_qo=C)`` / ``(self.a, self.b)
+        = self._make(n)`` with ``n = C or 0``: C (or a local of ``derived``, bound from it) handed to a
+        helper (a method of the class, a function of this module or, through ``load``, of another module of
+        the tree it imports) whose parameter sizes an allocation it makes: capacity made with C, through the
+        helper. ``index``: the element of the helper's returned tuple that is kept. The helper and what it
+        allocates, or None."""
+        if not isinstance(value, ast.Call) or call_leaf(value) in HELPER_SKIPS:
+            return None
 
-        handed = {params[i] for i, a in enumerate(value.args) if i < len(params) and c_not_budget(a)}
-        handed |= {k.arg for k in value.keywords if k.arg and c_not_budget(k.value)}
-        handed &= {*helper.params, *helper.kwonly}
+        def handed_c(a: ast.expr) -> bool:  # `max(C, budget + 1)`, a fix's output, is sized for the budget
+            return _carries_c(a, c_attrs, vocab, derived) and not any(names_a_budget(n) for n in every_node(a))
+
+        carried = [a for a in value.args if handed_c(a)] + [k.value for k in value.keywords if k.arg and handed_c(k.value)]
+        if not carried:
+            return None  # asked first: most calls hand no C, and resolving a helper may parse its module
+        f = value.func
+        model = self
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+            helper, bound = self.method(cls, f.attr), True
+        elif isinstance(f, ast.Name):
+            helper, bound = self.functions.get(f.id), False
+            if helper is None and load is not None:
+                model, helper = _imported(self, f.id, None, load)
+        elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and load is not None:
+            model, helper = _imported(self, f.value.id, f.attr, load)  # `module.helper(...)`
+            bound = False
+        else:
+            return None
+        if helper is None or model is None:
+            return None
+        params = [p for p in helper.params if p not in ("self", "cls")] if bound else helper.params
+        handed = {params[i]: a for i, a in enumerate(value.args) if i < len(params) and any(a is c for c in carried)}
+        handed.update({k.arg: k.value for k in value.keywords if k.arg and any(k.value is c for c in carried)})
+        handed = {p: a for p, a in handed.items() if p in helper.params or p in helper.kwonly}
         if not handed:
-            return False
-        return any(isinstance(n, ast.Call) and _sized_with_c(n, set(), vocab, handed) for n in ast.walk(helper.node))
+            return None
+        made = _sized_by(helper, set(handed), vocab, index)
+        if made is None:
+            return None
+        alloc, param, field_name = made
+        return Through(helper.qualname, f"{model.source.display.rsplit('/', 1)[-1]}:{alloc.lineno}", model.code(alloc),
+                       param, handed[param], field_name)
 
 
 @dataclass
@@ -390,6 +427,27 @@ class ClassFacts:
     # (attr, key) -> the allocation call sized with C (key None: ``self.X = alloc(...)``; else the
     # ``self.X["key"]`` entry); the first in source order of the class's methods
     allocations: dict[tuple[str, object], ast.Call] = field(default_factory=dict)
+    # (attr, key) of those allocations made by a helper handed C -> what the helper makes (:class:`Through`)
+    through: dict[tuple[str, object], "Through"] = field(default_factory=dict)
+    # self.X of those allocations -> a method that hands it out (``def verify_mask(self): return self.X``)
+    accessors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def fields(self) -> dict[str, str]:
+        """self.X -> the field of it that holds the buffer a helper made (``Mask(buffer=zeros(...))``)."""
+        return {attr: t.field for (attr, _), t in self.through.items() if t.field}
+
+
+@dataclass(frozen=True)
+class Through:
+    """A buffer a helper allocates with a parameter the class hands C to."""
+
+    helper: str  # its qualified name
+    where: str  # file:line of the allocation in the helper
+    alloc: str  # the allocation as spelled there
+    param: str  # the parameter handed C
+    arg: ast.expr  # what the call hands it (C, or a local bound from C)
+    field: str | None = None  # the field of the helper's result that holds the buffer (``buffer=zeros(...)``)
 
 
 LAYOUT_CALLS = frozenset({"arange", "repeat_interleave", "full"})
@@ -489,6 +547,154 @@ def _sized_with_c(value: ast.expr, c_attrs, vocab: Vocabulary, derived=()) -> bo
         return False  # sized for the largest width a budget allows (`max(C, budget + 1)`, a fix's output)
     return any(_mentions_c(a, c_attrs, vocab) or any(isinstance(n, ast.Name) and n.id in derived for n in every_node(a))
                for a in sizes)
+
+
+def _carries_c(value: ast.expr, c_attrs, vocab: Vocabulary, derived=()) -> bool:
+    """``value`` is C (or a local of ``derived``) where speculative decoding is on: C, ``C or 0``, ``1 if
+    C is None else C``, arithmetic of it; not where C is only tested (``C is None``, ``C > 1``, ``not C``,
+    the test of a conditional expression)."""
+    from .exprs import is_c_read
+
+    if not any(is_c_read(n, c_attrs, vocab) or isinstance(n, ast.Name) and n.id in derived for n in every_node(value)):
+        return False  # most values: no C anywhere, the common case asked first
+    stack = [value]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Compare) or isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+            continue
+        if is_c_read(n, c_attrs, vocab) or isinstance(n, ast.Name) and n.id in derived:
+            return True
+        if isinstance(n, ast.IfExp):
+            stack.extend((n.body, n.orelse))
+        elif isinstance(n, ast.BoolOp) and isinstance(n.op, ast.And):
+            stack.append(n.values[-1])  # `x and C`: the others are tests
+        else:
+            stack.extend(ast.iter_child_nodes(n))
+    return False
+
+
+def _imported(model: ModuleModel, name: str, attr: str | None, load) -> tuple[ModuleModel | None, FunctionInfo | None]:
+    """The function ``name`` (``name.attr``: of the module imported as ``name``) that ``model`` imports from
+    another module of the tree, with that module's model; one re-export (a package's ``__init__``) is
+    followed."""
+    for _ in range(2):
+        imp = _import_of(model, name)
+        if imp is None:
+            return None, None
+        module, orig = imp
+        if orig is None:  # `import pkg.mod as m`: `m.helper(...)`
+            if attr is None:
+                return None, None
+            orig, attr = attr, None
+        elif attr is not None:  # `from pkg import mod`: `mod.helper(...)`
+            target = load(f"{module}.{orig}")
+            if target is not None:
+                return target, target.functions.get(attr)
+        target = load(module)
+        if target is None:
+            return None, None
+        helper = target.functions.get(orig)
+        if helper is not None:
+            return target, helper
+        model, name = target, orig
+    return None, None
+
+
+# Calls no helper of the tree is named by: allocators (their sizes are read as such) and the arithmetic ones.
+HELPER_SKIPS = ALLOCATORS | {"arange", "min", "max", "int", "getattr", "len"}
+TARGET_FIELDS = frozenset({"elts", "value"})  # the names an assignment binds, nested tuples and starred too
+
+
+def _import_of(model: ModuleModel, name: str) -> tuple[str, str | None] | None:
+    """(module, name there) that ``model`` imports as ``name`` at its top level (in a ``try``/``if`` there
+    too), as its outline says; read off the statements where the outline is not made yet (most modules
+    never need it)."""
+    if "outline" in model.__dict__:
+        return model.imports.get(name)
+    from ..tree.imports import absolute, package_of
+
+    package = package_of(model.name, model.source.relpath.endswith("__init__.py"))
+    stack = list(model.tree.body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, (ast.If, ast.Try)):
+            stack.extend([*stmt.body, *stmt.orelse, *(x for h in getattr(stmt, "handlers", ()) for x in h.body)])
+        elif isinstance(stmt, ast.ImportFrom):
+            for a in stmt.names:
+                if (a.asname or a.name) == name:
+                    return absolute(package, stmt.level, stmt.module), a.name
+        elif isinstance(stmt, ast.Import):
+            for a in stmt.names:
+                if (a.asname or a.name.split(".")[0]) == name:
+                    return (a.name if a.asname else name), None
+    return None
+
+
+def _sized_by(helper: FunctionInfo, handed: set[str], vocab: Vocabulary, index: int | None) -> \
+        tuple[ast.Call, str, str | None] | None:
+    """What ``helper`` allocates with a size read from a parameter of ``handed`` (or a local bound from
+    one: ``per_req = n * (ctx + n)``, ``(size, dtype) = info(bs, n)``): (the allocation, the parameter,
+    the field of the result that holds it, ``buffer=zeros(...)``; None for the result itself). With
+    ``index``: the element of a returned tuple; otherwise a returned allocation first, else any."""
+    derived: dict[str, str] = {p: p for p in handed}  # local -> the parameter it is bound from
+    bound: dict[str, ast.expr] = {}
+    for n in _statements(helper.node.body):
+        if isinstance(n, ast.Assign):
+            names = [e.id for t in n.targets for e in every_node(t, TARGET_FIELDS) if isinstance(e, ast.Name)]
+            source = next((derived[x.id] for x in every_node(n.value) if isinstance(x, ast.Name) and x.id in derived), None)
+            for name in names:
+                bound[name] = n.value
+                if source is not None:
+                    derived[name] = source
+                else:
+                    derived.pop(name, None)
+
+    def sized(call: ast.AST) -> str | None:
+        if isinstance(call, ast.Name):
+            call = bound.get(call.id)
+        if isinstance(call, ast.Call) and _sized_with_c(call, set(), vocab, derived):
+            leaf = call.args[:1] if call_leaf(call) in ("full", "new_full") else call.args
+            for a in [*leaf, *(k.value for k in call.keywords if k.arg == "size")]:
+                for x in every_node(a):
+                    if isinstance(x, ast.Name) and x.id in derived:
+                        return derived[x.id]
+        return None
+
+    for ret in (n for n in every_node(helper.node) if isinstance(n, ast.Return) and n.value is not None):
+        value = ret.value
+        if index is not None:
+            if not (isinstance(value, ast.Tuple) and index < len(value.elts)):
+                continue
+            value = value.elts[index]
+        resolved = bound.get(value.id, value) if isinstance(value, ast.Name) else value
+        if (param := sized(resolved)) is not None:
+            return resolved, param, None
+        if isinstance(resolved, ast.Call):  # a result that holds the buffer in a field: `Mask(buffer=zeros(...))`
+            for k in resolved.keywords:
+                inner = bound.get(k.value.id, k.value) if isinstance(k.value, ast.Name) else k.value
+                if k.arg and (param := sized(inner)) is not None:
+                    return inner, param, k.arg
+    if index is not None:
+        return None
+    for n in every_node(helper.node):
+        if isinstance(n, ast.Call) and (param := sized(n)) is not None:
+            return n, param, None
+    return None
+
+
+def _accessors(model: ModuleModel, cls: str, attrs: set[str]) -> dict[str, str]:
+    """``self.X`` of ``attrs`` -> a method of ``cls`` that only hands it out (``return self.X``, a property
+    or not): the buffer leaves the class through it."""
+    out: dict[str, str] = {}
+    if not attrs:
+        return out
+    for f in model.functions.values():
+        if f.cls != cls or [p for p in f.params if p != "self"] or f.kwonly:
+            continue
+        body = f.node.body[1:] if len(f.node.body) > 1 and isinstance(f.node.body[0], ast.Expr) else f.node.body
+        if len(body) == 1 and isinstance(body[0], ast.Return) and (attr := self_attr(body[0].value)) in attrs:
+            out.setdefault(attr, f.name)
+    return out
 
 
 def names_a_budget(n: ast.AST) -> bool:

@@ -30,6 +30,7 @@ class Planning:
 
     def findings(self) -> list[Finding]:
         self._threads.clear()  # threads are planned over everything analysed by now
+        self._engine.report_handed_out()
         self._engine.judge_by_inputs()
         return [self._finding(r) for r in self._engine.reported.values()]
 

@@ -13,7 +13,7 @@ from .. import suppressions
 from ..tree.sources import SourceTree
 from ..tree.names import VERIFY_MARKERS
 from ..tree.parse import SourceError, check_decodes, decode, encoding_of, parse_source
-from .names import Part, index_into
+from .names import NAMES_C, Part, index_into
 from .vocabulary import Vocabulary
 
 # A file can start a verify path only if its code tests for it or names a function for it (a
@@ -39,13 +39,15 @@ def in_code(data: bytes, words: tuple[bytes, ...]) -> bool:
     return False
 
 
-def needs_analysis(data: bytes, vocab: Vocabulary) -> bool:
+def needs_analysis(data: bytes, vocab: Vocabulary, names_c: bool | None = None) -> bool:
     """Byte prefilter: C must be read somewhere other than the ``self.X = ...`` that stores it, in
     a file whose code talks about verification at all (comment lines count for neither).
-    Over-approximates; the analysis decides."""
+    Over-approximates; the analysis decides. ``names_c``: whether ``data`` holds C's name, where known."""
     tokens = vocab.prefilter_tokens
     # C's name first: it is in fewer files than the verify markers, so most files cost one search
-    if not vocab.extra_c_attrs and not any(t in data for t in tokens):
+    if names_c is None:
+        names_c = any(t in data for t in tokens)
+    if not vocab.extra_c_attrs and not names_c:
         return False
     if not in_code(data, _markers(vocab)):
         return False
@@ -114,7 +116,10 @@ def triage(tree: SourceTree, positions: list[int], vocab: Vocabulary, check_synt
             continue
         if suppressions.MARKER in probe:
             out.suppressions[pos] = suppressions.parse(decode(data))
-        if needs_analysis(probe, vocab) or explicit and in_code(probe, _markers(vocab)):
+        names_c = any(t in probe for t in vocab.prefilter_tokens)
+        if names_c:
+            out.index.setdefault(NAMES_C, []).append(pos)
+        if needs_analysis(probe, vocab, names_c) or explicit and in_code(probe, _markers(vocab)):
             out.candidates.append((pos, len(data)))
             out.texts[pos] = data
         elif explicit:

@@ -84,6 +84,8 @@ class FunctionPass:
     tainted_params: dict[str, object] = field(default_factory=dict)
     buffers: dict[str, dict[object, int]] = field(default_factory=dict)
     sized: dict[str, int] = field(default_factory=dict)  # self.X allocated with C in its size
+    # of those, self.X -> the field of it that holds the buffer (a helper's ``Mask(buffer=zeros(...))``)
+    fields: dict[str, str] = field(default_factory=dict)
     modes: Callable[[], ModeTable] = ModeTable  # the target's ForwardMode predicates, loaded on first use
 
     defs: dict[str, list[Def]] = field(default_factory=dict)
@@ -319,12 +321,12 @@ class FunctionPass:
         base = target
         while isinstance(base, ast.Subscript):
             base = base.value
-        attr = self_attr(base)
+        attr = held_buffer(base, self.fields)
         if attr is None and isinstance(base, ast.Name):
             ds = self.reaching(base.id, base)
-            attrs = {self_attr(d.value) for d in ds if d.value is not None}
+            attrs = {held_buffer(d.value, self.fields) for d in ds if d.value is not None} - {None}
             attr = attrs.pop() if len(attrs) == 1 else None
-        if attr in self.sized and _reads_verify_input(value):
+        if attr in self.sized and reads_verify_input(value):
             self.fills.append(Fill(base, attr, value, anchor))
 
     def _buffer_read(self, node: ast.AST) -> int:
@@ -432,7 +434,24 @@ class FunctionPass:
         return None
 
 
-def _reads_verify_input(value: ast.expr) -> bool:
+def held_buffer(value: ast.expr, fields: dict[str, str]) -> str | None:
+    """X when ``value`` is the buffer ``self.X`` holds: ``self.X``, or its field that holds it
+    (``self.X.buffer``), also as a branch of a conditional expression (``self.X.buffer if ... else None``)."""
+    while isinstance(value, ast.IfExp):
+        branches = [b for b in (value.body, value.orelse) if not (isinstance(b, ast.Constant) and b.value is None)]
+        if len(branches) != 1:
+            return None
+        value = branches[0]
+    attr = self_attr(value)
+    if attr is not None:
+        return None if attr in fields else attr
+    if isinstance(value, ast.Attribute):
+        attr = self_attr(value.value)
+        return attr if attr is not None and fields.get(attr) == value.attr else None
+    return None
+
+
+def reads_verify_input(value: ast.expr) -> bool:
     return any(isinstance(n, ast.Attribute) and n.attr == "spec_info" or isinstance(n, ast.Name) and n.id == "spec_info"
                for n in every_node(value))
 

@@ -28,6 +28,10 @@ FIX_PARAMETER = "verify_width"
 # Calls whose result is per-step (helpers that read W from the verify input).
 PER_STEP_CALL_MARKERS = WIDTH_FIELDS
 
+# A function named with this word builds or runs the verify step (``build_eagle_verify_input``): where a
+# buffer another class hands out (through an accessor) is written for the step.
+VERIFY_STEP_WORD = "verify"
+
 # Forward-mode predicates; a function that tests any of them decides its own verify path.
 MODE_PREDICATE_PREFIX = "is_"
 VERIFY_ENUM_MEMBERS = frozenset({TARGET_VERIFY})
