@@ -69,3 +69,22 @@ def test_the_smoke_extra_keeps_sglangs_torch(tmp_path):
 
     ci = _dry_run(python, ".[test]", fresh=True)
     assert ci["torch"] == version("torch"), ci.get("torch")
+
+
+def test_the_wheel_ships_the_rules_and_the_demo_not_the_test_fixtures(tmp_path):
+    """The bundled demo (what `ddcheck scan` reads with no sglang) and every rule's folder (`ddcheck
+    explain`) ship; the repository's test fixtures do not."""
+    import shutil
+    import zipfile
+
+    src = tmp_path / "src"  # a clean copy: no build/ or egg-info left by an earlier build
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", ".carry", "build", "*.egg-info",
+                                                             "__pycache__", ".pytest_cache"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                    str(tmp_path / "out"), str(src)], check=True, capture_output=True, timeout=300)
+    names = zipfile.ZipFile(next((tmp_path / "out").glob("ddcheck-*.whl"))).namelist()
+    fixtures = sorted(n for n in names if n.startswith("ddcheck/_fixtures/"))
+    assert fixtures == ["ddcheck/_fixtures/__init__.py", "ddcheck/_fixtures/demo/README.md",
+                        "ddcheck/_fixtures/demo/toy_fixed_backend.py", "ddcheck/_fixtures/demo/toy_triton_backend.py"]
+    rules = {n.split("/")[2] for n in names if n.startswith("ddcheck/_rules/") and n.count("/") > 2}
+    assert {"DD001", "DD002", "DD003"} <= rules
