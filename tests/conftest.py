@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -97,8 +98,21 @@ def smoke(tmp_path_factory):
     server.stop()
 
 
+# The releases the default run covers: the oldest ddcheck reads, and the three the docs' tables cite. A test
+# parametrized on any other release is part of the release matrix (marked ``matrix``, left out by
+# pyproject's addopts: `pytest -m matrix` runs it, `ddcheck audit` covers releases as a product).
+CI_RELEASES = {"0.4.10.post2", "0.5.10", "0.5.16", "0.5.23"}
+_RELEASE = re.compile(r"\d+\.\d+\.\d+(\.post\d+)?")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
 def pytest_collection_modifyitems(config, items):
-    """The tests kept on one worker (marked ``xdist_group``: minutes of smoke runs each) are handed out
-    first, so the two workers share the single tests after them evenly instead of one waiting for a
-    group handed out last (the longest first). Each group keeps its own order."""
+    """Marks the release matrix (above). Then the tests kept on one worker (marked ``xdist_group``: minutes
+    of smoke runs each) are handed out first, so the two workers share the single tests after them evenly
+    instead of one waiting for a group handed out last (the longest first). Each group keeps its own order."""
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        releases = [v for v in (spec.params.values() if spec else ()) if isinstance(v, str) and _RELEASE.fullmatch(v)]
+        if any(r not in CI_RELEASES for r in releases):
+            item.add_marker(pytest.mark.matrix)
     items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)
