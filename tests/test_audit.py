@@ -215,6 +215,7 @@ def runs(tmp_path_factory, wheel):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("audit")  # one worker makes the module's audit once
 @pytest.mark.network
 def test_cells_are_the_verdicts_of_their_runs(runs):
     record = runs["finished"]["record"]
@@ -249,6 +250,7 @@ def test_cells_are_the_verdicts_of_their_runs(runs):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("audit")  # one worker makes the module's audit once
 @pytest.mark.network
 def test_a_rerun_is_answered_from_the_cache(runs):
     again, finished = runs["again"], runs["finished"]["record"]
@@ -259,6 +261,7 @@ def test_a_rerun_is_answered_from_the_cache(runs):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("audit")  # one worker makes the module's audit once
 @pytest.mark.network
 def test_an_interrupted_audit_finishes_the_rest_only(runs):
     first, second = runs["interrupted"], runs["finished"]
@@ -269,6 +272,7 @@ def test_an_interrupted_audit_finishes_the_rest_only(runs):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("audit")  # one worker makes the module's audit once
 @pytest.mark.network
 def test_the_record_validates_against_the_shipped_schema(runs):
     jsonschema = pytest.importorskip("jsonschema")

@@ -160,6 +160,7 @@ SAMPLES = [
 
 
 @network
+@pytest.mark.cases
 @pytest.mark.parametrize("release, gpu, models, backend, picked_at, set_at", SAMPLES)
 def test_an_eagle_launch_without_backend_gets_the_releases_choice(release, gpu, models, backend, picked_at, set_at):
     r = check_launch(_eagle(*models), sglang=f"sglang=={release}", gpu=gpu)

@@ -1,7 +1,8 @@
-"""Every figure in docs/ says which bench script printed it: a section (a page's text under one heading)
-with a measured number (a time, a size, a share, "N/N as expected") or a table a bench script writes
-(between its ``<!-- name:begin -->`` markers) names a ``bench/*.py`` that exists, so the figure can be
-made again, and made again when it goes stale."""
+"""Every figure in docs/ says what printed it: a section (a page's text under one heading) with a measured
+number (a time, a size, a share, "N/N as expected") or a table a bench script writes (between its
+``<!-- name:begin -->`` markers) names a ``bench/*.py`` that exists, or the ``ddcheck audit`` command
+(the matrix as a product, whose recorded JSON the tables are rendered from), so the figure can be made
+again, and made again when it goes stale."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ MEASURED = re.compile(r"(?<![\w.:/-])\d+(?:[.,]\d+)*\s?(?:s|ms|µs|min|KB|kB|KiB
 NOT_MEASURED = re.compile(r"`[^`]*`|\(\S+\)|\d+\s?s timeout")
 MARKED_TABLE = re.compile(r"<!-- [\w-]+:(?:begin|start) -->")
 BENCH = re.compile(r"bench/[\w/]+\.py")
+AUDIT = re.compile(r"`ddcheck audit [^`]+`")  # the command with its arguments, as run
 
 
 def sections(page: Path) -> list[tuple[str, str]]:
@@ -36,7 +38,7 @@ def figures(text: str) -> list[str]:
 def unsourced(page: Path) -> list[str]:
     out = []
     for heading, text in sections(page):
-        named = [b for b in BENCH.findall(text) if (REPO / b).is_file()]
+        named = [b for b in BENCH.findall(text) if (REPO / b).is_file()] + AUDIT.findall(text)
         if figures(text) and not named:
             out.append(f"{page.name} {heading.strip()}: {figures(text)[:3]}")
     return out

@@ -59,7 +59,8 @@ NOT_RUN = {
 }
 
 ALL = os.environ.get("DDCHECK_EXAMPLES_ALL") == "1"
-COSTLY = ("ddcheck smoke sglang==", "ddcheck config --sglang sglang==", "ddcheck fix sglang==")
+COSTLY = ("ddcheck smoke sglang==", "ddcheck config --sglang sglang==", "ddcheck fix sglang==",
+          "ddcheck audit")  # an audit runs smoke per cell: minutes (tests/test_audit.py runs a small one)
 
 
 @dataclass(frozen=True)

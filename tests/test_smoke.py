@@ -32,17 +32,17 @@ from ddcheck.smoke import run_smoke, smoke_main  # noqa: E402
 from ddcheck.smoke.loader import BACKEND_RELPATH  # noqa: E402
 from ddcheck.tree.sources import open_target  # noqa: E402
 
-# The proof's releases (tests/smoke_matrix.py; every release: bench/smoke_releases.py). The suite runs
-# the oldest and newest of each group (each run 15-25 s on 2 cores); DDCHECK_SMOKE_ALL=1 runs them all.
+# The proof's releases (tests/smoke_matrix.py; every release: bench/smoke_releases.py). The default run
+# takes those in the CI sample (tests/conftest.py CI_RELEASES); the rest are the release matrix, run by
+# `python -m pytest -m matrix` (each run 15-25 s on 2 cores).
 # (Loaded under its own name: tests/ is on sys.path, and smoke_matrix is a common name.)
 _spec = importlib.util.spec_from_file_location("proof_matrix", Path(__file__).with_name("smoke_matrix.py"))
 proof_matrix = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(proof_matrix)
-ALL_RELEASES = os.environ.get("DDCHECK_SMOKE_ALL") == "1"
 # One worker of the suite runs this file: its calls on a release share that release's smoke process.
 pytestmark = pytest.mark.xdist_group("smoke-triton")
-BUGGY = proof_matrix.BUGGY if ALL_RELEASES else [proof_matrix.BUGGY[0], proof_matrix.BUGGY[-1]]
-GOOD = proof_matrix.GOOD if ALL_RELEASES else [proof_matrix.GOOD[0], proof_matrix.GOOD[-1]]
+BUGGY = proof_matrix.BUGGY
+GOOD = proof_matrix.GOOD
 
 
 def backend_text(version: str) -> str:
@@ -131,6 +131,7 @@ def test_hand_fixed_copy_passes_through_backend_file(version, tmp_path, smoke):
 
 
 @pytest.mark.network
+@pytest.mark.cases
 @pytest.mark.parametrize("version,site,still_wrong", [
     ("0.5.10", "eager", "ddtree/graph"),
     ("0.5.10", "replay", "ddtree/eager"),

@@ -17,7 +17,9 @@ from __future__ import annotations
 import ast
 import operator
 from dataclasses import dataclass, field
-from typing import Any
+TYPE_CHECKING = False  # read by type checkers as typing.TYPE_CHECKING; a scan does not load typing
+if TYPE_CHECKING:
+    from typing import Any
 
 from ddcheck.tree.modules import TreeModules
 from ddcheck.tree.names import (MODEL_RUNNER_CLASS, MODEL_RUNNER_MODULE, PACKAGE, SERVER_ARGS_GETTERS,
