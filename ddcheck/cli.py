@@ -268,6 +268,7 @@ def config(
     smoke: bool = typer.Option(False, "--smoke", help="Also run the launch's verify path from the tree at its C and W, on its backend (passed or picked by the tree for --gpu; needs the smoke extra)."),
     device: str = typer.Option("cpu", "--device", help="With --smoke: cpu (Triton interpreter), cuda or cuda:N."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore and do not write the result cache (a repeat of a judged launch is answered from it)."),
+    allow_downloads: bool = typer.Option(False, "--allow-downloads", help="Let the tree's start-up code use the network (the Hugging Face hub). Default: it runs offline; what it would download is not fetched, and a check that needs it is not judged, saying what to pass."),
 ) -> None:
     """Check an SGLang speculative-decoding launch before it runs.
 
@@ -294,7 +295,7 @@ def config(
                                     draft_config=str(draft_config) if draft_config else None,
                                     model_config=str(model_config) if model_config else None, gpu=gpu,
                                     smoke=run, select=select, ignore=ignore, fail_on=fail_on, suppress=suppress,
-                                    cache=not no_cache))
+                                    cache=not no_cache, allow_downloads=allow_downloads))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
