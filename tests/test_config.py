@@ -366,6 +366,44 @@ def test_topk_on_mla_backend_that_only_supports_topk_1():
     assert f.level == "error" and f.consequence == "CRASH" and "flashmla_backend.py" in f.evidence[0].path
 
 
+def _topk4_on_flashinfer(model: str) -> list[str]:
+    """Issue 49's launch: EAGLE topk 4, flashinfer (whose MLA module alone refuses topk > 1: 0.5.10
+    flashinfer_mla_backend.py:912-914), the model named by hub id, its config given to ddcheck."""
+    return ["python", "-m", "sglang.launch_server", "--model-path", model, "--max-running-requests", "32",
+            "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "x", "--speculative-num-steps", "3",
+            "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16", "--attention-backend",
+            "flashinfer"]
+
+
+@network
+def test_mla_topk_is_decided_by_the_trees_model_config(tmp_path, monkeypatch):
+    """DD205 from facts: 0.5.10's ModelConfig makes DeepseekV3ForCausalLMNextN an MLA model
+    (configs/model_config.py:436-453), so its flashinfer draft runs the MLA module and the server dies: an
+    error citing that line; a Llama EAGLE draft is MHA there (:560): no DD205 and no hedge; no draft
+    config for a hub id: not judged, naming --draft-config."""
+    pytest.importorskip("torch")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    tree = release("0.5.10")
+    dsv3 = check_launch(_topk4_on_flashinfer("deepseek-ai/DeepSeek-V3"), tree=tree,
+                        model_config=str(MODELS / "deepseek_v3"), draft_config=str(MODELS / "deepseek_v3_nextn"))
+    f = next(f for f in dsv3.findings if f.id == "mla-topk")
+    assert f.level == "error" and f.consequence == "CRASH" and "uses MLA" in f.message and "if " not in f.message
+    assert [(e.path, e.line) for e in f.evidence][0][0] == "sglang/srt/layers/attention/flashinfer_mla_backend.py"
+    assert ("sglang/srt/configs/model_config.py", 453) in [(e.path, e.line) for e in f.evidence]
+    assert dsv3.settings.draft_mla is True and dsv3.exit_code == 1
+
+    llama = check_launch(_topk4_on_flashinfer("meta-llama/Llama-3.1-8B-Instruct"), tree=tree,
+                         model_config=str(MODELS / "llama"), draft_config=str(MODELS / "llama_eagle"))
+    assert not [f for f in llama.findings if f.id == "mla-topk"], llama.findings
+    assert not any("MLA" in f.message for f in llama.findings)
+    assert llama.settings.draft_mla is False and llama.not_judged == [] and llama.exit_code == 0, llama.not_judged
+
+    unknown = check_launch(_topk4_on_flashinfer("meta-llama/Llama-3.1-8B-Instruct"), tree=tree,
+                           model_config=str(MODELS / "llama"))
+    assert not [f for f in unknown.findings if f.id == "mla-topk"] and unknown.exit_code == 3
+    assert any(x.startswith("mla-topk:") and "--draft-config" in x for x in unknown.not_judged), unknown.not_judged
+
+
 @network
 def test_multi_layer_eagle_draft_tokens():
     r = run("0.5.16", eagle(3, 2, 6, "--enable-multi-layer-eagle"))

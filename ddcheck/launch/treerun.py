@@ -136,6 +136,9 @@ class _Session(TreeRuntime):
         self._kept: dict[str, Any] = {}
         self._kept_dir = None
         self.answered: dict[str, str] = {}  # model path -> how its config was answered (first time)
+        # model path -> the config the launches gave for it: the tree may keep a config by path
+        # (``@lru_cache`` on its ``get_config``), so another config for a path needs fresh modules
+        self.models: dict[str, str] = {}
 
     def __enter__(self):
         super().__enter__()
@@ -163,16 +166,34 @@ class _Session(TreeRuntime):
 _SESSIONS: dict[tuple[int, Platform], tuple[SourceTree, _Session]] = {}
 
 
-def _session(tree: SourceTree, platform: Platform) -> _Session:
+def _session(tree: SourceTree, platform: Platform, models: dict[str, str] | None = None) -> _Session:
+    """The kept session of ``tree`` on ``platform``, unless it ran a launch that gave another config for
+    one of ``models`` (path -> the config's digest): then a fresh one."""
     key = (id(tree), platform)
     hit = _SESSIONS.get(key)
+    models = models or {}
     if hit is not None and hit[0] is tree:
-        return hit[1]
+        if all(hit[1].models.get(p, d) == d for p, d in models.items()):
+            hit[1].models.update(models)
+            return hit[1]
+        _SESSIONS.pop(key)[1].close()
     while len(_SESSIONS) >= SESSIONS_KEPT:
         _SESSIONS.pop(next(iter(_SESSIONS)))[1].close()
     session = _Session(tree, platform)
+    session.models.update(models)
     _SESSIONS[key] = (tree, session)
     return session
+
+
+def _model_digests(values: dict[str, Any], draft_config: dict | None, model_config: dict | None) -> dict[str, str]:
+    """The launch's model paths, each with a digest of the config it gets (given, or its folder's)."""
+    out = {}
+    for key, given in ((MODEL_PATH, model_config), (SPECULATIVE_DRAFT_MODEL_PATH, draft_config)):
+        path = values.get(key)
+        if isinstance(path, str):
+            data = given if given is not None else local_config(path)
+            out[path] = json.dumps(data, sort_keys=True, default=str)
+    return out
 
 
 @atexit.register
@@ -636,7 +657,8 @@ def run_handler(tree: SourceTree, values: dict[str, Any], draft_config: dict | N
     for key, default in FILLED_BEFORE.items():
         if entry is None and key in values and values[key] is None:
             values[key] = default
-    rt = _session(tree, platform or PLATFORMS.get(gpu, Platform("cpu")))
+    rt = _session(tree, platform or PLATFORMS.get(gpu, Platform("cpu")), _model_digests(values, draft_config,
+                                                                                         model_config))
     readers: dict = {}
     while True:
         run = _Run(tree, rt, draft_config, model_config)
