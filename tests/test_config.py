@@ -240,6 +240,22 @@ def test_unknown_flag_names_the_release():
 
 
 @network
+def test_a_typo_d_flag_gets_the_closest_of_the_releases_own_flags():
+    """Issue 49: a mistyped flag is named with the closest option strings of the release's parser, and the
+    finding says SGLang stops at start-up, not argparse's exit status (ddcheck's own is 1)."""
+    r = run("0.5.10", base("--speculative-algorithm", "EAGLE", "--speculative-num-stpes", "3", "--no-such-flag", "3"))
+    assert ids(r) == {"parse-unknown-flag"} and r.exit_code == 1
+    f = r.findings[0]
+    assert "--speculative-num-stpes: did you mean --speculative-num-steps" in f.message, f.message
+    assert "--no-such-flag:" not in f.message  # nothing of the release's is close to it
+    assert "SGLang would stop at start-up" in f.message and "exit 2" not in f.message
+    assert f.fix.startswith("use the flag you meant")
+    amb = run("0.5.10", base("--speculative-algorithm", "EAGLE", "--speculative-d", "x"))
+    assert ids(amb) == {"parse-ambiguous-flag"} and "--speculative-d: did you mean --speculative-draft-" in \
+        amb.findings[0].message
+
+
+@network
 def test_ddtree_budget_flag_unknown_on_releases():
     for ver in ("0.5.16", "0.5.23"):
         r = run(ver, base("--speculative-algorithm", "DFLASH", "--speculative-ddtree-budget", "16"))

@@ -15,7 +15,7 @@ from ddcheck.launch.checks import (ALL_CHECKS, SCAN_ONLY_CHECKS, Consequence, Co
                                    check_verify_width, mla_topk_guard, tree_run_findings)
 from ddcheck.launch.evidence import scan_errors, verify_findings_by_backend
 from ddcheck.launch.target import backend_files
-from ddcheck.launch.flags import ParseError, flag_table, merge_config_file, parse
+from ddcheck.launch.flags import ParseError, closest_options, flag_table, merge_config_file, parse
 from ddcheck.launch.gpu import Gpu
 from ddcheck.launch.report import GpuReport, PickedBackend, Report, add_smoke, sort_findings
 from ddcheck.launch.selection import apply as apply_selection, platform_of, select_backends, settle
@@ -97,9 +97,13 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
         fix = {"parse-unknown-flag": f"remove the flag or target a release that has it (see `--help` of {rel})",
                "parse-ambiguous-flag": "spell the flag out in full: abbreviations match several flags here",
                "unknown-algorithm": "use an algorithm this release ships, or a build that adds it"}
+        meant = closest_options(table, args, msg) if kind in ("parse-unknown-flag", "parse-ambiguous-flag") else {}
+        said = "; ".join(f"{word}: did you mean {' or '.join(near)}?" for word, near in meant.items())
         report.findings.append(ConfigFinding(id=kind, consequence=Consequence.PARSE,
-                                             message=f"{rel} argparse: {msg} (exit 2)",
-                                             fix=fix.get(kind, "fix the value")))
+                                             message=f"{rel}'s argparse refuses the command line, so SGLang would "
+                                                     f"stop at start-up: {msg}" + (f" ({said})" if said else ""),
+                                             fix=("use the flag you meant (the closest of its own flags, above); else "
+                                                  if said else "") + fix.get(kind, "fix the value")))
         return report
     algo = ns.get(SPECULATIVE_ALGORITHM)
     if algo is not None and table.algorithms is not None and algo.upper() not in table.algorithms:
