@@ -69,8 +69,8 @@ def scan(
                                                    "Default: the installed sglang, else the bundled demo."),
     fmt: str = typer.Option("text", "--format", "-f", help="text | json | sarif | github"),
     fail_on: Optional[Severity] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1 (default: error)."),
-    select: List[str] = typer.Option(None, "--select", help="Only these rule ids (repeatable)."),
-    ignore: List[str] = typer.Option(None, "--ignore", help="Never these rule ids (repeatable)."),
+    select: List[str] = typer.Option(None, "--select", metavar="RULE", help="Only these rule ids (repeatable)."),
+    ignore: List[str] = typer.Option(None, "--ignore", metavar="RULE", help="Never these rule ids (repeatable)."),
     config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml to read \\[tool.ddcheck] from."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Report only findings not in this baseline."),
     write_baseline: Optional[Path] = typer.Option(None, "--write-baseline", help="Record today's findings and exit 0."),
@@ -257,9 +257,9 @@ def config(
     sglang: Optional[str] = typer.Option(None, "--sglang", help="PATH | WHEEL | sglang==VERSION (default: the installed one, not imported)."),
     fmt: str = typer.Option("text", "--format", "-f", help="text | json | sarif | github"),
     fail_on: Optional[Severity] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1 (default: error)."),
-    select: List[str] = typer.Option(None, "--select", help="Only these rules, by id or name (repeatable)."),
-    ignore: List[str] = typer.Option(None, "--ignore", help="Never these rules, by id or name (repeatable)."),
-    suppress: List[str] = typer.Option(None, "--suppress", help="ID:reason - suppress a rule for this launch, saying why (repeatable; a launch file can say `# ddcheck: ignore[ID] reason`)."),
+    select: List[str] = typer.Option(None, "--select", metavar="RULE", help="Only these rules, by id or name (repeatable)."),
+    ignore: List[str] = typer.Option(None, "--ignore", metavar="RULE", help="Never these rules, by id or name (repeatable)."),
+    suppress: List[str] = typer.Option(None, "--suppress", metavar="ID:REASON", help="Suppress a rule for this launch, saying why (repeatable; a launch file can say `# ddcheck: ignore[ID] reason`)."),
     draft_config: Optional[Path] = typer.Option(
         None, "--draft-config", help="The draft model's config.json (file or directory), for values the tree's start-up code reads from it."),
     model_config: Optional[Path] = typer.Option(
