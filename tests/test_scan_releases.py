@@ -193,3 +193,13 @@ def test_a_dcp_start_up_bound_is_capacity_and_graph_buffers_are_reported_where_m
                for f in made)
     # no tree-budget server argument in a release: no automatic fix, and the hint says what to cover
     assert all(f.fix is None and "states no largest verify width" in f.hint for f in made)
+
+
+def test_a_release_named_by_version_is_named_so_in_findings(wheel):
+    """``sglang==X``'s files are ``sglang==X!path``, as smoke names them, not by ddcheck's wheel cache; a
+    wheel given by path keeps its path (issue 49)."""
+    from ddcheck.tree.sources import open_target
+
+    path = wheel("0.5.10")
+    assert open_target("sglang==0.5.10").find(TRITON).display == f"sglang==0.5.10!{TRITON}"
+    assert open_target(str(path)).find(TRITON).display == f"{path}!{TRITON}"

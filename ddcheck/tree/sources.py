@@ -375,7 +375,9 @@ def _open_wheel(wheel: Path, label: str) -> SourceTree:
         if info.is_dir() or not info.filename.endswith(".py"):
             continue
         member = info.filename
-        files.append(SourceFile(display=printable(f"{wheel}!{member}"), relpath=printable(member),
+        # named as the user named the wheel (``sglang==0.5.10!sglang/...``, as smoke names it), not by its
+        # place in ddcheck's cache; a wheel given by path keeps that path
+        files.append(SourceFile(display=printable(f"{label}!{member}"), relpath=printable(member),
                                 _read=_member_reader(wheel, member)))
     return SourceTree(label=label, kind="wheel", files=files, wheel=wheel)
 
