@@ -182,6 +182,7 @@ def smoke(
     if graph_capture_width not in (None, "C", "W"):
         raise UsageError("--graph-capture-width must be C or W")
     backend, device = _smoke_choices(backend, device)
+    _smoke_target_exists(target)  # cheap checks before the one that imports torch (seconds)
     _smoke_installed(device)
     values = capture = None
     if launch is not None:
@@ -204,6 +205,14 @@ def _smoke_choices(backend: str, device: str) -> tuple[str, str]:
         return backend_name(backend), device
     except ValueError as exc:
         raise UsageError(f"--backend: {exc}") from None
+
+
+def _smoke_target_exists(target: str) -> None:
+    """A target path that is not there is a usage error at once, as the tree's opening would say later."""
+    from .tree.sources import PACKAGE_VERSION_RE
+
+    if target != "installed" and not PACKAGE_VERSION_RE.match(target.strip()) and not Path(target).exists():
+        raise UsageError(f"{target}: no such file or directory")
 
 
 def _smoke_installed(device: str) -> None:
