@@ -5,7 +5,9 @@ the environment, torch's device probes and tensor factories, the root logger and
 (:mod:`ddcheck.tree.runtime`); all of it stays in the worker, as smoke's runs stay in its own. The
 worker is kept for the next launch of the same process (the Python API, the tests), so its tree
 sessions are reused as they were in-process; each request carries the caller's environment and working
-folder, set for its run.
+folder, set for its run. The worker runs the tree's code offline (:mod:`ddcheck.launch.offline`: the Hugging
+Face libraries' offline switches from its start, sockets and DNS refused at once) unless the request allows
+downloads; a request of the other kind gets a worker of its own.
 
 Protocol: one JSON request a line on stdin, naming the file to write the answer to; a newline on the
 pipe ``FD`` says it is written (stdout and stderr are a log: the tree's C code may write there). The
