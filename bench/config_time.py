@@ -13,7 +13,7 @@ launch, so its result is kept), or `--file FILE`. Per release and round, in a re
   another  the launch with one more flag (--max-running-requests 8): the tree's flag table and scan
            kept, the start-up run again
 Prints the machine's cores and load, and per release the exit code and the shortest - longest wall
-time of each, and the CPU time (user + system) of the shortest.
+time of each (and the median), and the CPU time (user + system) of the shortest.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def main() -> None:
 
         def span(xs):
             xs = sorted(xs)
-            return f"{xs[0][0]:.2f} - {xs[-1][0]:.2f}"
+            return f"{xs[0][0]:.2f} - {xs[-1][0]:.2f} (median {xs[len(xs) // 2][0]:.2f})"
         print(f"| {r} | {firsts[0][2]} | {span(firsts)} | {span(repeats)} | {span(others)} | "
               f"{min(firsts)[1]:.1f} / {min(repeats)[1]:.2f} |", flush=True)
 

@@ -69,8 +69,8 @@ def scan(
                                                    "Default: the installed sglang, else the bundled demo."),
     fmt: str = typer.Option("text", "--format", "-f", help="text | json | sarif | github"),
     fail_on: Optional[Severity] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1 (default: error)."),
-    select: List[str] = typer.Option(None, "--select", help="Only these rule ids (repeatable)."),
-    ignore: List[str] = typer.Option(None, "--ignore", help="Never these rule ids (repeatable)."),
+    select: List[str] = typer.Option(None, "--select", metavar="RULE", help="Only these rule ids (repeatable)."),
+    ignore: List[str] = typer.Option(None, "--ignore", metavar="RULE", help="Never these rule ids (repeatable)."),
     config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml to read \\[tool.ddcheck] from."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Report only findings not in this baseline."),
     write_baseline: Optional[Path] = typer.Option(None, "--write-baseline", help="Record today's findings and exit 0."),
@@ -182,6 +182,7 @@ def smoke(
     if graph_capture_width not in (None, "C", "W"):
         raise UsageError("--graph-capture-width must be C or W")
     backend, device = _smoke_choices(backend, device)
+    _smoke_target_exists(target)  # cheap checks before the one that imports torch (seconds)
     _smoke_installed(device)
     values = capture = None
     if launch is not None:
@@ -204,6 +205,14 @@ def _smoke_choices(backend: str, device: str) -> tuple[str, str]:
         return backend_name(backend), device
     except ValueError as exc:
         raise UsageError(f"--backend: {exc}") from None
+
+
+def _smoke_target_exists(target: str) -> None:
+    """A target path that is not there is a usage error at once, as the tree's opening would say later."""
+    from .tree.sources import PACKAGE_VERSION_RE
+
+    if target != "installed" and not PACKAGE_VERSION_RE.match(target.strip()) and not Path(target).exists():
+        raise UsageError(f"{target}: no such file or directory")
 
 
 def _smoke_installed(device: str) -> None:
@@ -257,9 +266,9 @@ def config(
     sglang: Optional[str] = typer.Option(None, "--sglang", help="PATH | WHEEL | sglang==VERSION (default: the installed one, not imported)."),
     fmt: str = typer.Option("text", "--format", "-f", help="text | json | sarif | github"),
     fail_on: Optional[Severity] = typer.Option(None, "--fail-on", help="Lowest severity that makes the exit code 1 (default: error)."),
-    select: List[str] = typer.Option(None, "--select", help="Only these rules, by id or name (repeatable)."),
-    ignore: List[str] = typer.Option(None, "--ignore", help="Never these rules, by id or name (repeatable)."),
-    suppress: List[str] = typer.Option(None, "--suppress", help="ID:reason - suppress a rule for this launch, saying why (repeatable; a launch file can say `# ddcheck: ignore[ID] reason`)."),
+    select: List[str] = typer.Option(None, "--select", metavar="RULE", help="Only these rules, by id or name (repeatable)."),
+    ignore: List[str] = typer.Option(None, "--ignore", metavar="RULE", help="Never these rules, by id or name (repeatable)."),
+    suppress: List[str] = typer.Option(None, "--suppress", metavar="ID:REASON", help="Suppress a rule for this launch, saying why (repeatable; a launch file can say `# ddcheck: ignore[ID] reason`)."),
     draft_config: Optional[Path] = typer.Option(
         None, "--draft-config", help="The draft model's config.json (file or directory), for values the tree's start-up code reads from it."),
     model_config: Optional[Path] = typer.Option(
@@ -268,6 +277,7 @@ def config(
     smoke: bool = typer.Option(False, "--smoke", help="Also run the launch's verify path from the tree at its C and W, on its backend (passed or picked by the tree for --gpu; needs the smoke extra)."),
     device: str = typer.Option("cpu", "--device", help="With --smoke: cpu (Triton interpreter), cuda or cuda:N."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore and do not write the result cache (a repeat of a judged launch is answered from it)."),
+    allow_downloads: bool = typer.Option(False, "--allow-downloads", help="Let the tree's start-up code use the network (the Hugging Face hub). Default: it runs offline; what it would download is not fetched, and a check that needs it is not judged, saying what to pass."),
 ) -> None:
     """Check an SGLang speculative-decoding launch before it runs.
 
@@ -294,7 +304,7 @@ def config(
                                     draft_config=str(draft_config) if draft_config else None,
                                     model_config=str(model_config) if model_config else None, gpu=gpu,
                                     smoke=run, select=select, ignore=ignore, fail_on=fail_on, suppress=suppress,
-                                    cache=not no_cache))
+                                    cache=not no_cache, allow_downloads=allow_downloads))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

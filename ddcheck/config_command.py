@@ -19,11 +19,13 @@ def config_command(argv: list[str], file: str | None = None, sglang: str | None 
                    draft_config: str | None = None, model_config: str | None = None, gpu: str | None = None,
                    smoke: Callable | None = None, select: list[str] | None = None,
                    ignore: list[str] | None = None, fail_on: Severity | None = None,
-                   suppress: list[str] | None = None, tree=None, cache: bool = True) -> int:
+                   suppress: list[str] | None = None, tree=None, cache: bool = True,
+                   allow_downloads: bool = False) -> int:
     """``ddcheck config``: prints the report and returns the exit code: 1 findings at or above
     ``fail_on`` (default error), else 3 a check that could not run, else 0; a UsageError for bad
     arguments (2). ``tree``: the target already opened (the Python API's, tests'); ``cache``: answer a repeat
-    from the result cache and keep a judged result (``--no-cache``: neither)."""
+    from the result cache and keep a judged result (``--no-cache``: neither); ``allow_downloads``: the
+    tree's code may use the network (``--allow-downloads``; else it runs offline)."""
     from .launch.api import check_launch, open_sglang, server_argv
     from .launch.report import (as_findings, command_line_suppressions, exit_code, launch_suppressions, locate,
                                 render_json, render_text, select as select_findings)
@@ -42,7 +44,7 @@ def config_command(argv: list[str], file: str | None = None, sglang: str | None 
     suppressions = launch_suppressions(file) + command_line_suppressions(suppress or [])
     tree = tree or open_sglang(sglang)
     report = check_launch(argv, file=file, tree=tree, draft_config=draft_config, model_config=model_config,
-                          gpu=gpu, smoke=smoke, cache=cache)
+                          gpu=gpu, smoke=smoke, cache=cache, allow_downloads=allow_downloads)
     before = list(report.findings)
     locate(report, server_argv(argv), file)
     select_findings(report, list(select or []), list(ignore or []), suppressions)

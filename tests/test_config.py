@@ -240,6 +240,22 @@ def test_unknown_flag_names_the_release():
 
 
 @network
+def test_a_typo_d_flag_gets_the_closest_of_the_releases_own_flags():
+    """Issue 49: a mistyped flag is named with the closest option strings of the release's parser, and the
+    finding says SGLang stops at start-up, not argparse's exit status (ddcheck's own is 1)."""
+    r = run("0.5.10", base("--speculative-algorithm", "EAGLE", "--speculative-num-stpes", "3", "--no-such-flag", "3"))
+    assert ids(r) == {"parse-unknown-flag"} and r.exit_code == 1
+    f = r.findings[0]
+    assert "--speculative-num-stpes: did you mean --speculative-num-steps" in f.message, f.message
+    assert "--no-such-flag:" not in f.message  # nothing of the release's is close to it
+    assert "SGLang would stop at start-up" in f.message and "exit 2" not in f.message
+    assert f.fix.startswith("use the flag you meant")
+    amb = run("0.5.10", base("--speculative-algorithm", "EAGLE", "--speculative-d", "x"))
+    assert ids(amb) == {"parse-ambiguous-flag"} and "--speculative-d: did you mean --speculative-draft-" in \
+        amb.findings[0].message
+
+
+@network
 def test_ddtree_budget_flag_unknown_on_releases():
     for ver in ("0.5.16", "0.5.23"):
         r = run(ver, base("--speculative-algorithm", "DFLASH", "--speculative-ddtree-budget", "16"))
@@ -364,6 +380,44 @@ def test_topk_on_mla_backend_that_only_supports_topk_1():
     r = run("0.5.23", eagle(3, 2, 4, "--attention-backend", "flashmla"))
     f = next(f for f in r.findings if f.id == "mla-topk")
     assert f.level == "error" and f.consequence == "CRASH" and "flashmla_backend.py" in f.evidence[0].path
+
+
+def _topk4_on_flashinfer(model: str) -> list[str]:
+    """Issue 49's launch: EAGLE topk 4, flashinfer (whose MLA module alone refuses topk > 1: 0.5.10
+    flashinfer_mla_backend.py:912-914), the model named by hub id, its config given to ddcheck."""
+    return ["python", "-m", "sglang.launch_server", "--model-path", model, "--max-running-requests", "32",
+            "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "x", "--speculative-num-steps", "3",
+            "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "16", "--attention-backend",
+            "flashinfer"]
+
+
+@network
+def test_mla_topk_is_decided_by_the_trees_model_config(tmp_path, monkeypatch):
+    """DD205 from facts: 0.5.10's ModelConfig makes DeepseekV3ForCausalLMNextN an MLA model
+    (configs/model_config.py:436-453), so its flashinfer draft runs the MLA module and the server dies: an
+    error citing that line; a Llama EAGLE draft is MHA there (:560): no DD205 and no hedge; no draft
+    config for a hub id: not judged, naming --draft-config."""
+    pytest.importorskip("torch")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    tree = release("0.5.10")
+    dsv3 = check_launch(_topk4_on_flashinfer("deepseek-ai/DeepSeek-V3"), tree=tree,
+                        model_config=str(MODELS / "deepseek_v3"), draft_config=str(MODELS / "deepseek_v3_nextn"))
+    f = next(f for f in dsv3.findings if f.id == "mla-topk")
+    assert f.level == "error" and f.consequence == "CRASH" and "uses MLA" in f.message and "if " not in f.message
+    assert [(e.path, e.line) for e in f.evidence][0][0] == "sglang/srt/layers/attention/flashinfer_mla_backend.py"
+    assert ("sglang/srt/configs/model_config.py", 453) in [(e.path, e.line) for e in f.evidence]
+    assert dsv3.settings.draft_mla is True and dsv3.exit_code == 1
+
+    llama = check_launch(_topk4_on_flashinfer("meta-llama/Llama-3.1-8B-Instruct"), tree=tree,
+                         model_config=str(MODELS / "llama"), draft_config=str(MODELS / "llama_eagle"))
+    assert not [f for f in llama.findings if f.id == "mla-topk"], llama.findings
+    assert not any("MLA" in f.message for f in llama.findings)
+    assert llama.settings.draft_mla is False and llama.not_judged == [] and llama.exit_code == 0, llama.not_judged
+
+    unknown = check_launch(_topk4_on_flashinfer("meta-llama/Llama-3.1-8B-Instruct"), tree=tree,
+                           model_config=str(MODELS / "llama"))
+    assert not [f for f in unknown.findings if f.id == "mla-topk"] and unknown.exit_code == 3
+    assert any(x.startswith("mla-topk:") and "--draft-config" in x for x in unknown.not_judged), unknown.not_judged
 
 
 @network

@@ -211,6 +211,9 @@ def test_config_github_annotations(capsys, tmp_path):
     assert any(a.startswith("::error file=") and f"launch.yaml,line={line}," in a and "title=DD202::" in a
                for a in out.splitlines()), out
     assert any(a.startswith("::notice file=") and "title=DD232::" in a for a in out.splitlines()), out
+    # a finding in the wheel is named as the user named the release, not by ddcheck's cache (issue 49)
+    reset = next(a for a in out.splitlines() if "title=DD232::" in a)
+    assert reset.startswith("::notice file=sglang==0.5.10!sglang/srt/server_args.py,"), reset
 
 
 @network

@@ -128,6 +128,17 @@ def test_flags_show_no_value(args):
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=IDS)
+def test_list_options_name_what_they_take(args):
+    """A repeatable option's row names what one value is (``RULE``, ``ID:REASON``), as Ruff's
+    ``--select RULE_CODE`` does, never typer's ``<list[str]>`` (issue 49)."""
+    screen = render(app, args)
+    for flag, metavar in (("--select", "RULE"), ("--ignore", "RULE"), ("--suppress", "ID:REASON")):
+        row = next((ln for ln in screen.splitlines() if re.match(rf"│ {re.escape(flag)}\s", ln)), None)
+        if row is not None:
+            assert row[len("│ " + flag):].split()[0] == metavar, row
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=IDS)
 def test_dash_h_is_help(args):
     result = CliRunner().invoke(app, [*args, "-h"], env={"COLUMNS": str(WIDTH)}, color=False)
     assert result.exit_code == 0

@@ -115,6 +115,15 @@ def test_unsupported_torch_is_named_with_the_range(tmp_path):
     assert "pip install 'ddcheck[smoke]'" in line
 
 
+def test_smoke_names_a_missing_path_before_looking_at_torch(tmp_path):
+    """The cheap check first (issue 49): a path that is not there is said at once, not after torch is
+    looked at (seconds to import; here a torch smoke does not support, which would be exit 3)."""
+    _dist(tmp_path / "site", "torch", "2.7.1")
+    missing = str(tmp_path / "no-such")
+    line = one_line(ddcheck("smoke", missing, env={"PYTHONPATH": f"{tmp_path / 'site'}{os.pathsep}{REPO}"}))
+    assert line == f"ddcheck: {missing}: no such file or directory"
+
+
 @pytest.fixture
 def without_torch(tmp_path) -> list[str]:
     """This environment's site-packages without torch: a folder of links to everything else, put on

@@ -236,3 +236,13 @@ def test_c_reaching_a_size_one_step_further_is_capacity_on_0_5_23(release_scan, 
     assert write in f.message
     if made is not None:  # a helper's allocation: named, with the parameter it sizes it with
         assert made in f.message and "is passed as `" in f.message
+
+
+def test_a_release_named_by_version_is_named_so_in_findings(wheel):
+    """``sglang==X``'s files are ``sglang==X!path``, as smoke names them, not by ddcheck's wheel cache; a
+    wheel given by path keeps its path (issue 49)."""
+    from ddcheck.tree.sources import open_target
+
+    path = wheel("0.5.10")
+    assert open_target("sglang==0.5.10").find(TRITON).display == f"sglang==0.5.10!{TRITON}"
+    assert open_target(str(path)).find(TRITON).display == f"{path}!{TRITON}"

@@ -32,7 +32,7 @@ def open_sglang(sglang: str | None) -> SourceTree:
 def check_launch(argv: list[str], sglang: str | None = None, file: str | None = None,
                  tree: SourceTree | None = None, draft_config: str | None = None,
                  model_config: str | None = None, gpu: str | None = None,
-                 smoke: Callable | None = None, cache: bool = True) -> "Report":
+                 smoke: Callable | None = None, cache: bool = True, allow_downloads: bool = False) -> "Report":
     """Check a launch (``argv`` as the script runs it, and/or an SGLang ``--config`` YAML ``file``)
     against the target SGLang (installed by default; ``sglang`` = path, wheel or ``sglang==VER``).
     ``draft_config``/``model_config``: the models' ``config.json`` (file or directory), for the
@@ -42,7 +42,9 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
     Backends the launch leaves to SGLang are picked by the tree's own start-up code for that GPU
     (:mod:`ddcheck.launch.selection`) and judged as if the launch had passed them.
     The tree's code runs in a worker process; a judged result is kept and a repeat answered from it
-    (``cache=False``: neither read nor kept).
+    (``cache=False``: neither read nor kept). The tree's code runs offline: a value it would download is
+    not fetched (the run goes on as the tree does without it, or says what could not be judged);
+    ``allow_downloads``: it may use the network.
     ``smoke``: also run the launch's verify path from the tree at exactly its C and W, and report
     what it finds (:func:`ddcheck.config_smoke.launch_smoke`, a floor above both this package and
     ``ddcheck.smoke``: ``config --smoke``); it runs here, after the checks (smoke runs its own worker)."""
@@ -55,7 +57,7 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
     except GpuError as exc:
         raise UsageError(str(exc)) from exc
     tree = tree or open_sglang(sglang)
-    request = worker.request(tree, list(argv), file, draft_config, model_config, machine)
+    request = worker.request(tree, list(argv), file, draft_config, model_config, machine, allow_downloads)
     k = kept.key(tree, request) if cache else None
     entry = kept.load(k)
     if entry is None:
@@ -70,7 +72,7 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
 
 def config_main(argv: list[str], file: str | None = None, sglang: str | None = None, fmt: str = "text",
                 draft_config: str | None = None, model_config: str | None = None, gpu: str | None = None,
-                smoke: Callable | None = None) -> int:
+                smoke: Callable | None = None, allow_downloads: bool = False) -> int:
     """CLI body: prints the report (rich text or JSON); 0 clean, 1 error findings, 2 usage, 3 could not
     judge (the tree's own code did not decide the launch: why, and what to install or pass)."""
     if fmt not in ("text", "json"):
@@ -84,7 +86,7 @@ def config_main(argv: list[str], file: str | None = None, sglang: str | None = N
         return 2
     try:
         report = check_launch(argv, sglang=sglang, file=file, draft_config=draft_config, model_config=model_config,
-                              gpu=gpu, smoke=smoke)
+                              gpu=gpu, smoke=smoke, allow_downloads=allow_downloads)
     except UsageError as exc:
         print(f"ddcheck config: {exc}", file=sys.stderr)
         return 2

@@ -274,22 +274,42 @@ def check_eagle_tree_size(s: SpecSettings, tree: SourceTree) -> list[ConfigFindi
                fix=f"lower --speculative-num-draft-tokens to <= {cap + 1} or raise steps/topk")]
 
 
-def check_mla_topk(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
-    """topk > 1 with a draft backend whose (MLA) module refuses it when the draft worker starts."""
+def mla_topk_guard(s: SpecSettings, tree: SourceTree) -> tuple[str, list[Evidence], bool] | None:
+    """(draft backend, its topk-1 guard lines, whether every module of the backend is an MLA one) where
+    the launch drafts a tree (topk > 1) on a backend whose (MLA) module refuses topk > 1; else None."""
     if (s.eagle_topk or 1) <= 1 or s.algorithm not in EAGLE_FAMILY:
-        return []
+        return None
     backend = s.draft_attention_backend or s.decode_attention_backend or s.attention_backend
     if not backend:
-        return []
+        return None
     ev = T.topk1_only(tree, backend)
     if not ev:
-        return []
+        return None
     files = T.backend_files(tree).get(backend, ())
-    mla_only = all("mla" in p.rsplit("/", 1)[-1] for p in files)
-    return [_f("mla-topk", Consequence.CRASH, level="error" if mla_only else "warning", backend=backend,
-               message=f"topk={s.eagle_topk} with draft backend {backend!r}, whose "
-                       f"{'' if mla_only else 'MLA '}module only supports topk 1: the server dies after the "
-                       f"weights load{'' if mla_only else ' (if the model uses MLA)'}",
+    return backend, ev, all("mla" in p.rsplit("/", 1)[-1] for p in files)
+
+
+def check_mla_topk(s: SpecSettings, tree: SourceTree) -> list[ConfigFinding]:
+    """topk > 1 with a draft backend whose module for this draft model refuses it when the draft worker
+    starts: every module of the backend is an MLA one, or the draft model uses MLA (the tree's
+    ModelConfig, ``s.draft_mla``). A draft model that does not use MLA runs the backend's other module;
+    one not known here is not judged (said by :func:`ddcheck.launch.judge`), never a hedged finding."""
+    hit = mla_topk_guard(s, tree)
+    if hit is None:
+        return []
+    backend, ev, mla_only = hit
+    if mla_only:
+        said = f"topk={s.eagle_topk} with draft backend {backend!r}, whose modules only support topk 1"
+    elif s.draft_mla:
+        said = (f"topk={s.eagle_topk} with draft backend {backend!r} on a draft model that uses MLA (its "
+                f"attention_arch, as the tree's ModelConfig sets it from the model's config): the backend's MLA "
+                f"module only supports topk 1")
+        if s.draft_attention_arch_at:
+            ev = [*ev, _evidence_at(s.draft_attention_arch_at, "the draft model's attention_arch: MLA")]
+    else:
+        return []
+    return [_f("mla-topk", Consequence.CRASH, level="error", backend=backend,
+               message=f"{said}: the server dies when the draft worker starts, after the weights load",
                fix="use --speculative-eagle-topk 1 or another backend for the draft "
                    "(--speculative-draft-attention-backend)", evidence=ev)]
 

@@ -441,6 +441,32 @@ def parse(table: FlagTable, argv: list[str]) -> dict:
     return vars(build_parser(table).parse_args(argv))
 
 
+def closest_options(table: FlagTable, argv: list[str], message: str, n: int = 3) -> dict[str, list[str]]:
+    """For each option word argparse refused in ``argv`` (unknown, or an abbreviation of several), the
+    closest option strings of the release's own parser (``difflib``): those an ambiguous word could
+    match, else all of them."""
+    import difflib
+
+    options = sorted({o for f in table.flags for o in f.options if o.startswith("--")})
+    out: dict[str, list[str]] = {}
+    ambiguous = re.match(r"ambiguous option: (\S+?)(?:=\S*)? could match (.+)$", message)
+    if ambiguous:
+        word, among = ambiguous.group(1), [o.strip() for o in ambiguous.group(2).split(",")]
+        near = difflib.get_close_matches(word, among, n=n, cutoff=0.0)
+        return {word: near} if near else {}
+    try:
+        _, extras = build_parser(table).parse_known_args(argv)
+    except ParseError:
+        return out
+    for word in extras:
+        word = word.split("=", 1)[0]
+        if word.startswith("--") and word not in out:
+            near = difflib.get_close_matches(word, options, n=n, cutoff=0.6)
+            if near:
+                out[word] = near
+    return out
+
+
 MAX_CONFIG_BYTES = 1 << 20
 
 

@@ -3,7 +3,8 @@
 SGLang hands a hub id to its config readers, which read ``config.json`` from the Hugging Face cache
 (``HF_HUB_CACHE``, else ``HF_HOME/hub``: ``models--org--name/snapshots/<rev>/config.json``) or download
 it. ddcheck does the same through ``huggingface_hub``: the cache first, then, only when the network is
-allowed (``HF_HUB_OFFLINE`` unset), a download of ``config.json`` alone. The file is read as data:
+allowed (``ddcheck config --allow-downloads``, and ``HF_HUB_OFFLINE`` unset), a download of ``config.json``
+alone. The file is read as data:
 code it names (``auto_map``, remote code) never runs.
 """
 
@@ -75,8 +76,11 @@ def hub_config(path: str, revision: str | None = None) -> HubConfig | None:
         raise HubError(f"{path}: not a hub id ddcheck can look up ({exc})") from exc
     if not isinstance(found, str):
         if offline():
-            raise HubError(f"{path}: its config.json is not in the Hugging Face cache ({cache}) and HF_HUB_OFFLINE "
-                           "is set, so it cannot be downloaded")
+            from ddcheck.launch.offline import GUARD, WHY
+
+            why = WHY if "HF_HUB_OFFLINE" in GUARD.set_by_ddcheck else "HF_HUB_OFFLINE is set"
+            raise HubError(f"{path}: its config.json is not in the Hugging Face cache ({cache}) and {why}, so it "
+                           "is not downloaded")
         if not reachable():
             raise HubError(f"{path}: its config.json is not in the Hugging Face cache ({cache}) and the hub cannot "
                            "be reached from here to download it")

@@ -12,10 +12,10 @@ from ddcheck.errors import UsageError
 from ddcheck.launch.environ import TreeOutput, launch_environ
 from ddcheck.launch.hub import HubError, hub_config
 from ddcheck.launch.checks import (ALL_CHECKS, SCAN_ONLY_CHECKS, Consequence, ConfigFinding, check_startup,
-                                   check_verify_width, tree_run_findings)
+                                   check_verify_width, mla_topk_guard, tree_run_findings)
 from ddcheck.launch.evidence import scan_errors, verify_findings_by_backend
 from ddcheck.launch.target import backend_files
-from ddcheck.launch.flags import ParseError, flag_table, merge_config_file, parse
+from ddcheck.launch.flags import ParseError, closest_options, flag_table, merge_config_file, parse
 from ddcheck.launch.gpu import Gpu
 from ddcheck.launch.report import GpuReport, PickedBackend, Report, add_smoke, sort_findings
 from ddcheck.launch.selection import apply as apply_selection, platform_of, select_backends, settle
@@ -98,9 +98,13 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
         fix = {"parse-unknown-flag": f"remove the flag or target a release that has it (see `--help` of {rel})",
                "parse-ambiguous-flag": "spell the flag out in full: abbreviations match several flags here",
                "unknown-algorithm": "use an algorithm this release ships, or a build that adds it"}
+        meant = closest_options(table, args, msg) if kind in ("parse-unknown-flag", "parse-ambiguous-flag") else {}
+        said = "; ".join(f"{word}: did you mean {' or '.join(near)}?" for word, near in meant.items())
         report.findings.append(ConfigFinding(id=kind, consequence=Consequence.PARSE,
-                                             message=f"{rel} argparse: {msg} (exit 2)",
-                                             fix=fix.get(kind, "fix the value")))
+                                             message=f"{rel}'s argparse refuses the command line, so SGLang would "
+                                                     f"stop at start-up: {msg}" + (f" ({said})" if said else ""),
+                                             fix=("use the flag you meant (the closest of its own flags, above); else "
+                                                  if said else "") + fix.get(kind, "fix the value")))
         return report
     algo = ns.get(SPECULATIVE_ALGORITHM)
     if algo is not None and table.algorithms is not None and algo.upper() not in table.algorithms:
@@ -166,6 +170,7 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
         _apply(s, run, tree, environ.for_tree())
         if sel.picked:  # the speculative handler may change a backend it was left (the tree's own rewrite)
             settle(s, {f: run.values.get(f) for f in sel.picked})
+        report.not_judged += _draft_architecture(s, tree, run, configs, machine)
         each = _per_site(s, tree)
         unknown_widths = [(x, why) for x in each for why in _widths_not_judged(x)]
         checks = tuple(c for c in ALL_CHECKS if c is not check_startup)  # labels of the tree's own rejections only
@@ -196,6 +201,28 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
         add_smoke(report, ran)
     sort_findings(report)
     return report
+
+
+def _draft_architecture(s: SpecSettings, tree: SourceTree, run: TreeRun, configs, machine: Gpu) -> list[str]:
+    """Whether the draft model uses MLA, where a check turns on it (a topk-1 guard in the draft
+    backend's MLA module only): from the tree's own ModelConfig, on the server args its start-up code
+    left. What could not be decided here is said, with what would decide it."""
+    hit = mla_topk_guard(s, tree)
+    if hit is None or hit[2]:
+        return []
+    from ddcheck.launch.architecture import attention_arch
+
+    arch = attention_arch(tree, run.values, *configs, gpu=machine.vendor, platform=platform_of(machine), draft=True)
+    s.draft_mla, s.draft_attention_arch_at = arch.mla, arch.at
+    if arch.mla is not None:
+        return []
+    backend, ev, _ = hit
+    guard = f"{ev[0].path}:{ev[0].line}"
+    what = (f"mla-topk: topk={s.eagle_topk} with draft backend {backend!r}, whose MLA module only supports topk 1 "
+            f"({guard}): whether the draft model ({arch.model}) uses MLA is decided by the tree's ModelConfig from "
+            f"its config, which could not be built here")
+    supply = arch.supply or ([] if configs[0] is not None else ["--draft-config PATH"])
+    return [_why_not(what, arch.why, supply, _torch_missing([], arch.why))]
 
 
 def _given(args: list[str], table, dest: str) -> bool:

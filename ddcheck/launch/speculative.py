@@ -84,6 +84,10 @@ class SpecSettings(BaseModel):
     prefill_attention_backend: str | None = None
     decode_attention_backend: str | None = None
     draft_attention_backend: str | None = None
+    # The draft worker's model uses MLA, as the tree's ModelConfig decides from its config (None: not
+    # decided here), and the line that set its attention_arch (:mod:`ddcheck.launch.architecture`).
+    draft_mla: bool | None = None
+    draft_attention_arch_at: str | None = None
     speculative_attention_mode: str = "prefill"
     verify_backend: str | None = None  # backend on the target-verify path; None: chosen at start-up
     page_size: int = 1

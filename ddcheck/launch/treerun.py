@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ddcheck.launch.offline import GUARD, WHY, about_a_refusal
 from ddcheck.tree.sources import SourceTree
 from ddcheck.tree.modules import TreeModules, tree_class
 from ddcheck.tree.names import (ARG_GROUPS_DIR, HANDLER_METHOD_NAMES as METHOD_NAMES, HANDLER_NAMES, SERVER_ARGS_CLASS,
@@ -116,6 +117,7 @@ class TreeRun:
     # statements that could not run here, model configs answered from a file.
     limitations: list[str] = field(default_factory=list)
     stand_in_modules: list[str] = field(default_factory=list)  # modules that could not be imported here
+    refusal_talk: int = 0  # messages the tree logged about a download refused (:mod:`ddcheck.launch.offline`)
 
     @property
     def ok(self) -> bool:
@@ -134,6 +136,9 @@ class _Session(TreeRuntime):
         self._kept: dict[str, Any] = {}
         self._kept_dir = None
         self.answered: dict[str, str] = {}  # model path -> how its config was answered (first time)
+        # model path -> the config the launches gave for it: the tree may keep a config by path
+        # (``@lru_cache`` on its ``get_config``), so another config for a path needs fresh modules
+        self.models: dict[str, str] = {}
 
     def __enter__(self):
         super().__enter__()
@@ -161,16 +166,34 @@ class _Session(TreeRuntime):
 _SESSIONS: dict[tuple[int, Platform], tuple[SourceTree, _Session]] = {}
 
 
-def _session(tree: SourceTree, platform: Platform) -> _Session:
+def _session(tree: SourceTree, platform: Platform, models: dict[str, str] | None = None) -> _Session:
+    """The kept session of ``tree`` on ``platform``, unless it ran a launch that gave another config for
+    one of ``models`` (path -> the config's digest): then a fresh one."""
     key = (id(tree), platform)
     hit = _SESSIONS.get(key)
+    models = models or {}
     if hit is not None and hit[0] is tree:
-        return hit[1]
+        if all(hit[1].models.get(p, d) == d for p, d in models.items()):
+            hit[1].models.update(models)
+            return hit[1]
+        _SESSIONS.pop(key)[1].close()
     while len(_SESSIONS) >= SESSIONS_KEPT:
         _SESSIONS.pop(next(iter(_SESSIONS)))[1].close()
     session = _Session(tree, platform)
+    session.models.update(models)
     _SESSIONS[key] = (tree, session)
     return session
+
+
+def _model_digests(values: dict[str, Any], draft_config: dict | None, model_config: dict | None) -> dict[str, str]:
+    """The launch's model paths, each with a digest of the config it gets (given, or its folder's)."""
+    out = {}
+    for key, given in ((MODEL_PATH, model_config), (SPECULATIVE_DRAFT_MODEL_PATH, draft_config)):
+        path = values.get(key)
+        if isinstance(path, str):
+            data = given if given is not None else local_config(path)
+            out[path] = json.dumps(data, sort_keys=True, default=str)
+    return out
 
 
 @atexit.register
@@ -195,6 +218,7 @@ class _Run:
         self.recording = False
         self.declared: dict[str, Any] = {}  # field decisions handed to tree functions (0.5.21+)
         self.entry_code = None  # the code object of the start-up function that runs
+        self.stopped_by_refusal = False  # the run ended on a download the worker refused
 
     # -- where things happen
     def where_of(self, filename: str, line: int) -> Where | None:
@@ -609,6 +633,9 @@ class _Capture(logging.Handler):
         where = self.run.where_of(record.pathname, record.lineno)
         if where is None or record.levelno < logging.INFO:
             return
+        if about_a_refusal(sys.exc_info()[1]):  # the tree's talk about a download refused (its retries)
+            self.run.result.refusal_talk += 1
+            return
         try:
             message = record.getMessage()
         except Exception:  # a tree message whose %-args are stand-ins
@@ -630,7 +657,8 @@ def run_handler(tree: SourceTree, values: dict[str, Any], draft_config: dict | N
     for key, default in FILLED_BEFORE.items():
         if entry is None and key in values and values[key] is None:
             values[key] = default
-    rt = _session(tree, platform or PLATFORMS.get(gpu, Platform("cpu")))
+    rt = _session(tree, platform or PLATFORMS.get(gpu, Platform("cpu")), _model_digests(values, draft_config,
+                                                                                         model_config))
     readers: dict = {}
     while True:
         run = _Run(tree, rt, draft_config, model_config)
@@ -659,6 +687,7 @@ def _run_once(run: "_Run", tree: SourceTree, found, values: dict[str, Any], read
     for h, _ in silenced:
         h.setLevel(logging.CRITICAL + 1)
     sa, unreadable = None, None
+    refused_before = len(GUARD.attempts)
     try:
         with rt, _Answering(rt, _LaunchModels(run)):
             fn, sa = _prepare(run, tree, found, values, entry)
@@ -678,7 +707,10 @@ def _run_once(run: "_Run", tree: SourceTree, found, values: dict[str, Any], read
                 run.result.failed = f"the handler recursed too deep: {exc}"
             except Exception as exc:
                 where = run.raised_at(exc)
-                if where is not None and _raises_there(run, where):  # the tree's own rejection
+                if about_a_refusal(exc):  # what it would have downloaded: named (_refusals), not the tree's verdict
+                    run.result.failed = f"{type(exc).__name__}: {exc} (at {where})"
+                    run.stopped_by_refusal = True
+                elif where is not None and _raises_there(run, where):  # the tree's own rejection
                     run.result.rejected = f"{type(exc).__name__}: {exc}"
                     run.result.rejected_at = where
                 else:  # an operation on something ddcheck stood in for: not the tree's verdict
@@ -696,6 +728,7 @@ def _run_once(run: "_Run", tree: SourceTree, found, values: dict[str, Any], read
         root.setLevel(old_level)
         for h, level in silenced:
             h.setLevel(level)
+    _refusals(run, GUARD.attempts[refused_before:])
     run.result.values = _values_of(run, sa, values) if sa is not None else values
     run.result.stand_in_modules = rt.report.stand_in_modules
     for key in (MODEL_PATH, SPECULATIVE_DRAFT_MODEL_PATH):  # read by an earlier launch, kept by the tree
@@ -703,6 +736,26 @@ def _run_once(run: "_Run", tree: SourceTree, found, values: dict[str, Any], read
         if text is not None and not any(x.startswith(text.split(" by ddcheck")[0]) for x in run.result.limitations):
             run.limitation(text)
     return unreadable
+
+
+def _refusals(run: "_Run", attempts: list) -> None:
+    """Each address the tree's code tried to reach (refused: the worker runs it offline), with the tree
+    line that asked: a limitation of the run where it went on, what it needed where that ended it."""
+    seen: dict[tuple[str, str], int] = {}
+    for a in attempts:
+        where = next((w for w in (run.where_of(f, n) for f, n in a.stack) if w is not None), None)
+        seen[(a.address, str(where or "?"))] = seen.get((a.address, str(where or "?")), 0) + 1
+    if run.stopped_by_refusal:
+        asked = ", ".join(f"{address} (asked at {where})" for address, where in seen) or "the network"
+        run.result.failed = (f"it needs what it would download from {asked}: {WHY}, or give ddcheck that "
+                             f"value (a model's config: --model-config/--draft-config, or a local folder or the "
+                             f"Hugging Face cache) [{run.result.failed}]")
+        return
+    talk = f"; what it logged about it ({run.result.refusal_talk} message(s)) is its own output, not a finding" \
+        if run.result.refusal_talk else ""
+    for (address, where), n in seen.items():
+        run.limitation(f"the tree's code at {where} tried to reach {address} ({n} time(s)), refused at once: "
+                       f"{WHY}; it went on as it does when that fails{talk}")
 
 
 class _NoStartup(Exception):

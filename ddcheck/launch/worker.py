@@ -5,7 +5,9 @@ the environment, torch's device probes and tensor factories, the root logger and
 (:mod:`ddcheck.tree.runtime`); all of it stays in the worker, as smoke's runs stay in its own. The
 worker is kept for the next launch of the same process (the Python API, the tests), so its tree
 sessions are reused as they were in-process; each request carries the caller's environment and working
-folder, set for its run.
+folder, set for its run. The worker runs the tree's code offline (:mod:`ddcheck.launch.offline`: the Hugging
+Face libraries' offline switches from its start, sockets and DNS refused at once) unless the request allows
+downloads; a request of the other kind gets a worker of its own.
 
 Protocol: one JSON request a line on stdin, naming the file to write the answer to; a newline on the
 pipe ``FD`` says it is written (stdout and stderr are a log: the tree's C code may write there). The
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from ddcheck.errors import UsageError
 from ddcheck.launch.kept import Judged, state
+from ddcheck.launch.offline import GUARD, OFFLINE_ENV, offline_env
 from ddcheck.tree.sources import SourceTree
 
 WORKER = ["-m", "ddcheck.launch.worker"]  # the interpreter's arguments that start a worker
@@ -53,24 +56,28 @@ _TREES: dict[int, SourceTree] = {}  # trees sent to the worker, kept alive so th
 
 
 def request(tree: SourceTree, argv: list[str], file: str | None, draft_config: str | None,
-            model_config: str | None, machine) -> dict:
-    """One launch to judge, with the caller's environment and working folder."""
+            model_config: str | None, machine, allow_downloads: bool = False) -> dict:
+    """One launch to judge, with the caller's environment and working folder; ``allow_downloads``: the
+    tree's code may use the network (else the worker runs it offline, :mod:`ddcheck.launch.offline`)."""
     return {"target": spec_of(tree), "label": tree.label, "argv": list(argv), "file": file,
             "draft_config": draft_config, "model_config": model_config, "gpu": asdict(machine),
-            "env": dict(os.environ), "cwd": os.getcwd()}
+            "env": dict(os.environ), "cwd": os.getcwd(), "allow_downloads": bool(allow_downloads)}
 
 
 class _Worker:
-    def __init__(self) -> None:
+    def __init__(self, offline: bool = True) -> None:
+        self.offline = offline
         self.folder = tempfile.mkdtemp(prefix="ddcheck-config-")
         self.log_path = os.path.join(self.folder, "worker.log")
-        env = dict(os.environ)
+        # offline from the start: the Hugging Face libraries read their offline switches when imported
+        env = offline_env(dict(os.environ)) if offline else dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         read, write = os.pipe()
         with open(self.log_path, "wb") as log:
             # the worker's temporary folders (the tree's private copy) live in this one, removed with it
-            self.proc = subprocess.Popen([sys.executable, *WORKER, str(write), self.folder], stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen([sys.executable, *WORKER, str(write), self.folder,
+                                          "offline" if offline else "online"], stdin=subprocess.PIPE,
                                          stdout=log, stderr=subprocess.STDOUT, pass_fds=(write,), env=env)
         os.close(write)
         self.reply = read
@@ -138,10 +145,11 @@ def close_worker() -> None:
 
 def judge_in_worker(tree: SourceTree, req: dict) -> Judged:
     """The launch judged in the worker (started on first use, kept for the next launch)."""
-    if _WORKER and not _WORKER[0].alive():
+    offline = not req.get("allow_downloads")
+    if _WORKER and (not _WORKER[0].alive() or _WORKER[0].offline != offline):
         close_worker()
     if not _WORKER:
-        _WORKER.append(_Worker())
+        _WORKER.append(_Worker(offline))
     _TREES.pop(id(tree), None)
     _TREES[id(tree)] = tree
     while len(_TREES) > TREES_KEPT:
@@ -228,9 +236,13 @@ def _serve(req: dict, trees: dict) -> dict:
     from ddcheck.launch.judge import judge
     from ddcheck.tree.sources import TargetError, open_target
 
+    offline = GUARD.installed
     os.environ.clear()
-    os.environ.update(req["env"])
+    os.environ.update(offline_env(req["env"]) if offline else req["env"])
     os.chdir(req["cwd"])
+    GUARD.attempts.clear()
+    GUARD.waits_skipped = 0
+    GUARD.set_by_ddcheck = {k for k, v in OFFLINE_ENV.items() if offline and req["env"].get(k) != v}
     tree = trees.pop(req["token"], None)
     try:
         if tree is None:
@@ -254,6 +266,9 @@ def _serve(req: dict, trees: dict) -> dict:
         return {"error": f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"}
     finally:
         _RECORDING.pop()
+    if report.settings is not None:  # ddcheck's offline switches are not the launch's environment
+        for name in GUARD.set_by_ddcheck:
+            report.settings.env.pop(name, None)
     values = {k: v for k, v in (report.settings.values if report.settings else {}).items() if jsonable(v)}
     return {"judged": {"report": report.model_dump_json(), "values": values, "checked_to_the_end": bool(reached),
                        "judged": report.judged, "reads": reads.states()}}
@@ -263,6 +278,8 @@ def main() -> int:
     reply = int(sys.argv[1])
     if len(sys.argv) > 2:  # the parent's folder: what this process leaves there goes with it (it ends by os._exit)
         tempfile.tempdir = sys.argv[2]
+    if sys.argv[3:4] != ["online"]:  # no socket to the network, no DNS lookup: refused at once
+        GUARD.install()
     sys.addaudithook(_audit)
     trees: dict = {}
     for line in sys.stdin:

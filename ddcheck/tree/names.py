@@ -72,6 +72,15 @@ TOKEN_ALLOCATOR_CLASS = "TokenToKVPoolAllocator"
 # What a backend is handed at construction: the runner and its model's config (model_executor/, configs/)
 MODEL_RUNNER_CLASS = "ModelRunner"
 MODEL_CONFIG_CLASS = "ModelConfig"
+# How a worker builds its model's ModelConfig (``ModelConfig.from_server_args(server_args, model_path=...,
+# is_draft_model=...)``: tp_worker.py in every release, 0.5.10 :326-339), and what it decides there: the
+# attention architecture (``self.attention_arch = AttentionArch.MLA``, 0.5.10 model_config.py:436-560),
+# which the runner turns into ``use_mla_backend`` and the registry into a backend's MLA module (0.5.10
+# model_runner.py:344, attention_registry.py:27-41).
+MODEL_CONFIG_FACTORY = "from_server_args"
+ATTENTION_ARCH_CLASS = "AttentionArch"
+ATTENTION_ARCH_ATTR = "attention_arch"
+MLA_ARCH = "MLA"
 # What a speculative worker reaches its target model through: a worker's ``model_runner``, the runner's
 # ``attn_backend`` and ``server_args`` (ModelRunner's and the workers' attributes), read when smoke
 # evaluates the worker's verify-input call (``resolve_..._capability(self.target_worker.model_runner.attn_backend)``).

@@ -382,7 +382,9 @@ def _open_wheel(wheel: Path, label: str) -> SourceTree:
                 or any(skipped_dir(part) for part in info.filename.split("/")[:-1]):
             continue
         member = info.filename
-        files.append(SourceFile(display=printable(f"{wheel}!{member}"), relpath=printable(member),
+        # named as the user named the wheel (``sglang==0.5.10!sglang/...``, as smoke names it), not by its
+        # place in ddcheck's cache; a wheel given by path keeps that path
+        files.append(SourceFile(display=printable(f"{label}!{member}"), relpath=printable(member),
                                 _read=_member_reader(wheel, member)))
     return SourceTree(label=label, kind="wheel", files=files, wheel=wheel)
 
