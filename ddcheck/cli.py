@@ -143,7 +143,6 @@ def smoke(
     budget: int = typer.Option(16, "--budget", help="DDTree budget: the verify width is W = budget + 1 (on a tree without a DDTree drafter, a probe of the backend at that width; the report says so)."),
     num_draft_tokens: int = typer.Option(8, "--num-draft-tokens", help="C, speculative_num_draft_tokens."),
     device: str = typer.Option("cpu", "--device", help="cpu (Triton interpreter), cuda or cuda:N."),
-    allow_out_of_bounds: bool = typer.Option(False, "--allow-out-of-bounds", help="Deprecated, does nothing: every W runs, W < C in padded buffers, and rows written past the verify batch are reported."),
     graph_capture_width: Optional[str] = typer.Option(None, "--graph-capture-width", help="Override the width the graph path captures target-verify graphs at: C or W. Default: the width the tree's CUDA-graph runner captures at for the launch (C where ddcheck reads none); the report says where it comes from."),
     seed: int = typer.Option(0, "--seed", help="Random seed of the batch and the trees."),
     launch: Optional[str] = typer.Option(None, "--launch", help="A launch command: run at its C and W (resolved as `ddcheck config` does) with its worker's verify input."),
@@ -189,7 +188,7 @@ def smoke(
         budget, num_draft_tokens, capture, values = _launch_widths(target, launch)
     raise typer.Exit(smoke_main(target, backend_file=str(backend_file) if backend_file else None, fmt=fmt,
                                 budget=budget, num_draft_tokens=num_draft_tokens, device=device,
-                                allow_out_of_bounds=allow_out_of_bounds, seed=seed, launch=values, backend=backend,
+                                seed=seed, launch=values, backend=backend,
                                 graph_capture_width=graph_capture_width or "tree", capture=capture))
 
 

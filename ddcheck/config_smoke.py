@@ -44,7 +44,7 @@ def launch_smoke(s: SpecSettings, tree: SourceTree, device: str = "cpu") -> Conf
         return _unjudged(f"not run: {why}", "a launch whose backend ddcheck smoke runs (`ddcheck smoke "
                          "--list-backends`), or config without --smoke")
     values = {k: v for k, v in s.values.items() if _jsonable(v)} if s.values else None
-    r = run_smoke(tree.label, budget=W - 1, num_draft_tokens=C, device=device, allow_out_of_bounds=True,
+    r = run_smoke(tree.label, budget=W - 1, num_draft_tokens=C, device=device,
                   launch=values, capture=launch_capture(s), backend=name)
     inputs = r.verify_inputs.get(f"W={W} C={C}")
     if inputs is None:

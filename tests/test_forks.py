@@ -295,7 +295,7 @@ def test_flashinfer_smoke_runs_the_forks_own_verify_input_layout(fork_dir, smoke
 
 @SHARED_SMOKE
 def test_smoke_chain_mode_agrees_with_config(fork_dir, smoke):
-    r = smoke(str(fork_dir("hz")), budget=3, num_draft_tokens=16, allow_out_of_bounds=True)
+    r = smoke(str(fork_dir("hz")), budget=3, num_draft_tokens=16)
     assert r.verify_inputs["W=4 C=16"].startswith("DFlashVerifyInput (sglang/srt/speculative/ddtree_worker.py:142)")
     assert r.exit_code == 1, r.verdict  # the resolver returns C for DFlashVerifyInput
     assert {p.status for p in r.paths if p.case == "ddtree"} == {"wrong"}
@@ -316,7 +316,7 @@ def test_fix_repairs_the_launch_that_was_corrupt(fork_dir, tmp_path, smoke):
     assert [Path(fx.display).name for fx in changed] == ["triton_backend.py"]
     r = check_launch(ddtree(3, "triton", False), sglang=str(out))
     assert errors(r) == set() and r.settings.verify_input == "DFlashVerifyInput"
-    s = smoke(str(out), budget=3, num_draft_tokens=16, allow_out_of_bounds=True)
+    s = smoke(str(out), budget=3, num_draft_tokens=16)
     assert s.exit_code == 0, s.verdict
 
 

@@ -233,8 +233,6 @@ def test_w_below_c_is_not_refused():
     # W = 4 < C = 8 runs like any width: only the missing target fails it
     r = run_smoke("does-not-matter", budget=3)
     assert r.exit_code == 2 and "refusing" not in r.verdict and "does-not-matter" in r.verdict, r.verdict
-    r = run_smoke("does-not-matter", budget=3, allow_out_of_bounds=True)  # deprecated, accepted
-    assert r.exit_code == 2 and "does-not-matter" in r.verdict, r.verdict
 
 
 def test_batch_spare_rows_count_writes_past_the_batch_and_are_put_back():

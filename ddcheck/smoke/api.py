@@ -79,7 +79,6 @@ def run_smoke(
     num_draft_tokens: int = 8,
     device: str = "cpu",
     seed: int = 0,
-    allow_out_of_bounds: bool = False,
     prefix_lens: list[int] | None = None,
     dtype: str | None = None,
     graph_capture_width: Literal["tree", "C", "W"] = "tree",
@@ -110,7 +109,7 @@ def run_smoke(
 
     Every width runs, W < C included: the batch's tensors and the backend's output are backed by spare
     rows, and rows a path writes past the batch are reported (``PathResult.out_of_bounds``) and make
-    it wrong. ``allow_out_of_bounds`` is deprecated: accepted, and does nothing.
+    it wrong.
 
     A path that faults on the device (a CUDA device-side assert) ends the process's CUDA context: its
     result is kept and, isolated, the paths after it run in a new process (``done``: the results so far;
@@ -121,7 +120,7 @@ def run_smoke(
     except ValueError:
         pass
     args = dict(target=target, backend_file=backend_file, backend_source=backend_source, budget=budget,
-                num_draft_tokens=num_draft_tokens, device=device, seed=seed, allow_out_of_bounds=allow_out_of_bounds,
+                num_draft_tokens=num_draft_tokens, device=device, seed=seed,
                 prefix_lens=prefix_lens, dtype=dtype, graph_capture_width=graph_capture_width, seed_case=seed_case,
                 launch=launch, backend=backend, capture=capture)
     t0 = time.perf_counter()
@@ -135,7 +134,7 @@ def run_smoke(
         missing = requirements.problem(device)
         if missing:  # the line says what to install: could not judge here
             raise HarnessError(missing, missing)
-        _check_widths(budget, num_draft_tokens, allow_out_of_bounds)
+        _check_widths(budget, num_draft_tokens)
         if graph_capture_width not in ("tree", "C", "W"):
             raise SmokeUsageError(f"graph_capture_width must be 'tree' (the tree's graph runner's), 'C' or 'W', "
                                   f"not {graph_capture_width!r}")
@@ -146,7 +145,7 @@ def run_smoke(
                 except OSError:
                     pass  # the worker reports the unreadable file
             return _isolated(args, timeout, report)
-        _run(report, target, backend_file, backend_source, prefix_lens, dtype, allow_out_of_bounds,
+        _run(report, target, backend_file, backend_source, prefix_lens, dtype,
              graph_capture_width, seed_case, launch, spec, done, capture)
     except SmokeUsageError as exc:
         report.exit_code, report.verdict = EXIT_USAGE, f"usage: {exc}"
@@ -192,8 +191,8 @@ def _blank_report(args: dict) -> SmokeReport:
                        seed=args["seed"], graph_capture_width=args["graph_capture_width"])
 
 
-def _check_widths(budget: int, c: int, allow_oob: bool = True) -> None:
-    """W and C any size (``allow_oob`` is ignored: every width runs in padded buffers, see build_batch)."""
+def _check_widths(budget: int, c: int) -> None:
+    """W and C any size (every width runs in padded buffers, see build_batch)."""
     if budget < 0 or c < 1:
         raise SmokeUsageError("budget must be >= 0 and num_draft_tokens >= 1")
 
@@ -252,7 +251,7 @@ def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
     return report
 
 
-def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens, dtype, allow_oob,
+def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens, dtype,
          capture_mode, seed_case, launch, spec, done: list[dict] | None = None, capture: dict | None = None) -> None:
     """The cases and paths, in order; ``done``: the results, in that order, of the paths a process before
     this one ran (up to a device fault, which ends a process's CUDA context): not run again."""
@@ -332,7 +331,7 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
         return result
 
     try:
-        _run_cases(report, tree, spec, shape, device, cases, paths, prefix_lens, capture_mode, allow_oob, inputs,
+        _run_cases(report, tree, spec, shape, device, cases, paths, prefix_lens, capture_mode, inputs,
                    extra, backend_source, trace, run_path, launch)
     except DeviceFault as fault:  # this process can run nothing more on the device: the parent starts another
         report.paths = order + [fault.result]
@@ -343,7 +342,7 @@ def _run(report: SmokeReport, target, backend_file, backend_source, prefix_lens,
     report.loader = "tree"
 
 
-def _run_cases(report, tree, spec, shape, device, cases, paths, prefix_lens, capture_mode, allow_oob, inputs,
+def _run_cases(report, tree, spec, shape, device, cases, paths, prefix_lens, capture_mode, inputs,
                extra, backend_source, trace, run_path, launch=None) -> None:
     from ddcheck.smoke.harness import Session, build_batch, pinned_memory_ignored, triton_interpreter
 
@@ -359,7 +358,7 @@ def _run_cases(report, tree, spec, shape, device, cases, paths, prefix_lens, cap
                 report.block_m = report.block_m or session.block_m()
                 for case, cw_, _ in [x for x in cases if x[2] == cfg_c]:
                     found = inputs(cw_, cfg_c)
-                    batch, pad = build_batch(cw_, prefix_lens, shape, device, report.seed, cfg_c, allow_oob,
+                    batch, pad = build_batch(cw_, prefix_lens, shape, device, report.seed, cfg_c,
                                              chain=found.chain)
                     capture = _capture_width(report, found, case, cw_, cfg_c, capture_mode)
                     ran = [run_path(session, case, path, batch, capture, pad) for path in paths

@@ -579,10 +579,10 @@ class _CaptureBatch:
 
 
 def build_batch(width: int, prefix_lens: list[int], shape: Shape, device: str, seed: int, c: int,
-                allow_oob: bool = True, chain: bool = False) -> tuple[VerifyBatch, int]:
+                chain: bool = False) -> tuple[VerifyBatch, int]:
     """The batch plus the spare rows behind its tensors and the backend's output, at every width: as
     many as a layout with C per request needs past a W < C batch, and at least one row per request
-    (``allow_oob`` is accepted for old callers and ignored); ``chain``: a chain per request (make_batch)."""
+    ``chain``: a chain per request (make_batch)."""
     bs, top = len(prefix_lens), max(prefix_lens, default=0)
     pad_rows = bs * max(c - width, 1)
     pad_mask = sum(max(0, c * (p + c) - width * (p + width)) for p in prefix_lens) + top + max(c, width)
