@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -245,3 +246,27 @@ def test_text_in_a_pipe_is_not_wrapped():
     assert any("ddtree" in ln and "1 of 1 fields wrong" in ln for ln in lines), r.stdout
     rules = ddcheck("rules", env={"COLUMNS": "30"})
     assert any("DD001" in ln and "fixed-width-verify-layout" in ln for ln in rules.stdout.splitlines())
+
+
+def test_no_such_release_is_remembered_a_while_not_asked_again(tmp_path, monkeypatch):
+    """The index said "no such release": the next ask within ABSENT_FOR_S answers at once (no pip run)."""
+    import subprocess as sp
+
+    from ddcheck.tree import sources
+
+    calls = []
+
+    def pip(cmd, **kw):
+        calls.append(cmd)
+        return sp.CompletedProcess(cmd, 1, "", "ERROR: No matching distribution found for sglang==9.9.8")
+
+    monkeypatch.setattr(sp, "run", pip)
+    for _ in range(3):
+        with pytest.raises(sources.TargetError, match="no such release"):
+            sources.download_wheel("9.9.8", tmp_path)
+    assert len(calls) == 2  # the two attempts of the first ask only
+    old = time.time() - sources.ABSENT_FOR_S - 1
+    os.utime(tmp_path / ".absent-9.9.8", (old, old))
+    with pytest.raises(sources.TargetError):
+        sources.download_wheel("9.9.8", tmp_path)
+    assert len(calls) == 4  # stale: the index is asked again

@@ -12,6 +12,7 @@ import os
 import re
 import stat
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -233,6 +234,9 @@ def installed_sglang() -> Path | None:
     return None
 
 
+ABSENT_FOR_S = 600  # how long "no such release" is believed without asking the index again
+
+
 def download_wheel(version: str, dest: Path | None = None) -> Path:
     """``pip download --no-deps sglang==VERSION`` into the cache, once; returns the wheel path."""
     dest = dest or cache_dir() / "wheels"
@@ -240,6 +244,12 @@ def download_wheel(version: str, dest: Path | None = None) -> Path:
     existing = _cached_wheel(dest, version)
     if existing:
         return existing
+    absent = dest / f".absent-{version}"  # the index said "no such release" a short while ago
+    try:
+        if time.time() - absent.stat().st_mtime < ABSENT_FOR_S:
+            raise TargetError(f"sglang=={version}: no such release on the package index (pip download found none)")
+    except FileNotFoundError:
+        pass
     base = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(dest)]
     attempts = [
         base + [f"sglang=={version}"],
@@ -259,6 +269,10 @@ def download_wheel(version: str, dest: Path | None = None) -> Path:
         last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         last = last[0]
     if "No matching distribution" in last:  # pip's words for a version the index does not have
+        try:  # remembered a while, so a script that asks again does not wait on the index again
+            absent.touch()
+        except OSError:
+            pass
         raise TargetError(f"sglang=={version}: no such release on the package index (pip download found none)")
     raise TargetError(f"could not download sglang=={version}: {last}")
 
