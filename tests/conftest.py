@@ -108,9 +108,9 @@ _RELEASE = re.compile(r"\d+\.\d+\.\d+(\.post\d+)?")
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
 def pytest_collection_modifyitems(config, items):
-    """Marks the release matrix (above). Then the tests kept on one worker (marked ``xdist_group``: minutes
-    of smoke runs each) are handed out first, so the two workers share the single tests after them evenly
-    instead of one waiting for a group handed out last (the longest first). Each group keeps its own order."""
+    """Marks the release matrix (above). Tests marked ``xdist_group`` (a file's smoke runs, the audit's
+    fixture) go to one worker: pytest-xdist's loadgroup, which pytest 9 silently breaks (every test its
+    own group), hence ``pytest<9`` in the test extra; tests/test_suite.py checks a group stays together."""
     for item in items:
         if item.get_closest_marker("cases") is not None:
             continue  # each parametrization is its own case (a release's own code path), not a release sample
@@ -118,4 +118,6 @@ def pytest_collection_modifyitems(config, items):
         releases = [v for v in (spec.params.values() if spec else ()) if isinstance(v, str) and _RELEASE.fullmatch(v)]
         if any(r not in CI_RELEASES for r in releases):
             item.add_marker(pytest.mark.matrix)
+    # the groups (minutes of smoke runs each) first, so the two workers share the single tests after them
+    # evenly instead of one waiting for a group handed out last; each group keeps its own order
     items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)

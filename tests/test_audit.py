@@ -174,7 +174,7 @@ def test_the_command_renders_a_recorded_audit(tmp_path):
 
 # ------------------------------------------------------------------------- one real audit, CPU
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # made once: a module fixture is made again when the worker runs another module between
 def runs(tmp_path_factory, wheel):
     """One audit of 0.5.10 (fa3, flashinfer; budgets 16 and 4) in a cache of its own, three times:
     interrupted after its third unit was kept, then to the end, then again."""

@@ -367,3 +367,4 @@ def test_the_private_check_finds_a_reach_into_another_object(tmp_path):
     assert private_reads(tmp_path) == [f"{PRIVATE_SCOPE}/x.py:4: engine._memo",
                                        f"{PRIVATE_SCOPE}/x.py:5: engine.callers._recorded",
                                        f"{PRIVATE_SCOPE}/x.py:9: cls()._index"]
+
