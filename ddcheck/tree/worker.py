@@ -432,13 +432,17 @@ def _site_range(site: Reached, expr: ast.expr, values: dict[str, Any], world: Wo
             return _NO_SITE, ev.undecided
         return ev(expr), ev.undecided
 
+    return _ends([v for v in _both_ways(run) if v is not _NO_SITE])
+
+
+def _both_ways(run) -> list[Any]:
+    """``run``'s value with no test forced, or, where it met undecided tests, once per way of taking them
+    (the first MAX_STEP_TESTS): ``run(forced) -> (value, tests met)``."""
     first, tests = run({})
     tests = list({id(t): t for t in tests}.values())[:MAX_STEP_TESTS]
-    outcomes = [first] if not tests else []
-    for mask in range(2 ** len(tests)) if tests else ():
-        outcomes.append(run({id(t): bool(mask >> i & 1) for i, t in enumerate(tests)})[0])
-    outcomes = [v for v in outcomes if v is not _NO_SITE]
-    return _ends(outcomes)
+    if not tests:
+        return [first]
+    return [run({id(t): bool(mask >> i & 1) for i, t in enumerate(tests)})[0] for mask in range(2 ** len(tests))]
 
 
 def _ends(outcomes: list[Any]) -> tuple[int | None, int | None]:
@@ -640,12 +644,7 @@ def _width_range(values: dict[str, Any], environ: dict[str, str] | None, init_ev
         e.run(statements_before(fn.body, call), e.local)
         return e(expr), e.undecided
 
-    first, tests = run({})
-    tests = list({id(t): t for t in tests}.values())[:MAX_STEP_TESTS]
-    outcomes = [first] if not tests else []
-    for mask in range(2 ** len(tests)) if tests else ():
-        outcomes.append(run({id(t): bool(mask >> i & 1) for i, t in enumerate(tests)})[0])
-    return _ends(outcomes)
+    return _ends(_both_ways(run))
 
 
 SPECIAL_PATHS = ("idle", "trivial", "dummy", "warmup", "fake", "placeholder")
