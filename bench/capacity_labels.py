@@ -18,8 +18,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from ddcheck.api import scan
-from ddcheck.settings import Settings
+from ddcheck.scan.api import scan
+from ddcheck.scan.settings import Settings
 from ddcheck.tree.sources import download_wheel
 
 ATT = "sglang/srt/layers/attention/"

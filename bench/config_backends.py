@@ -6,7 +6,7 @@
 
 For each release, GPU architecture and model (``fixtures/launch/models/``: ``llama``, a Llama-3-8B-shaped
 MHA ``config.json``, and ``deepseek_v3``, a DeepSeek-V3-shaped MLA one, each with a one-layer draft) it
-runs, through :func:`ddcheck.launch.check_launch`, the launch
+runs, through :func:`ddcheck.config.check_launch`, the launch
 
     ddcheck config --gpu ARCH --sglang sglang==X -- python -m sglang.launch_server --model-path MODEL
         --speculative-algorithm EAGLE --speculative-draft-model-path DRAFT
@@ -42,7 +42,7 @@ def launch(model: str, draft: str) -> list[str]:
 
 
 def run_release(release: str, gpus: list[str]) -> list[dict]:
-    from ddcheck.launch import check_launch
+    from ddcheck.config import check_launch
     from ddcheck.tree.sources import open_target
 
     tree = open_target(f"sglang=={release}")

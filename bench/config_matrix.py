@@ -79,8 +79,8 @@ def releases_on_pypi() -> list[str]:
 
 def run_release(release: str, algorithms: list[str]) -> list[dict]:
     """The launches of one release, in this process."""
-    from ddcheck.launch import check_launch
-    from ddcheck.launch.flags import flag_table
+    from ddcheck.config import check_launch
+    from ddcheck.config.flags import flag_table
     from ddcheck.tree.sources import open_target
 
     tree = open_target(f"sglang=={release}")

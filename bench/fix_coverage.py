@@ -15,8 +15,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from ddcheck.api import scan
-from ddcheck.settings import Settings
+from ddcheck.scan.api import scan
+from ddcheck.scan.settings import Settings
 
 # Why a DD001 has no fix, from the hint it carries (the first matching pattern names the class).
 REASONS = (

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_scan import tree_for  # noqa: E402
 
-from ddcheck.analysis import chunk, module, names, scan, triage, verify_path, workers  # noqa: E402
+from ddcheck.analysis import chunk, module, names, scan, triage, verify_path, forked  # noqa: E402
 from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY  # noqa: E402
 from ddcheck.tree.sources import open_target  # noqa: E402
 
@@ -99,7 +99,7 @@ def _instrument() -> None:
         COUNTS["candidates"] = len(out.candidates)
         COUNTS["files"] = len(positions)
         return out
-    scan.triage = workers.triage = counted_triage
+    scan.triage = forked.triage = counted_triage
     finish = chunk.ChunkAnalysis.finish
 
     def report(self):

@@ -5,7 +5,7 @@
                                    [--jobs 2] [--doc docs/smoke-releases.md]
 
 For each release (default: the last post-release of each from 0.4.10 to 0.5.23 on PyPI) and each
-backend of `ddcheck.backends` that can run here and whose file is in the release, it runs
+backend of `ddcheck.contract.backends` that can run here and whose file is in the release, it runs
 `ddcheck smoke sglang==X --backend B` (budget 16, C = 8, CPU) and prints one row: the exit code,
 what `ddcheck scan` says of that backend's file (its DD001 count; the verdict agrees when it is 1
 exactly where the scan reports DD001), and the tree functions the run stood in for (they need a
@@ -31,8 +31,8 @@ BEGIN, END = "<!-- smoke-releases:begin -->", "<!-- smoke-releases:end -->"
 
 def scan_counts(release: str, target: str | None = None) -> dict[str, int]:
     """DD001 findings per backend file of a release (relpath from ``sglang/`` -> count)."""
-    from ddcheck.api import scan
-    from ddcheck.settings import Settings
+    from ddcheck.scan.api import scan
+    from ddcheck.scan.settings import Settings
 
     counts: dict[str, int] = {}
     for f in scan([target or f"sglang=={release}"], settings=Settings()).findings:
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                          "(a machine without PyPI); by default sglang==VERSION is downloaded")
     args = ap.parse_args(argv)
 
-    from ddcheck import backends
+    from ddcheck.contract import backends
     from ddcheck.tree.sources import open_target
 
     wanted = [backends.get(n) for n in args.backends] if args.backends else \

@@ -1,25 +1,16 @@
 """ddcheck: keep SGLang's speculative-decoding verify path from laying out batches with a width
-fixed at start-up. Python API: :func:`scan`, :func:`fix`, :func:`check_launch`."""
+fixed at start-up. Python API: :func:`scan`, :func:`fix`, :func:`check_launch`.
 
-__version__ = "0.1.0"
+``scan`` and ``fix`` are both a command's package and its function: importing the function here binds the
+name to it (the package stays importable as ``ddcheck.scan.api``, ``from ddcheck.fix import runner``)."""
 
-
-def scan(paths=None, **kwargs):
-    """Scan files, directories, wheels or ``sglang==VER``; returns a :class:`ddcheck.findings.ScanResult`."""
-    from .api import scan as _scan
-
-    return _scan(paths, **kwargs)
-
-
-def fix(paths, **kwargs):
-    """Apply fixes; see :func:`ddcheck.fixer.fix_targets`."""
-    from .fixer import fix_targets
-
-    return fix_targets(paths, **kwargs)
+from ddcheck.base import __version__  # noqa: F401 - the package's version
+from ddcheck.fix import fix  # noqa: F401
+from ddcheck.scan import scan  # noqa: F401
 
 
 def check_launch(argv, sglang=None, file=None):
-    """Validate an SGLang launch command before it runs; returns a ``ddcheck.launch.Report``."""
-    from .launch import check_launch as _check
+    """Validate an SGLang launch command before it runs; returns a ``ddcheck.config.Report``."""
+    from ddcheck.config import check_launch as _check
 
     return _check(argv, sglang=sglang, file=file)

@@ -1,3 +1,3 @@
-from .entry import main
+from ddcheck.entry import main
 
 main()

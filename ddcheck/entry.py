@@ -3,7 +3,7 @@
 ``ddcheck scan`` with plain arguments (the pre-commit and CI case) runs without loading the CLI
 framework: typer converts every parameter through pydantic, ~0.1 s before any work, most of a scan
 of one file. Everything else - ``--help``, the other commands, any argument this parser would not
-read exactly as typer does - goes to the typer app in :mod:`ddcheck.cli`, which owns the command line
+read exactly as typer does - goes to the typer app in :mod:`ddcheck.cli.app`, which owns the command line
 and its help. tests/test_workflow.py holds the two to the same options and the same output.
 ``DDCHECK_FAST_ENTRY=0`` sends every command through typer. ``main`` is the process: a plain scan
 ends it with ``os._exit`` once the output is flushed.
@@ -31,7 +31,7 @@ def scan_parser():
     ``argparse.ArgumentParser``, loaded only where an argument is an option."""
     import argparse
 
-    from .findings import Severity
+    from ddcheck.base.findings import Severity
 
     class Formatter(argparse.HelpFormatter):
         """A width of its own: argparse's default asks the terminal through shutil (~3 ms to load) each
@@ -61,8 +61,8 @@ def scan_parser():
 
 
 def parse_scan(args: list[str]) -> dict | None:
-    """Keyword arguments of :func:`ddcheck.scan_command.scan_command`, or None to leave ``args`` to typer."""
-    from .findings import Severity
+    """Keyword arguments of :func:`ddcheck.cli.scan.scan_command`, or None to leave ``args`` to typer."""
+    from ddcheck.base.findings import Severity
 
     if not any(a.startswith("-") for a in args):
         # targets alone, as pre-commit passes them: what the parser would read, without loading it
@@ -88,7 +88,7 @@ def main() -> None:
         kw = parse_scan(args[1:])
         if kw is not None:
             _exit(_run_scan(kw))
-    from .cli import main as typer_main
+    from ddcheck.cli.app import main as typer_main
 
     typer_main()
 
@@ -105,8 +105,8 @@ def _exit(code: int) -> None:
 
 
 def _run_scan(kw: dict) -> int:
-    from .errors import EXIT_INTERRUPTED, UsageError
-    from .scan_command import internal_failure, scan_command, usage_failure
+    from ddcheck.base.errors import EXIT_INTERRUPTED, UsageError
+    from ddcheck.cli.scan import internal_failure, scan_command, usage_failure
 
     try:
         return scan_command(**kw)

@@ -72,8 +72,8 @@ def wheel():
 @pytest.fixture(scope="session")
 def release_scan(wheel):
     """``release_scan("0.5.10") -> ScanResult`` of the whole wheel, computed once per session."""
-    from ddcheck.api import scan
-    from ddcheck.settings import Settings
+    from ddcheck.scan.api import scan
+    from ddcheck.scan.settings import Settings
 
     results = {}
 

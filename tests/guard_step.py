@@ -13,8 +13,8 @@ for run in runs:
     backend, _, fixed = run.partition(":")
     src = None
     if fixed == "fixed":
-        from ddcheck.fixer import fixed_file_text
-        from ddcheck import backends
+        from ddcheck.fix.api import fixed_file_text
+        from ddcheck.contract import backends
         src = fixed_file_text(target, backends.get(backend).relpath, unsafe=True)
     g.checked = 0
     g.counts.clear()

@@ -25,12 +25,12 @@ class _Hide:
 sys.meta_path[:] = [_Hide(f) for f in sys.meta_path]
 
 if __name__ == "__main__":
-    from ddcheck.launch import worker
+    from ddcheck.config import child as worker
 
     if sys.argv[1:2] == ["--launch-worker"]:  # config's worker process, torch hidden there too
         sys.argv = [sys.argv[0], *sys.argv[2:]]
         sys.exit(worker.main())
-    worker.WORKER = [__file__, "--launch-worker"]
+    worker.CHILD = [__file__, "--launch-worker"]
     from ddcheck.entry import main
 
     sys.argv = ["ddcheck", *sys.argv[1:]]

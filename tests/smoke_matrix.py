@@ -5,7 +5,7 @@
 writes, under DEST (e.g. ``.carry/smoke``, git-ignored): ``trees/VER/`` -- only the verify-path
 files of each release (``verify_path_files``), so a GPU machine with no sglang and no network can
 run them; ``fixed/VER.py`` -- the fixed backend of each buggy release (``ddcheck fix`` when
-``ddcheck.fixer`` exists, else the hand fix of ``smoke_fixes``); ``partial/VER-eager.py`` -- a
+``ddcheck.fix`` exists, else the hand fix of ``smoke_fixes``); ``partial/VER-eager.py`` -- a
 fix of the eager site only; and ``spec-DEVICE.json``. Nothing of sglang is stored in the repo.
 """
 
@@ -33,7 +33,7 @@ OTHER = ["0.5.12", "0.5.17"]  # not in the issue's proof; recorded for completen
 def fixed_text(target: str) -> tuple[str, str]:
     """(source, how) of the fixed backend: ``ddcheck fix`` if present, else the hand fix."""
     try:
-        from ddcheck.fixer import fixed_file_text
+        from ddcheck.fix.api import fixed_file_text
     except ImportError:
         return hand_fix(open_target(target).read_text(BACKEND_RELPATH)), "hand fix (tests/smoke_fixes.py)"
     return fixed_file_text(target, BACKEND_RELPATH), "ddcheck fix"

@@ -1,6 +1,6 @@
 """One smoke server for many ``run_smoke`` calls: the suite's smoke tests share it.
 
-``run_smoke`` runs each call in a fresh interpreter (``ddcheck.smoke.worker``), which pays for torch,
+``run_smoke`` runs each call in a fresh interpreter (``ddcheck.smoke.child``), which pays for torch,
 triton and torch._dynamo again each time (about 10 s of a 15-25 s run on 2 cores). The tree's code
 itself runs afresh in every call either way: each call is its own ``SglangImporter`` block over a new
 copy of the tree, whose modules and stand-ins are removed when the block ends (``tree/runtime.py``),
@@ -41,7 +41,7 @@ KEEP = 3  # trees whose processes are kept at once (each holds 0.5-1.5 GB); the 
 def serve(keep: int) -> int:
     """The zygote: imports what every run loads first, then forks one process per tree and hands each
     call to its tree's process; replies ``done``, or ``died`` when that process ended without a report."""
-    os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton (see ddcheck.smoke.worker)
+    os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton (see ddcheck.smoke.child)
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # the tree's own prints must not mix with the replies
     import torch  # noqa: F401  (nothing of a tree: what a tree registers must not reach another's process)

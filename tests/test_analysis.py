@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.api import scan
-from ddcheck.settings import Settings
+from ddcheck.scan.api import scan
+from ddcheck.scan.settings import Settings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "analysis"
 EXPECT = re.compile(r"#\s*expect:\s*(?P<ids>(?:DD\d{3}\s*)+)")

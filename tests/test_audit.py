@@ -14,7 +14,7 @@ import pytest
 from ddcheck.audit import grid, html, markdown
 from ddcheck.audit.cells import SCHEMA_FILE, AuditRecord, Cell, Width, schema
 from ddcheck.audit.targets import expand, in_range, last_post_releases
-from ddcheck.errors import UsageError
+from ddcheck.base.errors import UsageError
 
 INDEX = ["0.5.9", "0.5.10", "0.5.10.post1", "0.5.11rc1", "0.5.11", "0.5.23", "0.5.24"]
 
@@ -161,14 +161,14 @@ def test_markdown_goes_between_a_pages_markers(tmp_path):
 def test_the_command_renders_a_recorded_audit(tmp_path):
     from typer.testing import CliRunner
 
-    from ddcheck.cli import app
+    from ddcheck.cli.app import app
 
     rec = tmp_path / "r.json"
     rec.write_text(_record().model_dump_json())
     out = CliRunner().invoke(app, ["audit", "--from", str(rec), "--format", "markdown"])
     assert out.exit_code == 1 and "| 0.5.10 | fa3 |" in out.output
     for args in (["x", "--from", str(rec)], ["--from", str(rec), "--format", "pdf"], [],
-                 ["--from", str(tmp_path / "missing.json")]):  # usage errors: ddcheck.cli.main exits 2 on them
+                 ["--from", str(tmp_path / "missing.json")]):  # usage errors: ddcheck.cli.app.main exits 2 on them
         assert isinstance(CliRunner().invoke(app, ["audit", *args]).exception, UsageError), args
 
 
@@ -288,7 +288,7 @@ def test_a_launch_is_a_width_judged_by_config(tmp_path):
     is one smoke does not run, so no smoke unit starts for it."""
     from ddcheck.audit.runner import Audit, Hooks, Options, read_launches
     from ddcheck.audit.targets import Target
-    from ddcheck.launch import check_launch
+    from ddcheck.config import check_launch
 
     repo = Path(__file__).resolve().parents[1]
     tree = repo / "fixtures" / "trees" / "newer_ddtree"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck import fixer
-from ddcheck.api import scan
-from ddcheck.settings import Settings
+from ddcheck.fix import api as fixer
+from ddcheck.scan.api import scan
+from ddcheck.scan.settings import Settings
 
 from test_analysis import FIXTURES, expected
 

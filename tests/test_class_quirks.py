@@ -17,7 +17,7 @@ import pytest
 
 from ddcheck.analysis.chunk import ChunkAnalysis
 from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY
-from ddcheck.api import scan
+from ddcheck.scan.api import scan
 from ddcheck.tree.hierarchy import Hierarchy, Outline, outline
 from ddcheck.tree.modules import TreeModules
 from ddcheck.tree.parse import parse_source

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.launch import check_launch, config_main
-from ddcheck.launch.flags import flag_table
+from ddcheck.config import check_launch, config_main
+from ddcheck.config.flags import flag_table
 from ddcheck.tree.sources import open_target
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "launch"
@@ -324,7 +324,7 @@ def test_origin_budget_7_is_clean(ddtree_tree):
 
 @network
 def test_origin_after_ddcheck_fix_is_clean(ddtree_tree, tmp_path):
-    from ddcheck.fixer import fix_tree
+    from ddcheck.fix.api import fix_tree
 
     out = tmp_path / "sglang"  # named like the package whether fix writes it flat or nested
     fix_tree(str(ddtree_tree.root), out)
@@ -522,7 +522,7 @@ def test_config_main_json_and_exit_codes(capsys, ddtree_tree):
 def test_flag_table_cached(tmp_path, monkeypatch):
     """The flag table is read once per tree content and then served from the cache (no timing here:
     speed is measured by bench/ scripts, not asserted in unit tests)."""
-    import ddcheck.launch.flags as flags
+    import ddcheck.config.flags as flags
 
     tree = release("0.5.23")
     monkeypatch.setenv("DDCHECK_CACHE", str(tmp_path))

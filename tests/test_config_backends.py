@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.errors import UsageError
-from ddcheck.launch import check_launch
-from ddcheck.launch.gpu import GpuError, arch_of_product, detect_gpu, parse_gpu, resolve_gpu
+from ddcheck.base.errors import UsageError
+from ddcheck.config import check_launch
+from ddcheck.config.gpu import GpuError, arch_of_product, detect_gpu, parse_gpu, resolve_gpu
 from ddcheck.tree.sources import open_target
 
 REPO = Path(__file__).resolve().parents[1]
@@ -99,7 +99,7 @@ def test_no_gpu_visible_is_said_and_assumed(tmp_path, monkeypatch):
 
 
 def test_a_hanging_nvidia_smi_does_not_hang_config(tmp_path, monkeypatch):
-    import ddcheck.launch.gpu as gpu
+    import ddcheck.config.gpu as gpu
 
     _fake_smi(tmp_path, "sleep 30\n")
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
@@ -213,7 +213,7 @@ def test_the_fork_ddtree_launch_on_hopper_is_judged_on_fa3_as_if_passed(hz, dfla
     smoked = []
 
     def smoke(s, tree):  # what `config --smoke` is handed: the picked backend as the verify backend
-        from ddcheck.launch.checks import Consequence, _f
+        from ddcheck.config.checks import Consequence, _f
 
         smoked.append(s.verify_backend)
         return _f("launch-smoke", Consequence.PERF, "ran", level="info")

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.errors import EXIT_NOT_JUDGED
-from ddcheck.launch import check_launch
+from ddcheck.base.errors import EXIT_NOT_JUDGED
+from ddcheck.config import check_launch
 from ddcheck.tree.sources import open_target
 from ddcheck.tree.worker import verify_inputs
 
@@ -119,7 +119,7 @@ def test_a_hub_id_not_in_the_cache_offline_could_not_be_judged(tmp_path, monkeyp
 
 def test_a_hub_config_is_read_as_data(tmp_path, monkeypatch):
     """``auto_map`` names remote code; it is never imported or run: the config is JSON."""
-    from ddcheck.launch.hub import hub_config
+    from ddcheck.config.hub import hub_config
 
     cache = _hub_cache(tmp_path / "hub", "org/remote-code", "llama")
     snap = next((cache / "models--org--remote-code" / "snapshots").iterdir())

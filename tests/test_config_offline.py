@@ -1,6 +1,6 @@
 """``ddcheck config`` runs the tree's start-up code offline unless ``--allow-downloads`` (issue 49): the
 Hugging Face libraries are told so, and every socket to the network or DNS lookup in the worker is
-refused at once (:mod:`ddcheck.launch.offline`). What the tree logs about a refused download is its own
+refused at once (:mod:`ddcheck.config.offline`). What the tree logs about a refused download is its own
 output, not a DD213 finding; a retry's wait after one is skipped; a value the tree cannot start without
 is *could not judge*, naming the address and ``--allow-downloads``.
 
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.launch import check_launch, worker
-from ddcheck.launch.offline import GUARD, NetGuard, Refused, RefusedLookup, about_a_refusal
+from ddcheck.config import check_launch, child
+from ddcheck.config.offline import GUARD, NetGuard, Refused, RefusedLookup, about_a_refusal
 from ddcheck.tree.sources import open_target
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,9 +97,9 @@ def recorded(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(folder) + (os.pathsep + os.environ["PYTHONPATH"]
                                                     if os.environ.get("PYTHONPATH") else ""))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # the suite's own: ddcheck must go offline by itself
-    worker.close_worker()
+    child.close_child()
     yield log
-    worker.close_worker()  # the next test's worker without the recorder
+    child.close_child()  # the next test's worker without the recorder
 
 
 @pytest.fixture

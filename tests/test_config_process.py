@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.errors import UsageError
-from ddcheck.launch import check_launch, kept, worker
+from ddcheck.base.errors import UsageError
+from ddcheck.config import check_launch, kept, child
 from ddcheck.tree.sources import open_target
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,13 +35,13 @@ def cache(tmp_path, monkeypatch):
     """A result cache of this test's own, and the worker runs counted."""
     monkeypatch.setenv("DDCHECK_CACHE", str(tmp_path / "cache"))
     runs = []
-    real = worker.judge_in_worker
+    real = child.judge_in_child
 
     def counted(tree, req):
         runs.append(req["argv"])
         return real(tree, req)
 
-    monkeypatch.setattr(worker, "judge_in_worker", counted)
+    monkeypatch.setattr(child, "judge_in_child", counted)
     return runs
 
 
@@ -113,15 +113,15 @@ def test_a_repeat_is_answered_from_the_cache_and_a_change_misses(tmp_path, fork_
 
 
 def test_a_could_not_judge_is_never_kept(tmp_path, cache, monkeypatch):
-    monkeypatch.setattr(worker, "WORKER", ["-c", "import sys; sys.exit(5)"])  # a worker that dies at once
-    worker.close_worker()
+    monkeypatch.setattr(child, "CHILD", ["-c", "import sys; sys.exit(5)"])  # a worker that dies at once
+    child.close_child()
     try:
         tree = open_target(str(FORK))
         r = check_launch(_launch(), tree=tree)
         assert r.exit_code == 3 and "exit status 5" in r.not_judged[0], r.not_judged
         check_launch(_launch(), tree=tree)
     finally:
-        worker.close_worker()
+        child.close_child()
     assert len(cache) == 2 and not list((tmp_path / "cache").glob("config/*.json"))
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.errors import UsageError
-from ddcheck.findings import Severity
-from ddcheck.launch import check_launch
+from ddcheck.base.errors import UsageError
+from ddcheck.base.findings import Severity
+from ddcheck.config import check_launch
 from ddcheck.rules import all_rules, launch_example, rules_dir
 from test_config import _TREES, ddtree_tree, release  # noqa: F401 - ddtree_tree: the fixture
 from test_workflow import sarif_validator  # noqa: F401 - the fixture: the OASIS schema, as scan's SARIF is checked
@@ -54,7 +54,7 @@ def example(rule_id: str, name: str, trees, monkeypatch):
         if not SMOKE_ALL:  # ~45 s each on 2 cores; tests/test_forks.py runs config --smoke's bad and good
             pytest.skip("a --smoke example: DDCHECK_SMOKE_ALL=1 runs it (test_forks.py::"
                         "test_config_smoke_runs_the_launch_at_its_c_and_w covers both verdicts)")
-        from ddcheck.config_smoke import launch_smoke
+        from ddcheck.config.smoke import launch_smoke
 
         smoke = partial(launch_smoke, device="cpu")
     monkeypatch.chdir(REPO)
@@ -64,7 +64,7 @@ def example(rule_id: str, name: str, trees, monkeypatch):
 @network
 @pytest.mark.parametrize("rule_id", RULES)
 def test_bad_launch_fires_its_rule(rule_id, trees, monkeypatch):
-    from ddcheck.launch.report import locate
+    from ddcheck.config.report import locate
 
     rule = all_rules()[rule_id]
     report, argv = example(rule_id, "bad.launch", trees, monkeypatch)
@@ -122,7 +122,7 @@ NEWER_LAUNCH = ["python", "-m", "sglang.launch_server", "--model-path", str(LLAM
 def config(capsys, tmp_path, *options, yaml=None, argv=(), tree=None, fmt="text", smoke=None):
     """``ddcheck config`` (the command's body, in this process) on the launch file ``yaml`` against
     0.5.10, or on ``argv`` against ``tree``: (exit code, stdout)."""
-    from ddcheck.config_command import config_command
+    from ddcheck.cli.config import config_command
 
     file = None
     if yaml is not None:
@@ -166,7 +166,7 @@ def flagfork(capsys, tmp_path, *options, fmt="text"):
 def smoke_once():
     """`config --smoke`'s run, made once per launch (C, W, backend) and handed back after: the exit code
     is decided from the same real finding each time."""
-    from ddcheck.config_smoke import launch_smoke
+    from ddcheck.config.smoke import launch_smoke
 
     made: dict = {}
 
@@ -264,7 +264,7 @@ def test_nothing_turns_a_could_not_judge_into_a_0(capsys, tmp_path):
     a could-not-judge: exit 3, and ignoring, suppressing or selecting it away does not make it a 0."""
     import json
 
-    from ddcheck.errors import EXIT_NOT_JUDGED
+    from ddcheck.base.errors import EXIT_NOT_JUDGED
 
     smoke = smoke_once()
     code, out = newer(capsys, tmp_path, backend="triton", fmt="json", smoke=smoke)
@@ -284,7 +284,7 @@ def _check_ids() -> set[str]:
     assigned to it)."""
     import ast
 
-    files = [*(REPO / "ddcheck" / "launch").glob("*.py"), REPO / "ddcheck" / "config_smoke.py"]
+    files = [*(REPO / "ddcheck" / "config").glob("*.py")]
     out: set[str] = set()
 
     def text(node) -> str | None:
@@ -330,7 +330,7 @@ def test_every_id_a_check_gives_names_a_config_rule():
 def test_rules_lists_and_explain_prints_the_config_rules():
     from typer.testing import CliRunner
 
-    from ddcheck.cli import app
+    from ddcheck.cli.app import app
 
     listed = CliRunner().invoke(app, ["rules"], env={"COLUMNS": "200"})
     assert listed.exit_code == 0 and all(rid in listed.output for rid in ["DD001", *RULES])

@@ -1,5 +1,5 @@
-"""`ddcheck config --smoke` is composed above both commands (ddcheck/config_smoke.py): the CLI hands
-check_launch the smoke run; ddcheck.launch imports nothing of ddcheck.smoke."""
+"""`ddcheck config --smoke` is composed above both commands (ddcheck/config/smoke.py): the CLI hands
+check_launch the smoke run; ddcheck.config imports nothing of ddcheck.smoke."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def test_config_smoke_reports_the_run_and_plain_config_does_not():
 
 
 def test_check_launch_runs_the_smoke_it_is_given():
-    from ddcheck.launch import check_launch
-    from ddcheck.launch.checks import Consequence, _f
+    from ddcheck.config import check_launch
+    from ddcheck.config.checks import Consequence, _f
     from ddcheck.tree.sources import open_target
 
     seen = []

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.launch import check_launch
-from ddcheck.launch.treerun import run_handler
+from ddcheck.config import check_launch
+from ddcheck.config.treerun import run_handler
 from ddcheck.tree.sources import open_target
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "launch" / "startup_tree"

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ddcheck import backends
+from ddcheck.contract import backends
 from ddcheck.contract import Term, VerifyLayout, check
 
 torch = pytest.importorskip("torch")

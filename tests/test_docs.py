@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ddcheck.cli import app
+from ddcheck.cli.app import app
 from ddcheck.rules import all_rules
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,9 +8,9 @@ import ast
 
 import pytest
 
-from ddcheck import fixer
-from ddcheck.api import scan
-from ddcheck.settings import Settings
+from ddcheck.fix import api as fixer
+from ddcheck.scan.api import scan
+from ddcheck.scan.settings import Settings
 
 HELPER = '''class Backend:
     def __init__(self, server_args):

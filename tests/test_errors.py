@@ -1,4 +1,4 @@
-"""One errors module: one UsageError, the exit codes (ddcheck/errors.py)."""
+"""One errors module: one UsageError, the exit codes (ddcheck/base/errors.py)."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-import ddcheck.errors as errors
+import ddcheck.base.errors as errors
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "ddcheck"
 
 
 def test_usage_error_is_defined_once():
-    """No module but ddcheck/errors.py defines an exception named UsageError (two existed: a command
+    """No module but ddcheck/base/errors.py defines an exception named UsageError (two existed: a command
     raising the one ``main`` did not catch reported a usage error as an internal error)."""
     found = [f"{p.relative_to(REPO)}:{n.lineno}" for p in sorted(PACKAGE.rglob("*.py"))
              for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
              if isinstance(n, ast.ClassDef) and n.name == "UsageError"]
-    assert found == ["ddcheck/errors.py:" + str(_line_of_class(PACKAGE / "errors.py", "UsageError"))]
+    assert found == ["ddcheck/base/errors.py:" + str(_line_of_class(PACKAGE / "base" / "errors.py", "UsageError"))]
 
 
 def _line_of_class(path: Path, name: str) -> int:
@@ -28,8 +28,8 @@ def _line_of_class(path: Path, name: str) -> int:
 
 
 def test_commands_raise_and_catch_the_same_usage_error():
-    from ddcheck import scan_command
-    from ddcheck.launch import api as launch_api
+    from ddcheck.cli import scan as scan_command
+    from ddcheck.config import api as launch_api
 
     assert scan_command.UsageError is errors.UsageError
     assert launch_api.UsageError is errors.UsageError
@@ -48,7 +48,7 @@ def test_smoke_launch_without_widths_is_a_usage_error_not_an_internal_one():
 
 
 def test_config_usage_error_exits_2_with_its_message(capsys):
-    from ddcheck.launch import config_main
+    from ddcheck.config import config_main
 
     assert config_main(["--model-path", "m"], sglang="/nonexistent/sglang") == errors.EXIT_USAGE
     err = capsys.readouterr().err

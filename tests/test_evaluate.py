@@ -5,7 +5,7 @@ step model (tree/step) all read them."""
 import ast
 
 from ddcheck.analysis.inputs import Built, Reach
-from ddcheck.launch.inputs import input_value, reading_input
+from ddcheck.config.inputs import input_value, reading_input
 from ddcheck.tree.evaluate import UNKNOWN, Evaluator, Span, Sym, truth
 
 

@@ -98,7 +98,7 @@ def test_scan_json_and_sarif_carry_the_exit_code(tmp_path):
 def test_every_help_states_the_contract():
     from typer.testing import CliRunner
 
-    from ddcheck.cli import app
+    from ddcheck.cli.app import app
 
     for command in ("scan", "fix", "smoke", "config"):
         out = " ".join(CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"}).output.split())
@@ -190,9 +190,9 @@ def test_a_fix_that_fails_midway_leaves_no_copy(tmp_path, monkeypatch):
     that was there empty is left empty, one with files of its own (--force) keeps only them."""
     from rich.console import Console
 
-    from ddcheck import fixer
-    from ddcheck.fixing import command
-    from ddcheck.settings import Settings
+    from ddcheck.fix import api as fixer
+    from ddcheck.fix import command
+    from ddcheck.scan.settings import Settings
 
     def broken(*args, **kwargs):
         raise RuntimeError("planning failed")

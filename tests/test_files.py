@@ -1,5 +1,5 @@
-"""Atomic writes written once (ddcheck/files.py): the result cache, the rule definitions, the flag
-tables and the fixed sources all write through ddcheck.files.replace."""
+"""Atomic writes written once (ddcheck/tree/files.py): the result cache, the rule definitions, the flag
+tables and the fixed sources all write through ddcheck.tree.files.replace."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck import files
+from ddcheck.tree import files
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -58,11 +58,11 @@ def test_write_json_prunes_to_the_newest_and_reports_what_it_could_not_write(tmp
     assert files.write_json(blocker / "x.json", 1) is False  # its folder cannot be made
 
 
-@pytest.mark.parametrize("module", ["ddcheck/cache.py", "ddcheck/rules.py", "ddcheck/launch/flags.py",
-                                    "ddcheck/fixing/runner.py"])
+@pytest.mark.parametrize("module", ["ddcheck/scan/cache.py", "ddcheck/rules/__init__.py", "ddcheck/config/flags.py",
+                                    "ddcheck/fix/runner.py"])
 def test_the_writers_of_issue_33_rename_nothing_themselves(module):
     """The three copies of 'temporary file, then rename' (cache._write, launch/flags, fixing/runner)
-    are calls of ddcheck.files now: no rename, no tempfile of their own."""
+    are calls of ddcheck.tree.files now: no rename, no tempfile of their own."""
     tree = ast.parse((REPO / module).read_text(encoding="utf-8"))
     calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     assert not {c for c in calls if c in ("os.replace", "os.rename") or c.endswith((".replace", ".rename"))

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck import fixer
-from ddcheck.api import scan
-from ddcheck.fixer import FixError, fixed_file_text, write_atomic
-from ddcheck.settings import Settings
+from ddcheck.fix import api as fixer
+from ddcheck.scan.api import scan
+from ddcheck.fix.api import FixError, fixed_file_text, write_atomic
+from ddcheck.scan.settings import Settings
 
 TRITON = "sglang/srt/layers/attention/triton_backend.py"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -135,7 +135,7 @@ def test_a_fix_that_does_not_parse_is_rolled_back(tmp_path, monkeypatch):
     p = tmp_path / "backend.py"
     original = (FIXTURES / "demo" / "toy_triton_backend.py").read_text()
     p.write_text(original)
-    from ddcheck.fixing import runner
+    from ddcheck.fix import runner
 
     monkeypatch.setattr(runner, "rewrite", lambda source, findings, extra=(): source + b"\ndef broken(:\n")
     assert fixer.fix_targets([str(p)]) == []

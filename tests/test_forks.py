@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.api import scan
-from ddcheck.config_smoke import launch_smoke
-from ddcheck.launch import check_launch
-from ddcheck.settings import Settings
+from ddcheck.scan.api import scan
+from ddcheck.config.smoke import launch_smoke
+from ddcheck.config import check_launch
+from ddcheck.scan.settings import Settings
 from ddcheck.tree.sources import open_target
 
 REPO = Path(__file__).resolve().parents[1]
@@ -307,7 +307,7 @@ def test_smoke_chain_mode_agrees_with_config(fork_dir, smoke):
 def test_fix_repairs_the_launch_that_was_corrupt(fork_dir, tmp_path, smoke):
     """hz budget 3 on triton was CORRUPT (the resolver returned C for the chain-mode input): after
     `ddcheck fix --unsafe-fixes` config and smoke both find the width per step."""
-    from ddcheck.fixer import fix_targets
+    from ddcheck.fix.api import fix_targets
 
     out = tmp_path / "fixed" / "sglang"
     shutil.copytree(fork_dir("hz"), out)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.api import scan
-from ddcheck.fixer import fix_targets
-from ddcheck.settings import Settings
+from ddcheck.scan.api import scan
+from ddcheck.fix.api import fix_targets
+from ddcheck.scan.settings import Settings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "analysis"
 
@@ -79,7 +79,7 @@ def test_a_tree_file_that_is_not_python_is_said_with_check_syntax(tmp_path, monk
     """A tree's file with no verify code is not parsed (too costly for every file); with --check-syntax
     one that does not parse is listed and counted as skipped, as an undecodable file is listed, and
     the exit code stays what the findings make it (it could hold no finding)."""
-    from ddcheck.api import scan_trees_with_settings
+    from ddcheck.scan.api import scan_trees_with_settings
     from ddcheck.tree.sources import open_target
 
     (tmp_path / "backend.py").write_text((Path(__file__).resolve().parents[1] / "rules" / "DD001" / "good.py").read_text())
@@ -107,7 +107,7 @@ def test_a_tree_file_that_is_not_python_is_said_with_check_syntax(tmp_path, monk
 def test_a_fix_that_is_not_written_fails_the_run(tmp_path, monkeypatch, how):
     from rich.console import Console
 
-    from ddcheck import fixer
+    from ddcheck.fix import api as fixer
 
     target = tmp_path / "backend.py"
     target.write_text((FIXTURES / "guards.py").read_text())
@@ -119,7 +119,7 @@ def test_a_fix_that_is_not_written_fails_the_run(tmp_path, monkeypatch, how):
         Path(path).write_text(Path(path).read_text() + "# edited by someone else\n")
         return real(path, after, before)
 
-    from ddcheck.fixing import command
+    from ddcheck.fix import command
 
     monkeypatch.setattr(command, "write_atomic", interfere)
     for non_zero_on_fix in (False, True):
@@ -221,7 +221,7 @@ LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     ("broken.yaml", "model-path: [unclosed\n"),
 ])
 def test_launch_yaml_is_loaded_safely(tmp_path, name, text):
-    from ddcheck.launch.flags import FlagTable, ParseError, merge_config_file
+    from ddcheck.config.flags import FlagTable, ParseError, merge_config_file
 
     path = tmp_path / name
     path.write_text(text)
@@ -232,7 +232,7 @@ def test_launch_yaml_is_loaded_safely(tmp_path, name, text):
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
 def test_fifos_as_config_files_never_block(tmp_path):
-    from ddcheck.launch.flags import ParseError, merge_config_file
+    from ddcheck.config.flags import ParseError, merge_config_file
 
     fifo = tmp_path / "launch.yaml"
     os.mkfifo(fifo)
@@ -517,7 +517,7 @@ def test_fix_out_of_a_wheel_checks_every_member(tmp_path):
 def test_the_code_digest_follows_each_file_stamp_not_bytecode_or_docs(tmp_path):
     """The code part of every cache key: a rewrite of a code or rule file changes it (even with the same
     bytes: a reinstall), bytecode caches and other files do not."""
-    from ddcheck.cache import stamps_digest
+    from ddcheck.scan.cache import stamps_digest
 
     pkg = tmp_path / "pkg"
     (pkg / "__pycache__").mkdir(parents=True)
@@ -544,7 +544,8 @@ def test_the_code_digest_follows_each_file_stamp_not_bytecode_or_docs(tmp_path):
 def test_kept_rule_definitions_are_keyed_by_their_sources_alone(tmp_path, monkeypatch):
     """The rule definitions kept as JSON are found under the stamps of the rule folders and of
     ``rules.py``, which reads them: a one-file scan does not stat the rest of ddcheck's code for them."""
-    from ddcheck import cache, rules
+    from ddcheck import rules
+    from ddcheck.scan import cache
 
     monkeypatch.setenv("DDCHECK_CACHE", str(tmp_path / "cache"))
     first = rules.all_rules.__wrapped__()

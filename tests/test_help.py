@@ -14,7 +14,7 @@ from rich.text import Text
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from ddcheck.cli import app
+from ddcheck.cli.app import app
 
 WIDTH = 80
 # typer prints the description with one column of padding on each side

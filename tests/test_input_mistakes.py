@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.errors import EXIT_NOT_JUDGED, EXIT_USAGE
+from ddcheck.base.errors import EXIT_NOT_JUDGED, EXIT_USAGE
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = str(REPO / "fixtures" / "demo")

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from ddcheck.api import scan
-from ddcheck.fixer import fix_targets
-from ddcheck.settings import Settings
+from ddcheck.scan.api import scan
+from ddcheck.fix.api import fix_targets
+from ddcheck.scan.settings import Settings
 
 from test_no_internal_error import C, GUARDS, HEAD, REPO  # the verify branch both files nest into
 SHAPES = {  # one C read at the deepest point of each
@@ -100,7 +100,7 @@ def test_every_declared_text_encoding_is_analysed_and_kept_by_fix(tmp_path_facto
         return
     assert result.errors == [] and len(result.findings) == reference_count()
     if not fix_targets([str(path)]):  # refused, with its reason: idna encodes no line over 63 characters
-        from ddcheck.fixing.transform import FixError, rewrite
+        from ddcheck.fix.transform import FixError, rewrite
 
         with pytest.raises(FixError, match="does not encode as"):
             rewrite(data, [f for f in result.findings if f.fix])
@@ -137,7 +137,7 @@ def _toml(value) -> str:
 @given(tool=TOML_VALUES, key=st.sampled_from(["tool", "tool.ddcheck", "tool.ddcheck.select",
                                               "tool.ddcheck.fail-on", "tool.ddcheck.exclude"]))
 def test_settings_of_any_toml_type_load_or_say_which_key(tmp_path_factory, tool, key):
-    from ddcheck.settings import SettingsError, load_settings
+    from ddcheck.scan.settings import SettingsError, load_settings
 
     folder = tmp_path_factory.mktemp("toml")
     *table, name = key.split(".")
@@ -151,7 +151,7 @@ def test_settings_of_any_toml_type_load_or_say_which_key(tmp_path_factory, tool,
 @FAST
 @given(value=JSON_VALUES, where=st.sampled_from(["root", "findings", "entry", "count", "fingerprint"]))
 def test_a_baseline_of_any_json_type_loads_or_is_a_baseline_error(tmp_path_factory, value, where):
-    from ddcheck.baseline import BaselineError, load
+    from ddcheck.diagnostics.baseline import BaselineError, load
 
     entry = {"fingerprint": "a", "count": 1}
     doc = {"version": 1, "tool": "ddcheck", "findings": [entry]}
@@ -178,7 +178,7 @@ def test_a_baseline_of_any_json_type_loads_or_is_a_baseline_error(tmp_path_facto
 def test_a_launch_yaml_of_any_type_merges_or_is_a_parse_error(tmp_path_factory, value, key):
     import yaml
 
-    from ddcheck.launch.flags import ParseError, merge_config_file
+    from ddcheck.config.flags import ParseError, merge_config_file
 
     path = tmp_path_factory.mktemp("yaml") / "launch.yaml"
     path.write_text(yaml.safe_dump({key: value}) if value is not None else f"{key}: [{'[' * 1200}{']' * 1200}]\n")

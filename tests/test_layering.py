@@ -17,25 +17,25 @@ REPO = Path(__file__).resolve().parents[1]
 # Bottom to top. A name stands for that module and, for a package, everything under it (but
 # ``ddcheck``, the package's own __init__: its Python API).
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("ground: the tree being checked (ddcheck/tree/), its names, errors, files, the data every floor passes on",
-     ("ddcheck.tree", "ddcheck.isolation", "ddcheck.errors", "ddcheck.files",
-      "ddcheck.findings", "ddcheck.contract", "ddcheck.deep")),
-    ("definitions: rules (they own their ids, severities, docs), suppression comments, backends' tables",
-     ("ddcheck.rules", "ddcheck.suppressions", "ddcheck.backends")),
+    ("ground: the tree being checked (ddcheck/tree/), the finding model, exit codes, files written whole",
+     ("ddcheck.tree", "ddcheck.base")),
+    ("definitions: rules (they own their ids, severities, docs), the verify contract and backends' tables",
+     ("ddcheck.rules", "ddcheck.contract")),
+    ("the one road of findings: suppressions, baselines, output formats",
+     ("ddcheck.diagnostics",)),
     ("analysis: the scan's model of the verify path",
      ("ddcheck.analysis",)),
-    ("scan services: settings, the result cache, the scan API, baselines, copies of a target",
-     ("ddcheck.settings", "ddcheck.cache", "ddcheck.api", "ddcheck.baseline", "ddcheck.copying")),
-    # one floor: both read the tree through ddcheck.tree (its parse-once model, the worker's verify
-    # input); smoke imports nothing of launch (test below), config --smoke composes them above
-    ("config and smoke", ("ddcheck.launch", "ddcheck.smoke")),
+    ("scan: settings, the result cache, the scan API",
+     ("ddcheck.scan",)),
+    # smoke imports nothing of config (test below); config --smoke composes them (ddcheck.config.smoke)
+    ("smoke", ("ddcheck.smoke",)),
+    ("config", ("ddcheck.config",)),
     ("fix (its --verify runs smoke) and the guard",
-     ("ddcheck.fixing", "ddcheck.fixer", "ddcheck.guard")),
-    ("compositions of commands: config --smoke, the audit (scan, fix, smoke and config, per cell)",
-     ("ddcheck.config_smoke", "ddcheck.audit")),
-    ("front: reporters, command bodies, the CLI, the entry points, the package's Python API",
-     ("ddcheck.reporters", "ddcheck.scan_command", "ddcheck.config_command", "ddcheck.cli", "ddcheck.entry", "ddcheck.__main__",
-      "ddcheck")),
+     ("ddcheck.fix", "ddcheck.guard")),
+    ("the audit (scan, fix, smoke and config, per cell)",
+     ("ddcheck.audit",)),
+    ("front: the CLI, the entry points, the package's Python API",
+     ("ddcheck.cli", "ddcheck.entry", "ddcheck.__main__", "ddcheck")),
 ]
 
 
@@ -135,7 +135,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """The graph between ddcheck's second-level names (``ddcheck.launch``, ``ddcheck.smoke``, ...)."""
+    """The graph between ddcheck's second-level names (``ddcheck.config``, ``ddcheck.smoke``, ...)."""
     def top(m: str) -> str:
         return ".".join(m.split(".")[:2])
 
@@ -157,12 +157,12 @@ def test_no_module_imports_in_a_circle():
 
 
 def smoke_on_launch(graph: dict[str, set[str]]) -> list[str]:
-    """Imports of a ddcheck.launch module by a ddcheck.smoke one (same floor, one direction only)."""
+    """Imports of a ddcheck.config module by a ddcheck.smoke one (same floor, one direction only)."""
     def within(m: str, package: str) -> bool:
         return m == package or m.startswith(package + ".")
 
     return sorted(f"{m} imports {d}" for m, deps in graph.items() if within(m, "ddcheck.smoke")
-                  for d in deps if within(d, "ddcheck.launch"))
+                  for d in deps if within(d, "ddcheck.config"))
 
 
 def test_smoke_imports_nothing_of_launch():
@@ -188,21 +188,21 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> dict[str, set[str]]:
 
 
 def test_the_check_finds_an_upward_import_inside_a_function(tmp_path):
-    graph = _tree(tmp_path, {"ddcheck/__init__.py": "", "ddcheck/rules.py": "def f():\n    from .cache import kept\n",
-                             "ddcheck/cache.py": "from . import rules\n"})
-    assert graph["ddcheck.rules"] == {"ddcheck.cache"}
-    assert any(s.startswith("ddcheck.rules (definitions) imports ddcheck.cache") for s in upward(graph))
-    assert cycles(graph) == [["ddcheck.cache", "ddcheck.rules"]]
+    graph = _tree(tmp_path, {"ddcheck/__init__.py": "", "ddcheck/rules/__init__.py": "def f():\n    from ..scan.cache import kept\n",
+                             "ddcheck/scan/__init__.py": "", "ddcheck/scan/cache.py": "from .. import rules\n"})
+    assert graph["ddcheck.rules"] == {"ddcheck.scan.cache"}
+    assert any(s.startswith("ddcheck.rules (definitions) imports ddcheck.scan.cache") for s in upward(graph))
+    assert cycles(graph) == [["ddcheck.rules", "ddcheck.scan.cache"]]
 
 
 def test_the_check_finds_packages_that_import_each_other_through_different_modules(tmp_path):
-    graph = _tree(tmp_path, {"ddcheck/__init__.py": "", "ddcheck/launch/__init__.py": "",
-                             "ddcheck/launch/api.py": "from ddcheck.smoke import run_smoke\n",
-                             "ddcheck/launch/worker.py": "", "ddcheck/smoke/__init__.py": "",
-                             "ddcheck/smoke/api.py": "import ddcheck.launch.worker\n"})
+    graph = _tree(tmp_path, {"ddcheck/__init__.py": "", "ddcheck/config/__init__.py": "",
+                             "ddcheck/config/api.py": "from ddcheck.smoke import run_smoke\n",
+                             "ddcheck/config/child.py": "", "ddcheck/smoke/__init__.py": "",
+                             "ddcheck/smoke/api.py": "import ddcheck.config.child\n"})
     assert cycles(graph) == []  # no module circle...
-    assert cycles(packages(graph)) == [["ddcheck.launch", "ddcheck.smoke"]]  # ...but a package one
-    assert smoke_on_launch(graph) == ["ddcheck.smoke.api imports ddcheck.launch.worker"]
+    assert cycles(packages(graph)) == [["ddcheck.config", "ddcheck.smoke"]]  # ...but a package one
+    assert smoke_on_launch(graph) == ["ddcheck.smoke.api imports ddcheck.config.child"]
 
 
 def test_an_undeclared_module_has_no_floor(tmp_path):
@@ -210,9 +210,10 @@ def test_an_undeclared_module_has_no_floor(tmp_path):
     assert upward(graph) == ["ddcheck.newthing: no floor declared in tests/test_layering.py"]
 
 
-@pytest.mark.parametrize("module, floor", [("ddcheck.tree.names", 0), ("ddcheck.analysis.engine", 2),
-                                           ("ddcheck", len(FLOORS) - 1), ("ddcheck.launch.api", 4),
-                                           ("ddcheck.smoke.api", 4), ("ddcheck.tree.modules", 0)])
+@pytest.mark.parametrize("module, floor", [("ddcheck.tree.names", 0), ("ddcheck.analysis.engine", 3),
+                                           ("ddcheck", len(FLOORS) - 1), ("ddcheck.config.api", 6),
+                                           ("ddcheck.smoke.api", 5), ("ddcheck.tree.modules", 0),
+                                           ("ddcheck.cli.scan", len(FLOORS) - 1)])
 def test_floors_are_found_by_the_longest_name(module, floor):
     assert floor_of(module) == floor
 
@@ -255,12 +256,12 @@ def test_only_the_target_model_and_the_analysis_parse_python():
 
 
 def test_the_parse_check_finds_a_parse_outside(tmp_path):
-    (tmp_path / "ddcheck" / "launch").mkdir(parents=True)
+    (tmp_path / "ddcheck" / "config").mkdir(parents=True)
     (tmp_path / "ddcheck" / "tree").mkdir()
-    (tmp_path / "ddcheck" / "launch" / "x.py").write_text("import ast\nfrom ast import parse as p\nast.parse('1')\np('2')\n"
+    (tmp_path / "ddcheck" / "config" / "x.py").write_text("import ast\nfrom ast import parse as p\nast.parse('1')\np('2')\n"
                                                          "compile('3', 'x', 'exec')\ncompile(ast.Module(body=[]), 'x', 'exec')\n")
     (tmp_path / "ddcheck" / "tree" / "y.py").write_text("import ast\nast.parse('1')\n")
-    assert parses(tmp_path) == ["ddcheck/launch/x.py:3", "ddcheck/launch/x.py:4", "ddcheck/launch/x.py:5"]
+    assert parses(tmp_path) == ["ddcheck/config/x.py:3", "ddcheck/config/x.py:4", "ddcheck/config/x.py:5"]
 
 
 # ------------------------------------------------------------------------------- a rule's code

@@ -10,8 +10,8 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from ddcheck.api import scan
-from ddcheck.settings import Settings
+from ddcheck.scan.api import scan
+from ddcheck.scan.settings import Settings
 
 from test_analysis import FIXTURES, expected
 
@@ -99,7 +99,7 @@ def test_where_the_tree_states_the_budget_the_fix_sizes_for_budget_plus_one(tmp_
                                 '"speculative_ddtree_budget", None) or 0) + 1)')
     assert "self.model_runner.server_args" in positions.replacement
     # `ddcheck fix` (no unsafe fixes) applies them: the file still parses and reads the budget
-    from ddcheck.fixer import fix_targets
+    from ddcheck.fix.api import fix_targets
 
     tree = tmp_path / "tree"
     shutil.copytree(BUDGET_TREE, tree)
@@ -141,7 +141,7 @@ def test_capacity_shapes_of_issue_40_are_reported_where_made_naming_the_write_an
         f = by_line[line_of(backend, text)]
         assert write in f.message and f.fix_safety == "safe", (text, f.message)
         assert '"speculative_ddtree_budget", None) or 0) + 1)' in f.replacement
-    from ddcheck.fixer import fix_targets
+    from ddcheck.fix.api import fix_targets
 
     tree = tmp_path / "tree"
     shutil.copytree(CAPACITY_TREE, tree)

@@ -122,7 +122,7 @@ def test_the_check_accepts_imports_and_uses(source):
 def test_the_duplicates_the_issue_names_are_one_object():
     from ddcheck.analysis import engine, triage, vocabulary
     from ddcheck.guard import hook
-    from ddcheck.launch import checks, paths, speculative, treerun
+    from ddcheck.config import checks, paths, speculative, treerun
 
     assert checks.EAGLE_FAMILY is speculative.EAGLE_FAMILY is names.EAGLE_FAMILY
     assert engine.VERIFY_TEXT is names.VERIFY_MARKERS

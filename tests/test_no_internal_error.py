@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.api import scan
-from ddcheck.fixer import fix_targets
-from ddcheck.settings import Settings
+from ddcheck.scan.api import scan
+from ddcheck.fix.api import fix_targets
+from ddcheck.scan.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 GUARDS = (REPO / "fixtures" / "analysis" / "guards.py").read_text()
@@ -90,7 +90,7 @@ def test_pyproject_tables_of_the_wrong_type_are_usage_errors(tmp_path, toml, say
 
 @pytest.mark.parametrize("count", ["Infinity", "1e400", "-1", "1.5", '"2"', "true"])
 def test_a_baseline_count_that_is_no_whole_number_is_a_usage_error(tmp_path, count):
-    from ddcheck.baseline import BaselineError, load
+    from ddcheck.diagnostics.baseline import BaselineError, load
 
     b = tmp_path / "b.json"
     b.write_text('{"version": 1, "tool": "ddcheck", "findings": [{"fingerprint": "a", "count": %s}]}' % count)
@@ -103,7 +103,7 @@ def test_a_baseline_count_that_is_no_whole_number_is_a_usage_error(tmp_path, cou
 
 
 def test_a_baseline_nested_1000_deep_is_a_usage_error(tmp_path):
-    from ddcheck.baseline import BaselineError, load
+    from ddcheck.diagnostics.baseline import BaselineError, load
 
     b = tmp_path / "b.json"
     b.write_text('{"version": 1, "findings": ' + "[" * 1000 + "]" * 1000 + "}")
@@ -121,7 +121,7 @@ def test_write_baseline_into_a_missing_folder_is_a_usage_error(tmp_path):
 @pytest.mark.parametrize("text, says", [("a: " + "9" * 5000 + "\n", "holds a value that cannot be read"),
                                         ("a: " + "[" * 1000 + "]" * 1000 + "\n", "nested too deeply")])
 def test_config_yaml_that_python_cannot_hold_is_a_parse_error(tmp_path, text, says):
-    from ddcheck.launch.flags import ParseError, merge_config_file
+    from ddcheck.config.flags import ParseError, merge_config_file
 
     y = tmp_path / "launch.yaml"
     y.write_text(text)
@@ -148,7 +148,7 @@ def test_config_of_a_tree_whose_server_args_does_not_parse_is_a_usage_error(tmp_
 def test_no_fixture_meets_an_internal_error(capsys, monkeypatch):
     """Every file and folder under fixtures/ scanned on its own: none ends in an internal error (the
     CLI's last line of defence is kept for real bugs)."""
-    from ddcheck.cli import main  # the typer entry: it exits through SystemExit, the fast one ends the process
+    from ddcheck.cli.app import main  # the typer entry: it exits through SystemExit, the fast one ends the process
 
     paths = sorted(p for p in (REPO / "fixtures").rglob("*") if "__pycache__" not in p.parts)
     for path in [REPO / "fixtures", *paths]:

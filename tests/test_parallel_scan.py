@@ -1,4 +1,4 @@
-"""A large tree is triaged and analysed in forked workers (ddcheck/analysis/workers.py): the result
+"""A large tree is triaged and analysed in forked workers (ddcheck/analysis/forked.py): the result
 must be the one a single process gives, whatever the workers were handed, and a worker that dies or
 fails must not lose or invent anything."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.analysis import names, scan, workers
+from ddcheck.analysis import names, scan, forked
 from ddcheck.analysis.chunk import ChunkAnalysis
-from ddcheck.api import open_targets, scan_trees_with_settings
-from ddcheck.settings import Settings
+from ddcheck.scan.api import open_targets, scan_trees_with_settings
+from ddcheck.scan.settings import Settings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "analysis"
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="workers are forked")
@@ -48,8 +48,8 @@ def test_workers_give_what_one_process_gives(tmp_path, monkeypatch):
     pkg = _tree(tmp_path)
     settings = Settings(exclude=["*excluded/*"])
     ran = []
-    run = workers.run
-    monkeypatch.setattr(workers, "run", lambda *a: ran.append(run(*a)) or ran[-1])
+    run = forked.run
+    monkeypatch.setattr(forked, "run", lambda *a: ran.append(run(*a)) or ran[-1])
     pooled = _scan(pkg, 2, settings)
     assert len(ran) == 1 and ran[0] is not None  # the tree really went through the workers
     single = _scan(pkg, 1, settings)
@@ -76,7 +76,7 @@ def test_an_excluded_file_still_counts_as_a_caller_in_workers(tmp_path):
 def test_a_worker_that_dies_leaves_the_scan_to_this_process(tmp_path, monkeypatch):
     pkg = _tree(tmp_path)
     expected = _scan(pkg, 1).to_json()
-    monkeypatch.setattr(workers, "_work", lambda conn, share: os._exit(3))
+    monkeypatch.setattr(forked, "_work", lambda conn, share: os._exit(3))
     assert _scan(pkg, 2).to_json() == expected
 
 
@@ -101,7 +101,7 @@ def test_a_worker_error_is_raised_not_swallowed(tmp_path, monkeypatch):
     def broken(*args):
         raise LookupError("triage broke")
 
-    monkeypatch.setattr(workers, "triage", broken)
+    monkeypatch.setattr(forked, "triage", broken)
     with pytest.raises(LookupError, match="triage broke"):
         _scan(pkg, 2)
 
@@ -115,19 +115,19 @@ def test_a_worker_error_that_cannot_be_pickled_comes_back_as_its_traceback(tmp_p
     def broken(*args):
         raise Unpicklable("triage broke oddly")
 
-    monkeypatch.setattr(workers, "triage", broken)
+    monkeypatch.setattr(forked, "triage", broken)
     with pytest.raises(RuntimeError, match="Unpicklable: triage broke oddly"):
         _scan(pkg, 2)
 
 
 def test_shares_cover_every_file_once_in_order_and_interleaved():
     positions = [0, 2, 3, 5, 7, 8, 9, 12, 13]
-    shares = workers._shares(positions, 2)
+    shares = forked._shares(positions, 2)
     assert sorted(p for s in shares for p in s) == positions
     assert all(s == sorted(s) for s in shares)
     assert [len(s) for s in shares] == [5, 4]
     assert shares[0][:2] == [0, 3]  # every other file: each folder's files go to both workers
-    assert workers._shares([3], 4) == [[3]]
+    assert forked._shares([3], 4) == [[3]]
 
 
 def _six_modules():
@@ -143,7 +143,7 @@ def _six_modules():
 
 
 def test_handout_gives_each_candidate_once_preferring_what_a_worker_parsed_already():
-    handout = workers._Handout(_six_modules(), 2)
+    handout = forked._Handout(_six_modules(), 2)
     handout.add([(pos, 10 * pos) for pos in range(6)])  # (position, size): m5 the largest
     assert handout.take(0) == 5  # nothing parsed anywhere: the largest
     handout.parsed[0].add("m2.py")  # worker 0 parsed m2 as a helper
@@ -160,7 +160,7 @@ def test_handout_gives_each_candidate_once_preferring_what_a_worker_parsed_alrea
 def test_handout_takes_in_each_triage_as_it_comes():
     """Candidates are handed out while another worker's triage is still running: what arrives later
     joins the rest by size (largest first), and nothing is handed out twice."""
-    handout = workers._Handout(_six_modules(), 2)
+    handout = forked._Handout(_six_modules(), 2)
     assert handout.take(0) is None  # nothing found yet
     handout.add([(1, 10), (3, 30)])  # the first worker's triage
     assert handout.take(0) == 3

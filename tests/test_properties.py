@@ -7,9 +7,9 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from ddcheck.api import scan
-from ddcheck.fixer import fix_targets
-from ddcheck.settings import Settings
+from ddcheck.scan.api import scan
+from ddcheck.fix.api import fix_targets
+from ddcheck.scan.settings import Settings
 
 GUARDS = (Path(__file__).resolve().parents[1] / "fixtures" / "analysis" / "guards.py").read_text()
 LINES = GUARDS.split("\n")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.api import scan
+from ddcheck.scan.api import scan
 from ddcheck.tree.sources import open_target
 from ddcheck.tree.modules import TreeModules
 from ddcheck.tree.worker import capture_width, verify_inputs
@@ -157,7 +157,7 @@ def test_config_follows_an_entry_point_inherited_from_another_module(tmp_path):
     FlashInfer's): the helper that entry point calls on ``self`` is on the launch's path. Before the
     chain of bases came from the tree model, config walked same-module bases only, and called the
     helper "never" reached ("no entry point this launch uses calls it")."""
-    from ddcheck.launch.paths import Launch, finding_reach
+    from ddcheck.config.paths import Launch, finding_reach
 
     att = tmp_path / "sglang" / "srt" / "layers" / "attention"
     att.mkdir(parents=True)

@@ -11,9 +11,9 @@ from collections import Counter
 
 import pytest
 
-from ddcheck.api import scan
+from ddcheck.scan.api import scan
 from ddcheck.rules import all_rules, rules_dir
-from ddcheck.settings import Settings
+from ddcheck.scan.settings import Settings
 
 EXPECT = re.compile(r"#\s*expect:\s*(?P<ids>(?:DD\d{3}\s*)+)")
 RULES = sorted(r.id for r in all_rules().values() if r.face == "scan")  # config rules: tests/test_config_rules.py
@@ -68,7 +68,7 @@ def test_good_example_is_what_fix_makes_of_the_bad_one(rule_id, tmp_path):
     """The documentation's "Use instead" is the fixer's own output, byte for byte."""
     import shutil
 
-    from ddcheck.fixer import fix_targets
+    from ddcheck.fix.api import fix_targets
 
     rule = all_rules()[rule_id]
     if not rule.good_is_fix:
@@ -87,7 +87,7 @@ def test_a_findings_severity_and_words_are_its_rules(monkeypatch):
     findings = scan(paths, settings=Settings(), use_cache=False).findings
     assert {f.rule for f in findings} == set(RULES)
     assert all(f.severity == all_rules()[f.rule].severity for f in findings)
-    from ddcheck.findings import Severity
+    from ddcheck.base.findings import Severity
 
     def reworded(rule, **changes):
         return replace(rule, messages={k: "M " + v for k, v in rule.messages.items()},

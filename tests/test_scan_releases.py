@@ -146,8 +146,8 @@ def test_fa3_graph_buffers_laid_out_with_c_are_found(release_scan):
 def test_workers_and_one_process_agree_on_a_release(wheel):
     """A real tree split over forked workers (each triages a share, analyses the candidates it is
     handed, and threads W through callers other workers parse too) gives what one process gives."""
-    from ddcheck.api import open_targets, scan_trees_with_settings
-    from ddcheck.settings import Settings
+    from ddcheck.scan.api import open_targets, scan_trees_with_settings
+    from ddcheck.scan.settings import Settings
 
     def scan(jobs):
         trees, _ = open_targets([str(wheel("0.5.23"))])

@@ -108,7 +108,7 @@ def test_ddcheck_fix_output_passes(version, smoke):
     SGLang's runner does) the graph keeps max_extend_len = C = 8 < W = 17: the kernel's numbers come out
     right only because W fits the same row block of 64, so the path breaks the verify contract and is
     never `ok`: the capture width, exit 1, as for FA3 (issue 39: smoke agrees with itself)."""
-    fixer = pytest.importorskip("ddcheck.fixer")
+    fixer = pytest.importorskip("ddcheck.fix")
     fixed = fixer.fixed_file_text(f"sglang=={version}", BACKEND_RELPATH)
     r = smoke(f"sglang=={version}", backend_source=fixed, graph_capture_width="W")
     assert r.exit_code == 0, r.verdict
@@ -158,7 +158,7 @@ def test_w_below_c_unfixed_writes_past_the_batch_and_fixed_passes(smoke):
     assert past["rows"] == 9 and past["batch_rows"] == 15 and "triton_backend.py" in past["where"]
     assert "past the 15 of" in r.verdict and "3 x 5 = 15 tokens" in r.verdict
     assert all(not p.out_of_bounds for p in r.paths if p.case == "control")
-    fixer = pytest.importorskip("ddcheck.fixer")
+    fixer = pytest.importorskip("ddcheck.fix")
     fixed = smoke("sglang==0.5.10", budget=4, backend_source=fixer.fixed_file_text("sglang==0.5.10",
                                                                                    BACKEND_RELPATH))
     assert fixed.exit_code == 0, fixed.verdict
@@ -202,9 +202,9 @@ def test_fixed_backend_judged_by_the_contract_captured_at_c_is_the_capture_width
     """FA3 (0.5.10) after the default `ddcheck fix`, at budget 4 (W = 5 < C = 8): eager is right; a graph
     captured at C keeps cu_seqlens_q stepping by C (the capture's layout, never refilled at replay), and the
     same graph captured at W is right. The verdict names the capture width, not the backend."""
-    from ddcheck import backends
+    from ddcheck.contract import backends
 
-    fixer = pytest.importorskip("ddcheck.fixer")
+    fixer = pytest.importorskip("ddcheck.fix")
     fixed = fixer.fixed_file_text("sglang==0.5.10", backends.get("fa3").relpath)
     r = smoke("sglang==0.5.10", backend="fa3", backend_source=fixed, budget=4, seed_case=False)
     assert r.exit_code == 1, r.verdict

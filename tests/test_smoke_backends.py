@@ -28,8 +28,8 @@ pytest.importorskip("msgspec")
 
 from typer.testing import CliRunner  # noqa: E402
 
-from ddcheck import backends  # noqa: E402
-from ddcheck.cli import app  # noqa: E402
+from ddcheck.contract import backends  # noqa: E402
+from ddcheck.cli.app import app  # noqa: E402
 from ddcheck.smoke import run_smoke  # noqa: E402
 
 FA3_RELEASES = ["0.5.10", "0.5.16", "0.5.23"]
@@ -103,7 +103,7 @@ def test_fa3_where_the_model_runners_module_stops_here(smoke):
 @pytest.mark.network
 @pytest.mark.parametrize("version", FA3_RELEASES)
 def test_fa3_after_ddcheck_fix_is_right_when_graphs_capture_at_w(version, smoke):
-    from ddcheck.fixer import fixed_file_text
+    from ddcheck.fix.api import fixed_file_text
 
     fixed = fixed_file_text(f"sglang=={version}", backends.get("fa3").relpath, unsafe=True)
     assert "refilled stepping by this step's width" in fixed or version == "0.5.10"  # 0.5.10 has no such buffer
@@ -115,7 +115,7 @@ def test_fa3_after_ddcheck_fix_is_right_when_graphs_capture_at_w(version, smoke)
 @pytest.mark.network
 def test_fa3_fixed_but_captured_at_c_is_the_capture_width(smoke):
     """max_seq_len_q is a scalar baked into the graph at capture: no backend edit can repair it."""
-    from ddcheck.fixer import fixed_file_text
+    from ddcheck.fix.api import fixed_file_text
 
     fixed = fixed_file_text("sglang==0.5.23", backends.get("fa3").relpath, unsafe=True)
     r = smoke("sglang==0.5.23", backend="fa3", backend_source=fixed, seed_case=False, graph_capture_width="C")
@@ -133,7 +133,7 @@ def test_trtllm_mha_unfixed_and_fixed(version, eager, smoke):
     graph path still reads C-laid-out buffers when a graph captured at C replays W (from 0.5.16 the runner's
     can_run_graph refuses that replay: the launch runs W eagerly; captured at C on purpose here): exit 1.
     After `ddcheck fix` with graphs captured at W: 0."""
-    from ddcheck.fixer import fixed_file_text
+    from ddcheck.fix.api import fixed_file_text
 
     r = smoke(f"sglang=={version}", backend="trtllm_mha", seed_case=False, graph_capture_width="C")
     assert r.exit_code == 1, r.verdict
@@ -209,7 +209,7 @@ def test_trtllm_mla_unfixed_and_fixed(version, smoke):
     exit 1; after `ddcheck fix`: 0. The graph path allocates on "cuda" (flashinfer_mla_backend.py:349):
     GPU only (docs/smoke-matrix-h200.json). 0.5.23's base pins host buffers when built
     (flashinfer_mla_backend.py:328): on a CPU the pinning is dropped."""
-    from ddcheck.fixer import fixed_file_text
+    from ddcheck.fix.api import fixed_file_text
 
     r = smoke(f"sglang=={version}", backend="trtllm_mla", seed_case=False)
     assert r.exit_code == 1, r.verdict

@@ -19,7 +19,7 @@ pytest.importorskip("triton")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from smoke_releases import scan_counts  # noqa: E402
 
-from ddcheck import backends  # noqa: E402
+from ddcheck.contract import backends  # noqa: E402
 
 # Each of these ended in a harness failure while smoke re-implemented sglang's runtime (issue 31's table).
 SAMPLE = [("0.4.10.post2", "flashinfer"), ("0.5.23", "fa3")]

@@ -136,8 +136,8 @@ def test_the_text_report_labels_a_probe_and_where_the_capture_width_comes_from()
 
 
 def test_config_hands_smoke_the_launchs_graph_facts():
-    from ddcheck.config_smoke import launch_capture
-    from ddcheck.launch.speculative import SpecSettings
+    from ddcheck.config.smoke import launch_capture
+    from ddcheck.config.speculative import SpecSettings
 
     s = SpecSettings(release="x", cuda_graph=True, capture_width=17, capture_at="r.py:262", replay_gate_at="r.py:524")
     assert launch_capture(s) == {"width": 17, "at": "r.py:262", "gate_at": "r.py:524"}
@@ -162,7 +162,7 @@ def _tree(dest: Path, worker: str, capture_at_w: bool) -> str:
 def _by_class_name() -> str:
     """0.5.16's Triton backend as `ddcheck fix` leaves it (W from the verify input), made to take W only from
     an input whose class is the DDTree one, and C from any other, as backends that dispatch on the class do."""
-    from ddcheck.fixer import fixed_file_text
+    from ddcheck.fix.api import fixed_file_text
     from ddcheck.smoke.loader import BACKEND_RELPATH
 
     text = fixed_file_text("sglang==0.5.16", BACKEND_RELPATH)
@@ -255,9 +255,9 @@ def test_an_input_the_tree_cannot_build_here_is_not_judged(tmp_path, backend_sou
 def test_config_smoke_runs_the_trees_start_up_once(at_w, backend_source, smoke):
     """The launch as `ddcheck config` resolved it (the tree's start-up ran there) is what the tree's ServerArgs
     holds in the smoke run: its __post_init__ does not run again, and the capture width is config's."""
-    from ddcheck.config_smoke import launch_capture
-    from ddcheck.launch import check_launch
-    from ddcheck.launch.api import _jsonable
+    from ddcheck.config.smoke import launch_capture
+    from ddcheck.config import check_launch
+    from ddcheck.config.api import _jsonable
 
     tree, _ = at_w
     model = str(REPO / "fixtures" / "launch" / "models" / "llama")  # a local config.json: the start-up reads it

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.launch import check_launch
-from ddcheck.launch.inputs import input_value, reading_input
+from ddcheck.config import check_launch
+from ddcheck.config.inputs import input_value, reading_input
 from ddcheck.tree.sources import open_target
 from ddcheck.tree.evaluate import UNKNOWN, Evaluator, World
 from ddcheck.tree.modules import TreeModules
@@ -206,8 +206,8 @@ def test_graph_only_start_up_width_equal_to_the_capture(tree):
     """trtllm_mha here lays out its graph capture with a start-up width that resolves to budget + 1,
     the width the runner captures with, and the runner replays only that width: right, though scan
     reports the capture line in general (the width is C for other algorithms)."""
-    from ddcheck.api import scan
-    from ddcheck.settings import Settings
+    from ddcheck.scan.api import scan
+    from ddcheck.scan.settings import Settings
 
     res = scan([str(TREE / "srt/layers/attention/trtllm_mha_backend.py")], settings=Settings(), use_cache=False)
     capture_line = line_of("srt/layers/attention/trtllm_mha_backend.py", "self.graph_qo_indptr =")

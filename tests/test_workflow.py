@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 import ddcheck
-from ddcheck import baseline as bl
-from ddcheck.findings import FileError, Finding, ScanResult, Severity
-from ddcheck.reporters import to_github, to_sarif
+from ddcheck.diagnostics import baseline as bl
+from ddcheck.base.findings import FileError, Finding, ScanResult, Severity
+from ddcheck.diagnostics.formats import to_github, to_sarif
 from ddcheck.rules import all_rules
-from ddcheck.settings import Settings
+from ddcheck.scan.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 BACKEND = REPO / "fixtures" / "workflow" / "backend.py"
@@ -538,7 +538,7 @@ def test_config_is_found_upwards_like_ruff(tmp_path):
     '[tool."\\U00000064dcheck"]\nignore = ["DD001"]\n',
 ])
 def test_every_spelling_of_the_table_is_found(tmp_path, table):
-    """A pyproject.toml without the word is not parsed (:func:`ddcheck.settings.may_hold_table`): each way
+    """A pyproject.toml without the word is not parsed (:func:`ddcheck.scan.settings.may_hold_table`): each way
     TOML spells the key still finds the table."""
     p = backend_copy(tmp_path / "proj")
     (tmp_path / "proj" / "pyproject.toml").write_text(table)
@@ -798,7 +798,7 @@ def test_shell_completion(tmp_path):
 def test_every_command_help_has_an_example(tmp_path):
     from typer.main import get_command
 
-    from ddcheck.cli import app
+    from ddcheck.cli.app import app
 
     commands = sorted(get_command(app).commands)
     assert {"scan", "fix", "rules", "explain", "config", "smoke"} <= set(commands)
@@ -852,7 +852,7 @@ def test_python_api_fix_returns_pydantic_models(tmp_path):
 
 
 def test_python_api_check_launch_without_sglang_is_a_clear_error():
-    from ddcheck.launch.api import UsageError
+    from ddcheck.config.api import UsageError
     from ddcheck.tree.sources import installed_sglang
 
     if installed_sglang() is not None:
@@ -902,7 +902,7 @@ def test_the_fast_scan_entry_reads_the_options_typer_declares():
     options, each taking a value, repeatable or a flag as typer's does."""
     from typer.main import get_command
 
-    from ddcheck.cli import app
+    from ddcheck.cli.app import app
     from ddcheck.entry import scan_parser
 
     command = get_command(app).commands["scan"]
@@ -1006,7 +1006,7 @@ def test_text_goes_around_rich_only_where_rich_would_print_the_same(text, plain)
 
     from rich.console import Console
 
-    from ddcheck.reporters import plain as is_plain, render
+    from ddcheck.diagnostics.formats import plain as is_plain, render
 
     finding = Finding(rule="DD001", severity=Severity.error, path=f"p{text}.py", relpath="p.py", line=1, column=4,
                       end_line=1, end_column=8, message=f"m {text}", hint=f"h {text}", function="f",
@@ -1025,7 +1025,7 @@ def test_text_goes_around_rich_only_where_rich_would_print_the_same(text, plain)
     assert bool(made) is not plain
     if plain:  # what rich writes when asked
         console()
-        from ddcheck.reporters import text_lines, text as rich_text
+        from ddcheck.diagnostics.formats import text_lines, text as rich_text
 
         rich_text(text_lines(result, sources), made[-1])
         assert ours.getvalue() == theirs.getvalue() and text in ours.getvalue()

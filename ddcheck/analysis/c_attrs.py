@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .module import ClassFacts, ModuleModel
-from .vocabulary import Vocabulary
+from ddcheck.analysis.module import ClassFacts, ModuleModel
+from ddcheck.analysis.vocabulary import Vocabulary
 
 
 class ClassAttrs:

@@ -6,16 +6,16 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from .c_attrs import ClassAttrs
-from .classes import Classes
-from .exprs import dotted, every_node, walk
-from ..tree.modes import VERIFY_MEMBER
-from ..tree.parse import statement_lines
-from .mode_checks import Modes
-from .module import FunctionInfo, ModuleModel
-from .reports import MethodUses
-from .verify_path import FunctionPass
-from .vocabulary import Vocabulary
+from ddcheck.analysis.c_attrs import ClassAttrs
+from ddcheck.analysis.classes import Classes
+from ddcheck.analysis.exprs import dotted, every_node, walk
+from ddcheck.tree.modes import VERIFY_MEMBER
+from ddcheck.tree.parse import statement_lines
+from ddcheck.analysis.mode_checks import Modes
+from ddcheck.analysis.module import FunctionInfo, ModuleModel
+from ddcheck.analysis.reports import MethodUses
+from ddcheck.analysis.verify_path import FunctionPass
+from ddcheck.analysis.vocabulary import Vocabulary
 
 
 class Callers:

@@ -8,20 +8,20 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import UsageError
-from ..tree.sources import SourceFile, SourceTree, open_target
-from ..suppressions import MARKER
-from .engine import Engine
-from .planning import Planning
-from .reports import MethodUses, is_test_module
-from ..tree.modules import TreeModules
-from ..tree.parse import SourceError, decode
-from .module import ModuleModel
-from ..tree.hierarchy import Outline
-from .inputs import built_inputs
-from .names import NameIndex, Part
-from .vocabulary import VERIFY_STEP_WORD, Vocabulary
-from ..tree.names import (DRAFT_TOKEN_NUM, NUM_TOKENS_PER_REQ, PACKAGE, PREPARE_FOR_VERIFY, SERVER_ARGS_FILE,
+from ddcheck.base.errors import UsageError
+from ddcheck.tree.sources import SourceFile, SourceTree, open_target
+from ddcheck.diagnostics.suppressions import MARKER
+from ddcheck.analysis.engine import Engine
+from ddcheck.analysis.planning import Planning
+from ddcheck.analysis.reports import MethodUses, is_test_module
+from ddcheck.tree.modules import TreeModules
+from ddcheck.tree.parse import SourceError, decode
+from ddcheck.analysis.module import ModuleModel
+from ddcheck.tree.hierarchy import Outline
+from ddcheck.analysis.inputs import built_inputs
+from ddcheck.analysis.names import NameIndex, Part
+from ddcheck.analysis.vocabulary import VERIFY_STEP_WORD, Vocabulary
+from ddcheck.tree.names import (DRAFT_TOKEN_NUM, NUM_TOKENS_PER_REQ, PACKAGE, PREPARE_FOR_VERIFY, SERVER_ARGS_FILE,
                             SPEC_INFO_FILE, SPECULATIVE_NUM_DRAFT_TOKENS)
 
 # Subclasses read `self.num_draft_tokens` that a base class in another module set from C.

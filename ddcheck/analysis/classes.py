@@ -7,9 +7,9 @@ import ast
 from collections.abc import Callable
 from functools import cached_property
 
-from ..tree.hierarchy import Hierarchy, Outline
-from .module import FunctionInfo, ModuleModel
-from .verify_path import FunctionPass
+from ddcheck.tree.hierarchy import Hierarchy, Outline
+from ddcheck.analysis.module import FunctionInfo, ModuleModel
+from ddcheck.analysis.verify_path import FunctionPass
 
 
 class Classes:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import ast
 import re
 
-from ..findings import Edit
-from .module import ModuleModel
+from ddcheck.base.findings import Edit
+from ddcheck.analysis.module import ModuleModel
 
 BIND_COMMENT = "# Per-step verify width; C only if the verify input has none (ddcheck fix)."
 FILL_COMMENT = "# Filled with C at start-up: refilled with this step's width (ddcheck fix)."

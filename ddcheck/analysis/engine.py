@@ -13,26 +13,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from ..findings import FixPlan, FixSafety
-from .exprs import (buffer_key, call_leaf, dotted, every_node, is_c_read, is_exact_c, mentions_per_step, self_attr,
+from ddcheck.base.findings import FixPlan, FixSafety
+from ddcheck.analysis.exprs import (buffer_key, call_leaf, dotted, every_node, is_c_read, is_exact_c, mentions_per_step, self_attr,
                     walk)
-from .hazards import (ALIAS, ARGUMENT, CAPACITY, DERIVED, FALLBACK, HARMLESS, LAYOUT, RANK, Verdict,
+from ddcheck.analysis.hazards import (ALIAS, ARGUMENT, CAPACITY, DERIVED, FALLBACK, HARMLESS, LAYOUT, RANK, Verdict,
                       classify, judged, layout_of, said)
-from ..tree.modes import ModeTable
-from .module import FunctionInfo, ModuleModel, names_a_budget
-from ..tree.hierarchy import Outline
-from .verify_path import FunctionPass, Site, reads_verify_input
-from .c_attrs import ClassAttrs
-from .callers import Callers
-from .classes import Classes
-from .mode_checks import Modes
-from .reports import Hint, MethodUses, Origin, ParamUse, Reported, _per_statement, _statement_of, _top_level_span
-from . import edits as E
-from .vocabulary import ALLOCATORS, VERIFY_STEP_WORD, Vocabulary
-from ..tree.evaluate import truth
-from .inputs import Built, Reach, expression_reach
-from ..rules import rule_of, scan_codes
-from ..tree.names import DRAFT_TOKEN_NUM, VERIFY_MARKERS as VERIFY_TEXT
+from ddcheck.tree.modes import ModeTable
+from ddcheck.analysis.module import FunctionInfo, ModuleModel, names_a_budget
+from ddcheck.tree.hierarchy import Outline
+from ddcheck.analysis.verify_path import FunctionPass, Site, reads_verify_input
+from ddcheck.analysis.c_attrs import ClassAttrs
+from ddcheck.analysis.callers import Callers
+from ddcheck.analysis.classes import Classes
+from ddcheck.analysis.mode_checks import Modes
+from ddcheck.analysis.reports import Hint, MethodUses, Origin, ParamUse, Reported, _per_statement, _statement_of, _top_level_span
+from ddcheck.analysis import edits as E
+from ddcheck.analysis.vocabulary import ALLOCATORS, VERIFY_STEP_WORD, Vocabulary
+from ddcheck.tree.evaluate import truth
+from ddcheck.analysis.inputs import Built, Reach, expression_reach
+from ddcheck.rules import rule_of, scan_codes
+from ddcheck.tree.names import DRAFT_TOKEN_NUM, VERIFY_MARKERS as VERIFY_TEXT
 
 
 @dataclass

@@ -6,9 +6,9 @@ import ast
 from ast import AST
 from collections.abc import Iterator
 
-from ..tree.syntax import dotted  # noqa: F401 (the analysis's spelling of it)
-from .vocabulary import MODE_PREDICATE_PREFIX, PER_STEP_CALL_MARKERS, VERIFY_ENUM_MEMBERS, Vocabulary
-from ..tree.names import FORWARD_MODE
+from ddcheck.tree.syntax import dotted  # noqa: F401 (the analysis's spelling of it)
+from ddcheck.analysis.vocabulary import MODE_PREDICATE_PREFIX, PER_STEP_CALL_MARKERS, VERIFY_ENUM_MEMBERS, Vocabulary
+from ddcheck.tree.names import FORWARD_MODE
 
 ARITH_CALLS = frozenset({"int", "max", "min", "abs", "round"})
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)

@@ -11,10 +11,10 @@ import ast
 from dataclasses import dataclass
 from enum import Enum
 
-from ..rules import rule_of_kind
-from ..tree.names import SPEC_INFO_FIELD
-from .exprs import ARITH_CALLS, call_leaf, dotted, mentions_per_step
-from .vocabulary import (ALLOCATORS, CHECK_CALL_PREFIXES, FILL_ALLOCATORS, REPORTING_CALLS, UPPER_BOUND_NAMES, WIDTH_WORDS,
+from ddcheck.rules import rule_of_kind
+from ddcheck.tree.names import SPEC_INFO_FIELD
+from ddcheck.analysis.exprs import ARITH_CALLS, call_leaf, dotted, mentions_per_step
+from ddcheck.analysis.vocabulary import (ALLOCATORS, CHECK_CALL_PREFIXES, FILL_ALLOCATORS, REPORTING_CALLS, UPPER_BOUND_NAMES, WIDTH_WORDS,
                          Vocabulary)
 
 class Kind(str, Enum):

@@ -23,12 +23,12 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..tree.evaluate import UNKNOWN, Evaluator, Hooks, Obj, Span, Sym
-from ..tree.modules import TreeModules
-from ..tree.names import (DRAFT_TOKEN_NUM, PREPARE_FOR_VERIFY, SPEC_INFO_FIELD, SPEC_INPUT_TYPE_CLASS, SPEC_INPUT_TYPE_FIELD,
+from ddcheck.tree.evaluate import UNKNOWN, Evaluator, Hooks, Obj, Span, Sym
+from ddcheck.tree.modules import TreeModules
+from ddcheck.tree.names import (DRAFT_TOKEN_NUM, PREPARE_FOR_VERIFY, SPEC_INFO_FIELD, SPEC_INPUT_TYPE_CLASS, SPEC_INPUT_TYPE_FIELD,
                             WIDTH_FIELDS)
-from .module import names_a_budget
-from .reports import is_test_module
+from ddcheck.analysis.module import names_a_budget
+from ddcheck.analysis.reports import is_test_module
 
 MAX_DEPTH = 4
 FIELD_RE = re.compile(rb"^[ \t]+" + DRAFT_TOKEN_NUM.encode() + rb"\s*:", re.M)
@@ -139,7 +139,7 @@ def _class_facts(mods: TreeModules, name: str, module: str, classes) -> tuple:
                     values[item.target.id] = v
                 elif item.target.id in WIDTH_FIELDS and item.value is None:
                     values[item.target.id] = WIDTH  # a required width: every instance carries one
-    from ..tree.worker import class_input_type  # the worker model (and typing) only when a class is read
+    from ddcheck.tree.worker import class_input_type  # the worker model (and typing) only when a class is read
 
     kind = class_input_type(mods, name, module)
     if kind is not None:

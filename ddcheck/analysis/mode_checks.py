@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cached_property
 
-from ..tree.modes import ModeTable
-from ..tree.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
-from .exprs import is_mode_check
-from .module import FunctionInfo, ModuleModel
+from ddcheck.tree.modes import ModeTable
+from ddcheck.tree.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
+from ddcheck.analysis.exprs import is_mode_check
+from ddcheck.analysis.module import FunctionInfo, ModuleModel
 
 
 class Modes:

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
-from ..tree.sources import SourceFile, split_lines
-from ..tree.hierarchy import Hierarchy, Outline, outline
-from ..tree.parse import decode, parse_source
-from .exprs import call_leaf, every_node, is_c_valued, is_exact_c, self_attr
-from .vocabulary import ALLOCATORS, Vocabulary
+from ddcheck.tree.sources import SourceFile, split_lines
+from ddcheck.tree.hierarchy import Hierarchy, Outline, outline
+from ddcheck.tree.parse import decode, parse_source
+from ddcheck.analysis.exprs import call_leaf, every_node, is_c_valued, is_exact_c, self_attr
+from ddcheck.analysis.vocabulary import ALLOCATORS, Vocabulary
 
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # Parent links are asked of statements and expressions, never of a load/store context or an operator
@@ -455,7 +455,7 @@ LAYOUT_CALLS = frozenset({"arange", "repeat_interleave", "full"})
 
 def _lays_out_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
     """``torch.arange(0, n * C + 1, step=C)`` and the like: a buffer whose *contents* are the layout."""
-    from .exprs import c_occurrences, call_leaf
+    from ddcheck.analysis.exprs import c_occurrences, call_leaf
 
     if not (isinstance(value, ast.Call) and call_leaf(value) in LAYOUT_CALLS):
         return False
@@ -467,7 +467,7 @@ def _lays_out_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
 
 def _arange_parts(value: ast.expr) -> tuple[ast.expr | None, ast.expr | None] | None:
     """(start, step) of a ``torch.arange(...)`` call, each None where it is left out; else None."""
-    from .exprs import call_leaf
+    from ddcheck.analysis.exprs import call_leaf
 
     if not (isinstance(value, ast.Call) and call_leaf(value) == "arange"):
         return None
@@ -488,7 +488,7 @@ def _length_only(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
 
 def _filled_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> tuple[str, str] | None:
     """("fill", ``self.X``) when ``value`` is ``torch.full(size, self.X)`` with ``self.X`` exactly C."""
-    from .exprs import call_leaf, is_exact_c
+    from ddcheck.analysis.exprs import call_leaf, is_exact_c
 
     if not (isinstance(value, ast.Call) and call_leaf(value) == "full"):
         return None
@@ -501,7 +501,7 @@ def _filled_with_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> tuple[str, st
 def _strided_by_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> tuple[str, str] | None:
     """("arange", ``self.X``) when ``value`` is ``torch.arange(0, stop, step=self.X)`` (or
     ``arange(0, stop, self.X)``, ``arange(stop, step=self.X)``) with ``self.X`` exactly C."""
-    from .exprs import is_exact_c
+    from ddcheck.analysis.exprs import is_exact_c
 
     parts = _arange_parts(value)
     if parts is None:
@@ -536,8 +536,8 @@ BLOCK_FIELDS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
 def _sized_with_c(value: ast.expr, c_attrs, vocab: Vocabulary, derived=()) -> bool:
     """``torch.zeros(max_num_tokens * (ctx + C))``: an allocation whose *size* involves C (directly, or
     through a local of ``derived``, bound from C earlier in its method)."""
-    from .exprs import call_leaf
-    from .vocabulary import ALLOCATORS, FILL_ALLOCATORS
+    from ddcheck.analysis.exprs import call_leaf
+    from ddcheck.analysis.vocabulary import ALLOCATORS, FILL_ALLOCATORS
 
     leaf = call_leaf(value) if isinstance(value, ast.Call) else ""
     if leaf not in ALLOCATORS or leaf.endswith("_like"):
@@ -553,7 +553,7 @@ def _carries_c(value: ast.expr, c_attrs, vocab: Vocabulary, derived=()) -> bool:
     """``value`` is C (or a local of ``derived``) where speculative decoding is on: C, ``C or 0``, ``1 if
     C is None else C``, arithmetic of it; not where C is only tested (``C is None``, ``C > 1``, ``not C``,
     the test of a conditional expression)."""
-    from .exprs import is_c_read
+    from ddcheck.analysis.exprs import is_c_read
 
     if not any(is_c_read(n, c_attrs, vocab) or isinstance(n, ast.Name) and n.id in derived for n in every_node(value)):
         return False  # most values: no C anywhere, the common case asked first
@@ -611,7 +611,7 @@ def _import_of(model: ModuleModel, name: str) -> tuple[str, str | None] | None:
     never need it)."""
     if "outline" in model.__dict__:
         return model.imports.get(name)
-    from ..tree.imports import absolute, package_of
+    from ddcheck.tree.imports import absolute, package_of
 
     package = package_of(model.name, model.source.relpath.endswith("__init__.py"))
     stack = list(model.tree.body)
@@ -704,7 +704,7 @@ def names_a_budget(n: ast.AST) -> bool:
 
 
 def _mentions_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
-    from .exprs import is_c_read
+    from ddcheck.analysis.exprs import is_c_read
 
     return any(is_c_read(n, c_attrs, vocab) for n in every_node(value))
 
@@ -715,7 +715,7 @@ _ARITHMETIC_CALLS = frozenset({"min", "max", "sum", "abs", "round", "pow", "len"
 
 def _resolves_c(value: ast.expr, c_attrs, vocab: Vocabulary) -> bool:
     """A call of a tree function handed C itself as an argument (a start-up resolver of the width)."""
-    from .exprs import call_leaf, is_exact_c
+    from ddcheck.analysis.exprs import call_leaf, is_exact_c
 
     if not isinstance(value, ast.Call) or call_leaf(value) in _ARITHMETIC_CALLS:
         return False

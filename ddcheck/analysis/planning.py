@@ -8,15 +8,15 @@ import ast
 from dataclasses import replace
 from functools import lru_cache
 
-from ..findings import Edit, Finding, FixPlan, FixSafety
-from ..rules import code_of, rule_of, rule_of_kind
-from .engine import Engine
-from .exprs import buffer_key
-from .hazards import CAPACITY, FALLBACK
-from .module import FunctionInfo, ModuleModel
-from .reports import Hint, Reported, Thread, _per_statement, _statement_of, _top_level_span
-from . import edits as E
-from .vocabulary import FIX_LOCAL as LOCAL, FIX_PARAMETER as THREADED, WIDTH_WORDS
+from ddcheck.base.findings import Edit, Finding, FixPlan, FixSafety
+from ddcheck.rules import code_of, rule_of, rule_of_kind
+from ddcheck.analysis.engine import Engine
+from ddcheck.analysis.exprs import buffer_key
+from ddcheck.analysis.hazards import CAPACITY, FALLBACK
+from ddcheck.analysis.module import FunctionInfo, ModuleModel
+from ddcheck.analysis.reports import Hint, Reported, Thread, _per_statement, _statement_of, _top_level_span
+from ddcheck.analysis import edits as E
+from ddcheck.analysis.vocabulary import FIX_LOCAL as LOCAL, FIX_PARAMETER as THREADED, WIDTH_WORDS
 
 
 class Planning:

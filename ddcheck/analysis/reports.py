@@ -8,11 +8,11 @@ import ast
 import bisect
 from dataclasses import dataclass, field
 
-from ..findings import Edit, FixPlan
-from ..tree.parse import statement_lines
-from .module import ModuleModel
-from ..tree.hierarchy import Outline
-from .verify_path import FunctionPass
+from ddcheck.base.findings import Edit, FixPlan
+from ddcheck.tree.parse import statement_lines
+from ddcheck.analysis.module import ModuleModel
+from ddcheck.tree.hierarchy import Outline
+from ddcheck.analysis.verify_path import FunctionPass
 
 
 # A hint as the analysis knows it: the rule's case (a key of its [hints]) and the facts it is filled with.

@@ -7,12 +7,12 @@ import gc
 import os
 from collections.abc import Callable
 
-from .. import deep
-from ..findings import FileError, ScanResult
-from ..tree.sources import SourceTree
-from .chunk import ChunkAnalysis, ChunkResult
-from .triage import Triage, triage
-from .vocabulary import DEFAULT_VOCABULARY, Vocabulary
+from ddcheck.base import deep
+from ddcheck.base.findings import FileError, ScanResult
+from ddcheck.tree.sources import SourceTree
+from ddcheck.analysis.chunk import ChunkAnalysis, ChunkResult
+from ddcheck.analysis.triage import Triage, triage
+from ddcheck.analysis.vocabulary import DEFAULT_VOCABULARY, Vocabulary
 
 # Forking pays for itself from a few hundred files on (an sglang tree has ~4,700).
 PARALLEL_MIN_FILES = 400
@@ -24,9 +24,9 @@ def scan_trees(trees: list[SourceTree], vocab: Vocabulary = DEFAULT_VOCABULARY,
     """Analyse every tree (or only the files whose relpath is in ``only``; the others are still
     there for helper lookups); with ``check_syntax``, parse the files the analysis does not need
     too, and list those that do not parse as skipped. Suppression comments are collected here and applied by
-    :mod:`ddcheck.api`, which also filters rules. ``jobs``: worker processes for a large tree
+    :mod:`ddcheck.scan.api`, which also filters rules. ``jobs``: worker processes for a large tree
     (default: one per CPU, at most 8). Run where the walks have room for any nesting Python parses
-    (:func:`ddcheck.deep.run`)."""
+    (:func:`ddcheck.base.deep.run`)."""
     return deep.run(_scan_trees, trees, vocab, wants_path, only, jobs, check_syntax)
 
 
@@ -56,9 +56,9 @@ def _scan_tree(result: ScanResult, tree: SourceTree, vocab: Vocabulary, wants_pa
     unread = [i for i in range(len(tree.files)) if i not in triaged]  # indexed on demand, for lookups only
     pooled = None
     if jobs > 1 and len(positions) >= PARALLEL_MIN_FILES:
-        from . import workers
+        from ddcheck.analysis import forked
 
-        pooled = workers.run(tree, positions, unread, vocab, jobs, check_syntax)
+        pooled = forked.run(tree, positions, unread, vocab, jobs, check_syntax)
     if pooled is None:
         found = triage(tree, positions, vocab, check_syntax)
         analysis = ChunkAnalysis(tree, vocab, found.texts)

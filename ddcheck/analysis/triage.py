@@ -9,12 +9,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .. import suppressions
-from ..tree.sources import SourceTree
-from ..tree.names import VERIFY_MARKERS
-from ..tree.parse import SourceError, check_decodes, decode, encoding_of, parse_source
-from .names import NAMES_C, Part, index_into
-from .vocabulary import Vocabulary
+from ddcheck.diagnostics import suppressions
+from ddcheck.tree.sources import SourceTree
+from ddcheck.tree.names import VERIFY_MARKERS
+from ddcheck.tree.parse import SourceError, check_decodes, decode, encoding_of, parse_source
+from ddcheck.analysis.names import NAMES_C, Part, index_into
+from ddcheck.analysis.vocabulary import Vocabulary
 
 # A file can start a verify path only if its code tests for it or names a function for it (a
 # comment does neither); helper modules reached from such a file are loaded on demand whatever they

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .exprs import (arith_names, buffer_key, children, ends_flow, guard_polarity, is_c_read, is_c_valued, mentions_per_step,
+from ddcheck.analysis.exprs import (arith_names, buffer_key, children, ends_flow, guard_polarity, is_c_read, is_c_valued, mentions_per_step,
                     every_node, self_attr, walk)
-from ..tree.modes import ModeTable
-from .module import FunctionInfo, ModuleModel
-from .vocabulary import Vocabulary
+from ddcheck.tree.modes import ModeTable
+from ddcheck.analysis.module import FunctionInfo, ModuleModel
+from ddcheck.analysis.vocabulary import Vocabulary
 
 REFILLS = frozenset({"copy_", "fill_", "zero_", "index_copy_", "scatter_"})
 NO_DESCENT = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

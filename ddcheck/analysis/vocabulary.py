@@ -1,6 +1,6 @@
 """The names the analysis recognises: where C comes from, what carries W, what is harmless.
 
-Everything here can be extended from ``[tool.ddcheck]`` (see :mod:`ddcheck.settings`), so a fork
+Everything here can be extended from ``[tool.ddcheck]`` (see :mod:`ddcheck.scan.settings`), so a fork
 that renames the attribute does not need a new ddcheck release.
 """
 
@@ -13,7 +13,7 @@ from functools import cached_property
 # whatever object they hang off; attribute names that carry the per-step width W of the verify input;
 # its width fields, newest first (what the guard and smoke read W from); functions whose whole body is
 # the verify path.
-from ..tree.names import (C_SOURCE_ATTRS, NUM_TOKENS_PER_REQ, PER_STEP_ATTRS, TARGET_VERIFY,
+from ddcheck.tree.names import (C_SOURCE_ATTRS, NUM_TOKENS_PER_REQ, PER_STEP_ATTRS, TARGET_VERIFY,
                             VERIFY_FUNCTION_MARKERS, WIDTH_FIELDS)
 
 # Words that name a width in an identifier (a `num_draft_tokens=None` parameter, an attribute named

@@ -24,7 +24,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, Field
 
-from ddcheck.errors import EXIT_CLEAN, EXIT_FINDINGS, EXIT_NOT_JUDGED
+from ddcheck.base.errors import EXIT_CLEAN, EXIT_FINDINGS, EXIT_NOT_JUDGED
 
 SCHEMA_VERSION = 1
 COLUMNS = ("scan", "smoke", "fix", "fixed", "capture", "config")

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from ddcheck.errors import EXIT_INTERRUPTED, UsageError
+from ddcheck.base.errors import EXIT_INTERRUPTED, UsageError
 
 FORMATS = ("text", "json", "markdown", "html")
 

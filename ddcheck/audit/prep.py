@@ -17,9 +17,9 @@ def prepare(target: str, backends: list[str], fixed_dir: str) -> dict:
     """backend -> ``{"relpath"}`` and its ``scan`` and ``fix`` facts, or ``{"absent": True}`` where the tree
     has no file for it. A fix is written under ``fixed_dir``: the fixed backend file, or a fixed copy of
     the whole tree where the fix also changes other files."""
-    from ddcheck import backends as known
-    from ddcheck.fixing.runner import fix_tree, plan, verify_fixes
-    from ddcheck.launch.evidence import tree_settings
+    from ddcheck.contract import backends as known
+    from ddcheck.fix.runner import fix_tree, plan, verify_fixes
+    from ddcheck.config.evidence import tree_settings
     from ddcheck.tree.sources import content_hash, open_target
 
     tree = open_target(target)

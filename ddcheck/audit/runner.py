@@ -26,7 +26,7 @@ from pathlib import Path
 from ddcheck.audit import store, verdicts
 from ddcheck.audit.cells import COLUMNS, AuditRecord, Cell, Width
 from ddcheck.audit.targets import Target
-from ddcheck.errors import EXIT_CLEAN, EXIT_FINDINGS
+from ddcheck.base.errors import EXIT_CLEAN, EXIT_FINDINGS
 
 BUDGETS = (16, 4)  # W = 17 > C = 8 and W = 5 < C = 8
 PREP_TIMEOUT = 1800.0
@@ -73,7 +73,7 @@ def read_launches(path: Path) -> list[list[str]]:
 
 
 def runnable() -> list[str]:
-    from ddcheck import backends
+    from ddcheck.contract import backends
 
     return [b.name for b in backends.BACKENDS.values() if b.runs]
 
@@ -120,7 +120,7 @@ class Audit:
             if self.hooks.kept:
                 self.hooks.kept(kind, unit)
         elif whole is not None:  # not kept: the report is still there to read, beside the entry
-            from ddcheck.files import write_json
+            from ddcheck.tree.files import write_json
 
             write_json(report, whole)
         return Result(facts, str(report) if whole is not None else None, False)
@@ -205,8 +205,8 @@ class Audit:
     def launch(self, t: Target, width: Width, prep: Result) -> None:
         """A launch of --launch-file: ``ddcheck config``'s verdict, then its row at its own C and W on its
         verify backend."""
-        from ddcheck.config_smoke import launch_capture
-        from ddcheck.launch.api import _jsonable, check_launch
+        from ddcheck.config.smoke import launch_capture
+        from ddcheck.config.api import _jsonable, check_launch
         from ddcheck.tree.sources import open_target
 
         def compute():
@@ -241,7 +241,7 @@ class Audit:
     def run(self, progress: Callable[[str], None] | None = None) -> None:
         """Every unit, ``jobs`` at a time; Ctrl-C (KeyboardInterrupt) stops the run after the running units
         and is raised again, what finished kept."""
-        from ddcheck.launch.kept import content_key
+        from ddcheck.config.kept import content_key
         from ddcheck.tree.sources import open_target
 
         for t in self.targets:

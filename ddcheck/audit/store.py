@@ -1,5 +1,5 @@
 """Audit results kept: each unit of work (a target's scan and fix, one smoke run, one launch) is kept
-under ``audit/`` of ddcheck's cache, keyed as ``ddcheck config``'s results are (:mod:`ddcheck.launch.kept`):
+under ``audit/`` of ddcheck's cache, keyed as ``ddcheck config``'s results are (:mod:`ddcheck.config.kept`):
 ddcheck's code and Python, the stamps of the folders Python imports from (torch, triton...), the tree's
 content (the scan's content key) and the unit's options. A re-run answers every unchanged unit from
 here; an interrupted run keeps the units that finished.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ddcheck.files import write_json
+from ddcheck.tree.files import write_json
 from ddcheck.tree.sources import cache_dir
 
 VERSION = 1
@@ -38,8 +38,8 @@ def folder() -> Path:
 
 def key(tree_key: str, unit: dict) -> str:
     """The key of one unit (``unit``: its kind and options, JSON values) on a tree of content ``tree_key``."""
-    from ddcheck import cache
-    from ddcheck.launch.kept import site_stamps
+    from ddcheck.scan import cache
+    from ddcheck.config.kept import site_stamps
 
     head = {"version": VERSION, "python": sys.version, "executable": sys.executable, "code": cache.code_digest(),
             "site": site_stamps(), "tree": tree_key, "unit": unit}

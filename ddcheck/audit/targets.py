@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddcheck.errors import UsageError
+from ddcheck.base.errors import UsageError
 from ddcheck.tree.sources import PACKAGE_VERSION_RE, cache_dir, installed_sglang
 
 # a requirement on sglang that is not an exact pin: `sglang>=0.5.10,<0.5.24`, `sglang~=0.5.10`

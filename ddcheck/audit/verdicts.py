@@ -8,7 +8,7 @@ import re
 
 from ddcheck.audit.cells import Cell, Width
 from ddcheck.audit.targets import Target
-from ddcheck.errors import EXIT_CLEAN, EXIT_FINDINGS, EXIT_NOT_JUDGED
+from ddcheck.base.errors import EXIT_CLEAN, EXIT_FINDINGS, EXIT_NOT_JUDGED
 
 PLACE = re.compile(r"[\w./\\-]+\.py:\d+(?:-\d+)?")  # a file:line (or a line range) in a command's words
 SHOWN = 8  # evidence entries of one kind in a cell: the first ones, then how many more

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddcheck import backends
+from ddcheck.contract import backends
 from ddcheck.contract import VerifyLayout, Violation, check
 from ddcheck.tree.names import WIDTH_FIELDS
 from ddcheck.tree.names import PAGE_SIZE

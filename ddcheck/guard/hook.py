@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from ddcheck import backends
+from ddcheck.contract import backends
 from ddcheck.contract import Violation, check
 from ddcheck.guard import GuardViolation, layout_of
 from ddcheck.tree.names import (ATTENTION_PACKAGE, CAPTURE_CUDA_GRAPH as OLD_CAPTURE, INIT_FORWARD_METADATA as EAGER,
@@ -242,7 +242,7 @@ class Finder(importlib.abc.MetaPathFinder):
     """First on ``sys.meta_path``: finds sglang's attention modules with the other finders and
     instruments them once executed."""
 
-    ddcheck_first = True  # ddcheck.isolation keeps it ahead of the finders it installs
+    ddcheck_first = True  # ddcheck.tree.isolation keeps it ahead of the finders it installs
 
     def __init__(self, guard: Guard):
         self.guard = guard

@@ -1,5 +1,5 @@
 """``ddcheck smoke``: run a target tree's own verify path of one attention backend (triton, fa3,
-flashinfer, trtllm_mha or trtllm_mla; :data:`ddcheck.backends.BACKENDS` says which run here and why the
+flashinfer, trtllm_mha or trtllm_mla; :data:`ddcheck.contract.backends.BACKENDS` says which run here and why the
 others do not) at W != C, and judge it: every backend's metadata by the verify contract, Triton's
 attention output also against a reference.
 

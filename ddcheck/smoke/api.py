@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from ddcheck.errors import EXIT_NOT_JUDGED, EXIT_USAGE, not_judged
+from ddcheck.base.errors import EXIT_NOT_JUDGED, EXIT_USAGE, not_judged
 from ddcheck.smoke import requirements
 from ddcheck.smoke.loader import BACKEND_RELPATH, HarnessError, LoadContext, SglangImporter, SmokeUsageError, \
     from_source_note
@@ -26,7 +26,7 @@ DEVICES = re.compile(r"cpu|cuda(:\d+)?")  # cpu: Triton's interpreter; cuda[:N]:
 
 def backend_name(name: str) -> str:
     """The known backend called ``name``, in any case; ValueError with a "did you mean" and the choices."""
-    from ddcheck import backends
+    from ddcheck.contract import backends
 
     found = {b.lower(): b for b in backends.BACKENDS}
     if name.lower() in found:
@@ -98,13 +98,13 @@ def run_smoke(
     the base backend and kernels still come from the tree. The graph path captures at the width the
     tree's CUDA-graph runner captures target verify at for each case's launch (``graph_capture_width=
     "tree"``; C where the runner gives none); "C" or "W" overrides it. ``isolate`` runs it in a fresh
-    interpreter (see :mod:`ddcheck.smoke.worker`). ``launch``: the ``server_args`` values of a launch as
+    interpreter (see :mod:`ddcheck.smoke.child`). ``launch``: the ``server_args`` values of a launch as
     the tree's start-up resolved them (``ddcheck config --smoke``), whose algorithm's worker gives the verify
     input, and which the tree's ``ServerArgs`` is given without running its start-up again; ``capture``: that
     launch's graph runner as ``ddcheck config`` read it (``{"width", "at", "gate_at"}``, or ``{"off": why}``
     for a launch without CUDA graphs). By default the tree's DDTREE worker, if it has one; where it has
     none, ``budget`` is a probe (``SmokeReport.probe``). ``backend``: a
-    name from :mod:`ddcheck.backends` (``ddcheck smoke --list-backends``); backends without runnable
+    name from :mod:`ddcheck.contract.backends` (``ddcheck smoke --list-backends``); backends without runnable
     kernels are judged by the verify contract alone.
 
     Every width runs, W < C included: the batch's tensors and the backend's output are backed by spare
@@ -166,7 +166,7 @@ def run_smoke(
 
 def _backend(name: str):
     """The named backend, if smoke can run it here; else the reason, as a harness failure."""
-    from ddcheck import backends
+    from ddcheck.contract import backends
 
     try:
         spec = backends.get(backend_name(name))
@@ -179,7 +179,7 @@ def _backend(name: str):
 
 
 def _blank_report(args: dict) -> SmokeReport:
-    from ddcheck import backends
+    from ddcheck.contract import backends
 
     spec = backends.BACKENDS.get(args["backend"])
     relpath = spec.relpath if spec else BACKEND_RELPATH
@@ -198,7 +198,7 @@ def _check_widths(budget: int, c: int) -> None:
 
 
 def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
-    """Run in ``python -m ddcheck.smoke.worker``; any failure to produce a report is exit 3 (not judged)."""
+    """Run in ``python -m ddcheck.smoke.child``; any failure to produce a report is exit 3 (not judged)."""
     import json
     import os
     import subprocess
@@ -217,7 +217,7 @@ def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
         while True:
             out.unlink(missing_ok=True)
             try:
-                proc = subprocess.run([sys.executable, "-m", "ddcheck.smoke.worker", str(out)],
+                proc = subprocess.run([sys.executable, "-m", "ddcheck.smoke.child", str(out)],
                                       input=json.dumps(args), capture_output=True, text=True, env=env,
                                       timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:

@@ -1,7 +1,7 @@
 """Run a target's own attention backend in TARGET_VERIFY mode on a DDTree batch and judge it.
 
 Every path's metadata is judged by the verify contract (:mod:`ddcheck.contract`, through the
-backend's table in :mod:`ddcheck.backends`); where the backend's kernels can run (Triton), the
+backend's table in :mod:`ddcheck.contract.backends`); where the backend's kernels can run (Triton), the
 attention output is also compared with a float64 reference.
 
 Paths, each at W != C and as a control at W == C:
@@ -201,7 +201,7 @@ class Session:
 
     def __init__(self, importer: SglangImporter, shape: Shape, num_draft_tokens: int, device: str,
                  input_fields=None, backend=None):
-        from ddcheck import backends
+        from ddcheck.contract import backends
 
         self.importer, self.shape, self.c, self.device = importer, shape, num_draft_tokens, device
         self.spec = backend or backends.get("triton")

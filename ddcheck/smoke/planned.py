@@ -11,7 +11,7 @@ def planned_views(backend: Any, fields) -> None:
     """For a contract field read through ``...wrapper.planned``, give that wrapper the arguments of its
     last ``plan`` (or ``begin_forward``) call, by flashinfer's parameter names: what its kernels would
     have run on."""
-    from ddcheck.backends import PLAN_PARAMETERS
+    from ddcheck.contract.backends import PLAN_PARAMETERS
     from ddcheck.contract import read_field
     from ddcheck.tree.standins import is_stand_in, last_call
 

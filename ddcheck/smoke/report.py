@@ -1,6 +1,6 @@
 """Result models for ``ddcheck smoke`` and their text rendering.
 
-Exit codes (the one contract, ddcheck.errors): 0 every path correct; 1 the controls (W == C) are right
+Exit codes (the one contract, ddcheck.base.errors): 0 every path correct; 1 the controls (W == C) are right
 but a W != C path is wrong (wrong numbers, metadata that breaks the verify contract, or rows written
 past the verify batch) -- the bug, or the capture width (the verdict says which); 2 a bad argument or
 a target that cannot be obtained; 3 could not judge: the harness could not run the verify path (torch
@@ -64,7 +64,7 @@ class HarnessTrace(BaseModel):
 class SmokeReport(BaseModel):
     target: str
     backend: str  # where the backend source came from
-    attention_backend: str = "triton"  # ddcheck.backends name
+    attention_backend: str = "triton"  # ddcheck.contract.backends name
     kernels: Optional[str] = None  # what computed attention numbers; None: judged by the contract alone
     device: str
     dtype: str
@@ -89,7 +89,7 @@ class SmokeReport(BaseModel):
     paths: list[PathResult] = Field(default_factory=list)
     exit_code: int = 3
     verdict: str = ""
-    # exit 3: [{what, why, to_judge}] (ddcheck.errors.not_judged): what could not be judged and how it could be
+    # exit 3: [{what, why, to_judge}] (ddcheck.base.errors.not_judged): what could not be judged and how it could be
     not_judged: list[dict[str, str]] = Field(default_factory=list)
     limitations: list[str] = Field(default_factory=list)
     config_facts: dict[str, Any] = Field(default_factory=dict)  # for `ddcheck config`

@@ -1,7 +1,7 @@
 """The tree's functions as they run: which function a frame runs, and standing one in everywhere.
 
 Used where the tree's own code cannot go on here: ``ddcheck config`` answers a model's config
-reader for a hub id (:mod:`ddcheck.launch.treerun`), and the smoke harness stands in for a
+reader for a hub id (:mod:`ddcheck.config.treerun`), and the smoke harness stands in for a
 function that needs a module which could not be imported on this machine (a JIT kernel's loader
 that looks for its C++ sources and compiler), then runs the path again.
 """

@@ -13,9 +13,9 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from .names import FORWARD_MODE as FORWARD_MODE_CLASS, IS_TARGET_VERIFY
-from .names import TARGET_VERIFY as VERIFY_MEMBER
-from .syntax import dotted
+from ddcheck.tree.names import FORWARD_MODE as FORWARD_MODE_CLASS, IS_TARGET_VERIFY
+from ddcheck.tree.names import TARGET_VERIFY as VERIFY_MEMBER
+from ddcheck.tree.syntax import dotted
 
 # Upstream SGLang's predicates, for targets without their own ForwardMode.
 DEFAULT_COVERS: dict[str, bool] = {

@@ -193,7 +193,7 @@ TRITON_ATTENTION_NUM_KV_SPLITS = "triton_attention_num_kv_splits"
 
 # ----------------------------------------------------------------------------- the models a launch names
 # ServerArgs' model fields and the revision fields SGLang hands the hub reader with them: the target's,
-# the draft's. A hub id there is read from the Hugging Face cache (``ddcheck.launch.hub``).
+# the draft's. A hub id there is read from the Hugging Face cache (``ddcheck.config.hub``).
 SPECULATIVE_DRAFT_MODEL_PATH = "speculative_draft_model_path"
 MODEL_FIELDS = ((MODEL_PATH, "revision"), (SPECULATIVE_DRAFT_MODEL_PATH, "speculative_draft_model_revision"))
 

@@ -9,7 +9,7 @@ import itertools
 import re
 import tokenize
 
-from ..deep import python_limit
+from ddcheck.base.deep import python_limit
 
 BYTE_LINE_RE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddcheck.isolation import SwappedImports
+from ddcheck.tree.isolation import SwappedImports
 from ddcheck.tree.sources import SourceTree
 from ddcheck.tree.standins import StandInModule, Usage, is_stand_in, stand_in
 

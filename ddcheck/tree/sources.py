@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
-from .names import SERVER_ARGS_FILE
+from ddcheck.tree.names import SERVER_ARGS_FILE
 
 TYPE_CHECKING = False  # read by type checkers as typing.TYPE_CHECKING; a scan does not load typing
 if TYPE_CHECKING:

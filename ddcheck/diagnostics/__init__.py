@@ -1,0 +1,1 @@
+"""The one road of every finding: suppressions, baselines and the output formats."""
