@@ -91,10 +91,35 @@ def smoke(tmp_path_factory):
     calls on one tree run one after another in one process, forked for that tree from a server that has
     imported torch and triton once (tests/smoke_server.py), instead of a fresh interpreter each; the
     tree's code still runs afresh in every call."""
+    import inspect
+    import json
+
     from smoke_server import SmokeServer
 
+    from ddcheck.smoke.api import run_smoke
+
     server = SmokeServer(tmp_path_factory.mktemp("smoke-server"))
-    yield server.run
+    done: dict[str, object] = {}
+    defaults = {k: p.default for k, p in inspect.signature(run_smoke).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+
+    def run(target: str, **kwargs):
+        """A call on a release with the same arguments as an earlier one (tests of several files ask
+        the same run) is that run's report, a copy; a call on a folder or a file is run each time (a
+        test may change what the path holds between its calls)."""
+        if not re.match(r"\s*sglang\s*==", target) or kwargs.get("backend_file"):
+            return server.run(target, **kwargs)
+        given = {k: v for k, v in kwargs.items() if k not in defaults or defaults[k] != v}
+        try:
+            key = json.dumps([target, given], sort_keys=True)
+        except TypeError:  # an argument that is no plain value: run it
+            return server.run(target, **kwargs)
+        if key not in done:
+            done[key] = server.run(target, **kwargs)
+        return done[key].model_copy(deep=True)
+
+    run.served = server.run  # every call run by the server, none remembered (tests of the server itself)
+    yield run
     server.stop()
 
 

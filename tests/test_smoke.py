@@ -108,7 +108,7 @@ def test_ddcheck_fix_output_passes(version, smoke):
     SGLang's runner does) the graph keeps max_extend_len = C = 8 < W = 17: the kernel's numbers come out
     right only because W fits the same row block of 64, so the path breaks the verify contract and is
     never `ok`: the capture width, exit 1, as for FA3 (issue 39: smoke agrees with itself)."""
-    fixer = pytest.importorskip("ddcheck.fix")
+    fixer = pytest.importorskip("ddcheck.fix.api")
     fixed = fixer.fixed_file_text(f"sglang=={version}", BACKEND_RELPATH)
     r = smoke(f"sglang=={version}", backend_source=fixed, graph_capture_width="W")
     assert r.exit_code == 0, r.verdict
@@ -158,7 +158,7 @@ def test_w_below_c_unfixed_writes_past_the_batch_and_fixed_passes(smoke):
     assert past["rows"] == 9 and past["batch_rows"] == 15 and "triton_backend.py" in past["where"]
     assert "past the 15 of" in r.verdict and "3 x 5 = 15 tokens" in r.verdict
     assert all(not p.out_of_bounds for p in r.paths if p.case == "control")
-    fixer = pytest.importorskip("ddcheck.fix")
+    fixer = pytest.importorskip("ddcheck.fix.api")
     fixed = smoke("sglang==0.5.10", budget=4, backend_source=fixer.fixed_file_text("sglang==0.5.10",
                                                                                    BACKEND_RELPATH))
     assert fixed.exit_code == 0, fixed.verdict
@@ -204,7 +204,7 @@ def test_fixed_backend_judged_by_the_contract_captured_at_c_is_the_capture_width
     same graph captured at W is right. The verdict names the capture width, not the backend."""
     from ddcheck.contract import backends
 
-    fixer = pytest.importorskip("ddcheck.fix")
+    fixer = pytest.importorskip("ddcheck.fix.api")
     fixed = fixer.fixed_file_text("sglang==0.5.10", backends.get("fa3").relpath)
     r = smoke("sglang==0.5.10", backend="fa3", backend_source=fixed, budget=4, seed_case=False)
     assert r.exit_code == 1, r.verdict
@@ -379,7 +379,10 @@ def test_wrong_control_is_3_not_1(smoke):
 
 
 @pytest.mark.network
-def test_json_output_has_per_path_metadata(capsys):
+def test_json_output_has_per_path_metadata(capsys, monkeypatch, smoke):
+    import ddcheck.smoke.api
+
+    monkeypatch.setattr(ddcheck.smoke.api, "run_smoke", smoke)  # the run test_unfixed_buggy_release_is_caught made
     code = smoke_main("sglang==0.5.10", fmt="json")
     data = json.loads(capsys.readouterr().out)
     assert code == data["exit_code"] == 1
@@ -431,8 +434,8 @@ def _same_report(a, b) -> bool:
 def test_the_shared_worker_gives_run_smokes_own_report(smoke):
     """The smoke fixture's server (tests/smoke_server.py) answers with the report run_smoke's fresh worker
     gives, after the server has run other calls on the same tree (the 0.5.10 tests above)."""
-    smoke("sglang==0.5.10", budget=4, seed_case=False)
-    served = smoke("sglang==0.5.10", budget=7)
+    smoke.served("sglang==0.5.10", budget=4, seed_case=False)
+    served = smoke.served("sglang==0.5.10", budget=7)
     assert served.exit_code == 0 and served.paths, served.verdict
     assert _same_report(served, run_smoke("sglang==0.5.10", budget=7))
 
