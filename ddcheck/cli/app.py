@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import List, Optional
 
 # scan_command first: it sets the environment pydantic (loaded by typer) reads
-from ddcheck.base.errors import CONTRACT, EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_USAGE
+from ddcheck.base.errors import CONTRACT, EXIT_INTERRUPTED, EXIT_NOT_JUDGED
 from ddcheck.base.findings import Severity
 from ddcheck.cli.scan import UsageError, console, internal_failure, resolve_settings, scan_command, usage_failure
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import sys
-from functools import lru_cache
 from pathlib import Path
 
 from ddcheck.base.errors import EXIT_USAGE, UsageError, verdict
@@ -18,25 +17,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 
 # rich is loaded when something is printed through it, not for a JSON scan or a cache hit.
-@lru_cache(maxsize=None)
-def console(stderr: bool = False):
-    """A console that wraps only on a terminal: in a pipe or a CI log, lines, lists and table rows stay
-    whole whatever width the environment claims (``COLUMNS``, rich's default of 80)."""
-    from rich.console import Console
-
-    out = Console(stderr=stderr, soft_wrap=True, highlight=False)
-    if not out.is_terminal:
-        out.width = UNWRAPPED
-    return out
-
-
-UNWRAPPED = 1 << 14  # columns of a console that is not a terminal: wider than any line ddcheck prints
-
-
-def escape(text: str) -> str:
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
+from ddcheck.diagnostics.console import console, escape  # noqa: E402 - every command's console
 
 
 def usage_failure(exc: UsageError) -> int:
