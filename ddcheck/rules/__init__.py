@@ -140,7 +140,7 @@ def rules_dir() -> Path:
     # ~4 ms to import, and the folder is read as files on disk in any case.
     from importlib.util import find_spec
 
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # the ddcheck package (this is ddcheck/rules/__init__.py)
     if (here / "_rules" / "__init__.py").is_file():
         return here / "_rules"
     if (here.parent / "pyproject.toml").is_file() and (here.parent / "rules" / "__init__.py").is_file():
@@ -150,7 +150,7 @@ def rules_dir() -> Path:
     except ModuleNotFoundError:
         spec = None
     if spec is None or not spec.submodule_search_locations:  # a checkout that was not installed
-        return Path(__file__).resolve().parents[1] / "rules"
+        return Path(__file__).resolve().parents[2] / "rules"
     return Path(next(iter(spec.submodule_search_locations)))
 
 
