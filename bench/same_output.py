@@ -123,7 +123,9 @@ def record(args) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         Path(scratch, "cache").mkdir()
         Path(scratch, "cache", "wheels").symlink_to(cache_dir() / "wheels")  # the downloads shared, no result kept
-        env = {**os.environ, "PYTHONPATH": str(checkout), "DDCHECK_CACHE": f"{scratch}/cache", "NO_COLOR": "1",
+        # the checkout first; what else was on the path (its dependencies, where they are not installed) after it
+        path = os.pathsep.join(p for p in (str(checkout), os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, "PYTHONPATH": path, "DDCHECK_CACHE": f"{scratch}/cache", "NO_COLOR": "1",
                "COLUMNS": "200"}
         for case, argv in cases(trees, args.only, args.smoke, args.smoke_device, names).items():
             p = subprocess.run([sys.executable, "-m", "ddcheck", *argv], cwd=scratch, env=env, capture_output=True,
