@@ -341,6 +341,8 @@ class LaunchRule:
         ``[hints]`` case ``hint`` (default ``case``, where the rule has one), the tree's ``evidence`` (None
         entries dropped) and the rule's consequence (``consequence`` for a rule with more than one)."""
         rule = self.rule
+        if backend is not None:
+            facts["backend"] = backend
         said = rule.hints.get(hint or case)
         return Finding(rule=rule.id, severity=rule.severity_of(case), path="", line=0, column=0, end_line=0, end_column=0,
                        symbol="", message=rule.message(case, **facts),
