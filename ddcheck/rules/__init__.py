@@ -116,9 +116,7 @@ class Rule:
         return (
             f"# {self.id} {self.name} ({self.severity.value})\n\n{self.summary}\n\n"
             f"A `ddcheck config` rule. Consequence: {self.consequence}. Flags it concerns: {flags}.\n\n"
-            + "".join(f"Severity {level} where it says: {self.messages[case]}\n\n"
-                      for case, level in sorted(self.levels.items()))
-            + f"## What it does\n{self.what_it_does.strip()}\n\n## Why is this bad?\n{self.why_bad.strip()}\n\n"
+            f"## What it does\n{self.what_it_does.strip()}\n\n## Why is this bad?\n{self.why_bad.strip()}\n\n"
             f"## Example\n```sh\n{launch_command(self.bad_example)}\n```\n\n"
             f"Use instead:\n```sh\n{launch_command(self.good_example)}\n```\n\n"
             f"## Fix\n{self.fix_text.strip()}\n"
