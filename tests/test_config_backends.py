@@ -214,10 +214,10 @@ def test_the_fork_ddtree_launch_on_hopper_is_judged_on_fa3_as_if_passed(hz, dfla
     smoked = []
 
     def smoke(s, tree):  # what `config --smoke` is handed: the picked backend as the verify backend
-        from ddcheck.config.checks import Consequence, _f
-
         smoked.append(s.verify_backend)
-        return _f("launch-smoke", Consequence.PERF, "ran", level="info")
+        from ddcheck.rules import LaunchRule, all_rules
+
+        return [LaunchRule(all_rules()["DD250"]).finding("right", backend="x", C=0, W=0, inputs="", verdict="ran")]
 
     auto = check_launch(_ddtree(dflash_draft), tree=hz, gpu="H100", smoke=smoke)
     assert smoked == ["fa3"]

@@ -60,7 +60,7 @@ def test_the_trees_start_up_code_does_not_run_in_this_process(fork_copy, cache):
     tree, probe = fork_copy
     modules, environ, meta_path = set(sys.modules), dict(os.environ), list(sys.meta_path)
     root = logging.getLogger()
-    handlers, level, profile = list(root.handlers), root.severity.value, sys.getprofile()
+    handlers, level, profile = list(root.handlers), root.level, sys.getprofile()
     r = check_launch(_launch(), tree=open_target(str(tree)), cache=False)
     assert r.exit_code == 0 and r.settings.resolved_by == "tree", (r.not_judged, r.findings)
     assert r.tree_stdout  # the tree's print at import came back as its output
@@ -69,7 +69,7 @@ def test_the_trees_start_up_code_does_not_run_in_this_process(fork_copy, cache):
     assert not [m for m in set(sys.modules) - modules if m == "sglang" or m.startswith("sglang.")]
     assert "torch" not in set(sys.modules) - modules
     assert dict(os.environ) == environ and list(sys.meta_path) == meta_path
-    assert (list(root.handlers), root.severity.value, sys.getprofile()) == (handlers, level, profile)
+    assert (list(root.handlers), root.level, sys.getprofile()) == (handlers, level, profile)
 
 
 def test_a_repeat_is_answered_from_the_cache_and_a_change_misses(tmp_path, fork_copy, cache, monkeypatch):

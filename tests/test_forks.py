@@ -99,7 +99,7 @@ def test_scan_judges_the_hz_resolver_by_the_spine_input_its_worker_builds(fork, 
     result = scan([fork("hz").label], settings=Settings(), use_cache=False)
     f = next(f for f in result.findings if f.path.endswith("triton_backend.py") and f.line == 364)
     assert (f.rule, f.function) == ("DD001", "TritonAttnBackend._resolve_target_verify_num_draft_tokens")
-    assert "DFlashVerifyInput" in f.message and f.fix is not None and f.fix_safety.value == "safe"
+    assert "DFlashVerifyInput" in f.message and f.hint is not None and f.fix_safety.value == "safe"
     # the eager FA3 chain value (flashattention_backend.py:504-509) is bound to `_num_draft` and decided
     # where it is used, for the launch (config): it stays a fallback
     fa3 = {f.line: f.rule for f in result.findings if f.path.endswith("attention/flashattention_backend.py")}
@@ -194,7 +194,7 @@ def test_hz_without_c_says_what_the_tree_read_and_uses_its_fallback(fork):
                             "--attention-backend", "triton", "--disable-cuda-graph"), tree=fork("hz"))
     assert r.settings.num_draft_tokens == 16  # speculative_hook.py:338-344, the fork's own default
     needs = [f for f in r.findings if f.rule == "DD214"]
-    assert any("draft model's config" in f.message and "--draft-config" in f.fix for f in needs)
+    assert any("draft model's config" in f.message and "--draft-config" in f.hint for f in needs)
     c = next(f for f in r.findings if f.rule == "DD212")
     assert (c.evidence[0].path, c.evidence[0].line) == ("sglang/srt/arg_groups/speculative_hook.py", 344)
 

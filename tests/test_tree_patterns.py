@@ -85,7 +85,7 @@ def test_per_step_width_is_checked_even_when_its_bound_equals_c(tree):
     r = check_launch(launch(15, "fa3"), tree=tree)  # W <= 16 = C, but a smaller tree verifies fewer
     f = next(f for f in r.findings if f.rule == "DD200")
     assert f.severity.value == "error" and "computed each step" in f.message and "verify_token_num" in f.message
-    assert "--speculative-ddtree-budget" not in f.fix  # no budget pins a width the worker computes
+    assert "--speculative-ddtree-budget" not in f.hint  # no budget pins a width the worker computes
     assert r.settings.verify_width_per_step == "verify_token_num"
 
 
@@ -172,7 +172,7 @@ def test_start_up_width_that_resolves_to_w_for_this_launch(tree):
     assert f.severity.value == "error" and "fixed at start-up (17 for this launch)" in f.message
     fixed_c = check_launch(launch(16, "fa3", "--speculative-ddtree-pad"), tree=tree)  # fa3 keeps C = 16
     g = next(f for f in fixed_c.findings if f.rule == "DD200")
-    assert "W=17" in g.message and "--speculative-ddtree-budget 15" in g.fix
+    assert "W=17" in g.message and "--speculative-ddtree-budget 15" in g.hint
 
 
 def test_graph_runner_that_replays_only_its_captured_width(tree, tmp_path):
