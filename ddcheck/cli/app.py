@@ -381,7 +381,7 @@ def list_rules() -> None:
 
     table = Table("id", "name", "severity", "fix")
     for r in all_rules().values():
-        table.add_row(r.id, r.name, r.severity.value, r.fix)
+        table.add_row(r.id, r.name, r.severities(), r.fix)
     console().print(table)
 
 

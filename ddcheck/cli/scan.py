@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from ddcheck.base.errors import EXIT_USAGE, UsageError, verdict
+from ddcheck.base.errors import EXIT_USAGE, UsageError
 from ddcheck.base.findings import Severity
 
 # No command uses pydantic plugins; looking them up costs a sixth of a cache-hit scan. Set here, the
@@ -46,16 +46,13 @@ def resolve_settings(target: str | None, config: Path | None, select, ignore, fa
         settings = load_settings(start, config)
     except SettingsError as exc:
         raise UsageError(str(exc)) from exc
-    from ddcheck.rules import all_rules
+    from ddcheck.diagnostics.selection import rule_ids
 
-    for flag, values in (("--select", select), ("--ignore", ignore)):
-        unknown = [v for v in values or [] if v.upper() not in all_rules()]
-        if unknown:
-            raise UsageError(f"{flag}: unknown rule id(s) {', '.join(unknown)}; see `ddcheck rules`")
+    select, ignore = rule_ids("--select", select), rule_ids("--ignore", ignore)
     if select:
-        settings.select = [s.upper() for s in select]
+        settings.select = select
     if ignore:
-        settings.ignore = [*settings.ignore, *(s.upper() for s in ignore)]
+        settings.ignore = [*settings.ignore, *ignore]
     if fail_on:
         settings.fail_on = fail_on
     return settings
@@ -94,7 +91,9 @@ def scan_command(targets: list[str] | None, fmt: str = "text", fail_on: Severity
             result.findings = bl.new_findings(result.findings, bl.load(baseline))
         except bl.BaselineError as exc:
             raise UsageError(str(exc)) from exc
+    from ddcheck.diagnostics.selection import exit_code
+
     # A scan judges every file it reads or lists it as an error: it has no could-not-judge (3).
-    code = verdict(bool(result.at_or_above(settings.fail_on) or result.errors), False)
+    code = exit_code(result.findings, settings.fail_on, errors=bool(result.errors))
     render(result, fmt, sys.stdout, console, result.sources, code)
     return code
