@@ -43,6 +43,7 @@ def launch(model: str, draft: str) -> list[str]:
 
 def run_release(release: str, gpus: list[str]) -> list[dict]:
     from ddcheck.config import check_launch
+    from ddcheck.rules import get_rule
     from ddcheck.tree.sources import open_target
 
     tree = open_target(f"sglang=={release}")
@@ -54,7 +55,7 @@ def run_release(release: str, gpus: list[str]) -> list[dict]:
                          "picked": [p.model_dump() for p in r.backends_picked],
                          "verify_backend": r.settings.verify_backend if r.settings else None,
                          "selection_by": r.backend_selection_by, "note": r.backend_selection_note,
-                         "errors": sorted(f.id for f in r.findings if f.level == "error")})
+                         "errors": sorted(get_rule(f.rule).name for f in r.findings if f.severity.value == "error")})
     return rows
 
 

@@ -80,6 +80,7 @@ def releases_on_pypi() -> list[str]:
 def run_release(release: str, algorithms: list[str]) -> list[dict]:
     """The launches of one release, in this process."""
     from ddcheck.config import check_launch
+    from ddcheck.rules import get_rule
     from ddcheck.config.flags import flag_table
     from ddcheck.tree.sources import open_target
 
@@ -100,7 +101,7 @@ def run_release(release: str, algorithms: list[str]) -> list[dict]:
                          "C": s.num_draft_tokens if s else None, "W": s.verify_width if s else None,
                          "reason": r.tree_note, "limitations": len(r.tree_limitations), "exit": r.exit_code,
                          "not_judged": r.not_judged,
-                         "findings": sorted(f.id for f in r.findings if f.level == "error"),
+                         "findings": sorted(get_rule(f.rule).name for f in r.findings if f.severity.value == "error"),
                          "sites": [site_text(v) for v in (s.verify_sites if s else [])]})
     return rows
 

@@ -2,17 +2,19 @@
 """Outputs of one ddcheck checkout, kept to compare with another's: a refactoring changes no output.
 
 Records, for the checkout given (PYTHONPATH set to it, run in a scratch directory, no result cache):
-  scan    `ddcheck scan --no-cache --format json TARGET` on sglang==0.5.10, 0.5.16, 0.5.23 and the two
-          DDTree forks of ../shared/corpus/ddtree-forks
+  scan    `ddcheck scan --no-cache --format json TARGET` on sglang==0.5.10, 0.5.16, 0.5.23 and the three
+          forks of ../shared/corpus/ddtree-forks, and the text report of each
+  fix     `ddcheck fix --diff` and `ddcheck fix --diff --unsafe-fixes` of each of them
   config  `ddcheck config --format json --sglang FORK -- LAUNCH` for the forks' test launches
           (tests/test_forks.py's), and EAGLE launches on the releases (RELEASE_LAUNCHES)
-  smoke   `ddcheck smoke FORK --format json` (and with --launch), the verdict and exit code
-          (with --smoke; needs torch and triton, minutes on a CPU)
+  smoke   `ddcheck smoke TARGET --format json` and its text (and with --launch), the verdict and exit
+          code, on the releases and the forks (with --smoke; needs torch and triton, minutes on a CPU)
 each to OUT/<case>.out (stdout, then the exit code). The forks are unpacked to one fixed folder
 (``--forks``, default /tmp/ddcheck-same-output-forks) so the paths in the outputs agree between runs.
 
 Usage:
-  python bench/same_output.py record OUT [--checkout DIR] [--smoke] [--only scan|config|smoke]
+  python bench/same_output.py record OUT [--checkout DIR] [--smoke [--smoke-device cuda]] [--only scan|fix|config|smoke]
+         [--targets 0.5.10,hz,...]
   python bench/same_output.py compare OUT_BEFORE OUT_AFTER    (exit 1 and the differing cases if any)
          [--drop-keys rule,set_at]   (JSON keys a change added, left out of both sides before comparing)
 """
@@ -31,7 +33,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("DDCHECK_FORKS", REPO.parent / "shared" / "corpus" / "ddtree-forks"))
-FORKS = {"hz": "HaiyuZhou-sglang-ad7ab160.tar.gz", "dbg": "DB-Guo-sglang-ddtree-dev-514ea1f3.tar.gz"}
+FORKS = {"hz": "HaiyuZhou-sglang-ad7ab160.tar.gz", "dbg": "DB-Guo-sglang-ddtree-dev-514ea1f3.tar.gz",
+         "rw": "Rancy-Wang-sglang-433c58ed.tar.gz"}
 RELEASES = ("0.5.10", "0.5.16", "0.5.23")
 SCRATCH = "<scratch>"
 LAUNCH = "python -m sglang.launch_server --model-path m --speculative-draft-model-path d"
@@ -62,12 +65,14 @@ RELEASE_LAUNCHES = {
 }
 
 
-def unpack(forks: Path) -> dict[str, Path]:
+def unpack(forks: Path, names: set[str] | None = None) -> dict[str, Path]:
     def keep(member, path):  # the archives hold a few symlinks out of the tree: skipped
         return None if member.issym() or member.islnk() else tarfile.data_filter(member, path)
 
     out = {}
     for name, archive in FORKS.items():
+        if names is not None and name not in names:
+            continue
         dest = forks / name
         if not (dest / "sglang").is_dir():
             with tarfile.open(CORPUS / archive) as tar:
@@ -76,24 +81,34 @@ def unpack(forks: Path) -> dict[str, Path]:
     return out
 
 
-def cases(trees: dict[str, Path], only: str | None, smoke: bool) -> dict[str, list[str]]:
+def cases(trees: dict[str, Path], only: str | None, smoke: bool, smoke_device: str = "cpu",
+          names: set[str] | None = None) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
+    releases = [v for v in RELEASES if names is None or v in names]
+    targets = {**{v: f"sglang=={v}" for v in releases}, **{name: str(tree) for name, tree in trees.items()}}
     if only in (None, "scan"):
-        for v in RELEASES:
-            out[f"scan-{v}"] = ["scan", "--no-cache", "--format", "json", f"sglang=={v}"]
-        for name, tree in trees.items():
-            out[f"scan-{name}"] = ["scan", "--no-cache", "--format", "json", str(tree)]
+        for name, target in targets.items():
+            out[f"scan-{name}"] = ["scan", "--no-cache", "--format", "json", target]
+            out[f"scan-{name}-text"] = ["scan", "--no-cache", target]
+    if only in (None, "fix"):
+        for name, target in targets.items():
+            out[f"fix-{name}"] = ["fix", "--diff", target]
+            out[f"fix-{name}-unsafe"] = ["fix", "--diff", "--unsafe-fixes", target]
     if only in (None, "config"):
         for case, (name, launch) in LAUNCHES.items():
+            if name not in trees:
+                continue
             out[f"config-{case}"] = ["config", "--format", "json", "--sglang", str(trees[name]), "--", *launch.split()]
-        for v in RELEASES:
+        for v in releases:
             for case, launch in RELEASE_LAUNCHES.items():
                 out[f"config-{v}-{case}"] = ["config", "--format", "json", "--sglang", f"sglang=={v}", *launch]
     if smoke and only in (None, "smoke"):
-        for name, tree in trees.items():
-            out[f"smoke-{name}"] = ["smoke", str(tree), "--format", "json"]
-        out["smoke-hz-launch"] = ["smoke", str(trees["hz"]), "--format", "json", "--launch",
-                                  LAUNCHES["hz-ddtree-b3-triton-eager"][1]]
+        for name, target in targets.items():
+            out[f"smoke-{name}"] = ["smoke", target, "--format", "json", "--device", smoke_device]
+            out[f"smoke-{name}-text"] = ["smoke", target, "--device", smoke_device]
+        if "hz" in trees:
+            out["smoke-hz-launch"] = ["smoke", str(trees["hz"]), "--format", "json", "--device", smoke_device,
+                                      "--launch", LAUNCHES["hz-ddtree-b3-triton-eager"][1]]
     return out
 
 
@@ -101,11 +116,18 @@ def record(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     checkout = Path(args.checkout).resolve()
-    trees = unpack(Path(args.forks))
+    names = set(args.targets.split(",")) if args.targets else None
+    trees = unpack(Path(args.forks), names)
+    from ddcheck.tree.sources import cache_dir
+
     with tempfile.TemporaryDirectory() as scratch:
-        env = {**os.environ, "PYTHONPATH": str(checkout), "DDCHECK_CACHE": f"{scratch}/cache", "NO_COLOR": "1",
+        Path(scratch, "cache").mkdir()
+        Path(scratch, "cache", "wheels").symlink_to(cache_dir() / "wheels")  # the downloads shared, no result kept
+        # the checkout first; what else was on the path (its dependencies, where they are not installed) after it
+        path = os.pathsep.join(p for p in (str(checkout), os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, "PYTHONPATH": path, "DDCHECK_CACHE": f"{scratch}/cache", "NO_COLOR": "1",
                "COLUMNS": "200"}
-        for case, argv in cases(trees, args.only, args.smoke).items():
+        for case, argv in cases(trees, args.only, args.smoke, args.smoke_device, names).items():
             p = subprocess.run([sys.executable, "-m", "ddcheck", *argv], cwd=scratch, env=env, capture_output=True,
                                text=True)
             text = p.stdout.replace(scratch, SCRATCH)  # the wheels are fetched into the scratch cache
@@ -165,8 +187,10 @@ def main() -> int:
     r.add_argument("out")
     r.add_argument("--checkout", default=str(REPO))
     r.add_argument("--forks", default=os.path.join(tempfile.gettempdir(), "ddcheck-same-output-forks"))
-    r.add_argument("--only", choices=("scan", "config", "smoke"))
+    r.add_argument("--only", choices=("scan", "fix", "config", "smoke"))
     r.add_argument("--smoke", action="store_true")
+    r.add_argument("--smoke-device", default="cpu", help="smoke's --device (cuda on a GPU machine: minutes, not hours)")
+    r.add_argument("--targets", help="comma-separated: which of the releases and forks to record (default: all)")
     c = sub.add_parser("compare")
     c.add_argument("before")
     c.add_argument("after")

@@ -4,7 +4,7 @@
     python bench/smoke_time.py [--releases 0.5.10 0.5.16 0.5.23] [--backend triton] [--device cpu]
                                [--repeat 3] [--doc docs/smoke.md]
 
-Each run is the console command (a fresh interpreter, the smoke worker, the tree's load, every path),
+Each run is the console command (a fresh interpreter, the smoke child process, the tree's load, every path),
 timed from start to exit; wheels are downloaded before the clock starts. Prints the versions of torch,
 triton and numpy that ran, the machine's cores and load, and a table: release, exit code, the
 verdict's first words, the shortest and longest wall time of the repeats, and the CPU time (user +

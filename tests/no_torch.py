@@ -1,6 +1,6 @@
 """Run ddcheck as in an environment where torch is not installed: every finder is told to find no
 ``torch`` (nor ``triton``), so ``import torch`` fails exactly as it does in a venv without it, and
-``importlib.util.find_spec("torch")`` is None, here and in config's worker process. ``python tests/no_torch.py
+``importlib.util.find_spec("torch")`` is None, here and in config's child process. ``python tests/no_torch.py
 config ...``."""
 
 import sys
@@ -25,12 +25,12 @@ class _Hide:
 sys.meta_path[:] = [_Hide(f) for f in sys.meta_path]
 
 if __name__ == "__main__":
-    from ddcheck.config import child as worker
+    from ddcheck.config import child
 
-    if sys.argv[1:2] == ["--launch-worker"]:  # config's worker process, torch hidden there too
+    if sys.argv[1:2] == ["--config-child"]:  # config's child process, torch hidden there too
         sys.argv = [sys.argv[0], *sys.argv[2:]]
-        sys.exit(worker.main())
-    worker.CHILD = [__file__, "--launch-worker"]
+        sys.exit(child.main())
+    child.CHILD = [__file__, "--config-child"]
     from ddcheck.entry import main
 
     sys.argv = ["ddcheck", *sys.argv[1:]]

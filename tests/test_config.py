@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ddcheck.config import check_launch, config_main
+from ddcheck.base.errors import UsageError
+from ddcheck.config import check_launch
 from ddcheck.config.flags import flag_table
 from ddcheck.tree.sources import open_target
 
@@ -149,7 +150,7 @@ def ddtree_capture_tree(tmp_path_factory):
 
 
 def ids(report, level="error"):
-    return report.ids(level)
+    return report.names(level)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,7 +250,7 @@ def test_a_typo_d_flag_gets_the_closest_of_the_releases_own_flags():
     assert "--speculative-num-stpes: did you mean --speculative-num-steps" in f.message, f.message
     assert "--no-such-flag:" not in f.message  # nothing of the release's is close to it
     assert "SGLang would stop at start-up" in f.message and "exit 2" not in f.message
-    assert f.fix.startswith("use the flag you meant")
+    assert f.hint.startswith("use the flag you meant")
     amb = run("0.5.10", base("--speculative-algorithm", "EAGLE", "--speculative-d", "x"))
     assert ids(amb) == {"parse-ambiguous-flag"} and "--speculative-d: did you mean --speculative-draft-" in \
         amb.findings[0].message
@@ -308,7 +309,7 @@ def test_origin_ddtree_budget_16_is_corrupt(ddtree_tree):
     assert f.consequence == "CORRUPT" and f.backend == "triton"
     assert (r.settings.verify_width, r.settings.num_draft_tokens) == (17, 8)
     assert f.evidence and all(e.path.endswith("layers/attention/triton_backend.py") and e.line > 0 for e in f.evidence)
-    assert "--speculative-ddtree-budget 7" in f.fix and "ddcheck fix" in f.fix
+    assert "--speculative-ddtree-budget 7" in f.hint and "ddcheck fix" in f.hint
 
 
 @network
@@ -337,7 +338,7 @@ def test_origin_after_ddcheck_fix_is_clean(ddtree_tree, tmp_path):
 def test_origin_with_cuda_graphs_crashes_without_capture_at_w(ddtree_tree, ddtree_capture_tree):
     r = run(ddtree_tree, argv_of("origin_ddtree.argv"))
     assert ids(r) == {"verify-width", "verify-graph-width"}
-    g = next(f for f in r.findings if f.id == "verify-graph-width")
+    g = next(f for f in r.findings if f.rule == "DD201")
     assert g.consequence == "CRASH" and "cuda_graph_runner" in g.evidence[0].path
     r = run(ddtree_capture_tree, argv_of("origin_ddtree.argv"))
     assert "verify-graph-width" not in ids(r)
@@ -378,8 +379,8 @@ def eagle(steps, topk, draft, *extra, algo="EAGLE"):
 @network
 def test_topk_on_mla_backend_that_only_supports_topk_1():
     r = run("0.5.23", eagle(3, 2, 4, "--attention-backend", "flashmla"))
-    f = next(f for f in r.findings if f.id == "mla-topk")
-    assert f.level == "error" and f.consequence == "CRASH" and "flashmla_backend.py" in f.evidence[0].path
+    f = next(f for f in r.findings if f.rule == "DD205")
+    assert f.severity.value == "error" and f.consequence == "CRASH" and "flashmla_backend.py" in f.evidence[0].path
 
 
 def _topk4_on_flashinfer(model: str) -> list[str]:
@@ -402,28 +403,28 @@ def test_mla_topk_is_decided_by_the_trees_model_config(tmp_path, monkeypatch):
     tree = release("0.5.10")
     dsv3 = check_launch(_topk4_on_flashinfer("deepseek-ai/DeepSeek-V3"), tree=tree,
                         model_config=str(MODELS / "deepseek_v3"), draft_config=str(MODELS / "deepseek_v3_nextn"))
-    f = next(f for f in dsv3.findings if f.id == "mla-topk")
-    assert f.level == "error" and f.consequence == "CRASH" and "uses MLA" in f.message and "if " not in f.message
+    f = next(f for f in dsv3.findings if f.rule == "DD205")
+    assert f.severity.value == "error" and f.consequence == "CRASH" and "uses MLA" in f.message and "if " not in f.message
     assert [(e.path, e.line) for e in f.evidence][0][0] == "sglang/srt/layers/attention/flashinfer_mla_backend.py"
     assert ("sglang/srt/configs/model_config.py", 453) in [(e.path, e.line) for e in f.evidence]
     assert dsv3.settings.draft_mla is True and dsv3.exit_code == 1
 
     llama = check_launch(_topk4_on_flashinfer("meta-llama/Llama-3.1-8B-Instruct"), tree=tree,
                          model_config=str(MODELS / "llama"), draft_config=str(MODELS / "llama_eagle"))
-    assert not [f for f in llama.findings if f.id == "mla-topk"], llama.findings
+    assert not [f for f in llama.findings if f.rule == "DD205"], llama.findings
     assert not any("MLA" in f.message for f in llama.findings)
     assert llama.settings.draft_mla is False and llama.not_judged == [] and llama.exit_code == 0, llama.not_judged
 
     unknown = check_launch(_topk4_on_flashinfer("meta-llama/Llama-3.1-8B-Instruct"), tree=tree,
                            model_config=str(MODELS / "llama"))
-    assert not [f for f in unknown.findings if f.id == "mla-topk"] and unknown.exit_code == 3
+    assert not [f for f in unknown.findings if f.rule == "DD205"] and unknown.exit_code == 3
     assert any(x.startswith("mla-topk:") and "--draft-config" in x for x in unknown.not_judged), unknown.not_judged
 
 
 @network
 def test_multi_layer_eagle_draft_tokens():
     r = run("0.5.16", eagle(3, 2, 6, "--enable-multi-layer-eagle"))
-    f = next(f for f in r.findings if f.id == "multi-layer-eagle")
+    f = next(f for f in r.findings if f.rule == "DD206")
     assert f.consequence == "CRASH" and "multi_layer_eagle" in f.evidence[0].path
 
 
@@ -450,7 +451,7 @@ def test_eagle_shape_flags_all_or_none():
 def test_topk_page_size_allow_list_differs_by_release():
     argv = eagle(3, 4, 8, "--attention-backend", "triton", "--page-size", "16")
     r = run("0.5.10", argv)  # 0.5.10 allows flashinfer, fa3 only
-    f = next(f for f in r.findings if f.id == "sglang-topk-page-size")
+    f = next(f for f in r.findings if f.rule == "DD221")
     assert "flashinfer, fa3" in f.message and f.evidence[0].path.endswith("server_args.py")
     assert "sglang-topk-page-size" not in ids(run("0.5.16", argv))  # triton added to the allow-list
 
@@ -505,17 +506,22 @@ def test_dp_attention_rejections():
 # ---------------------------------------------------------------------------------------------
 
 @network
-def test_config_main_json_and_exit_codes(capsys, ddtree_tree):
-    root = str(ddtree_tree.root)
-    assert config_main(argv_of("origin_ddtree.argv") + ["--disable-cuda-graph"], sglang=root, fmt="json") == 1
+def test_config_command_json_and_exit_codes(capsys, ddtree_tree):
+    from ddcheck.cli.config import config_command
+
+    tree = ddtree_tree
+    assert config_command(argv_of("origin_ddtree.argv") + ["--disable-cuda-graph"], tree=tree, fmt="json") == 1
     data = json.loads(capsys.readouterr().out)
-    assert data["release"] == "0.5.16" and data["findings"][0]["id"] == "verify-width"
+    assert data["release"] == "0.5.16" and data["findings"][0]["rule"] == "DD200"
     assert data["findings"][0]["consequence"] == "CORRUPT" and data["settings"]["verify_width"] == 17
-    assert config_main(argv_of("origin_ddtree.argv") + ["--speculative-ddtree-budget", "7"], sglang=root) == 0
-    assert "0 error(s)" in capsys.readouterr().out
-    assert config_main([], sglang=root) == 2
-    assert config_main(["--model-path", "m"], sglang="/nonexistent/sglang") == 2
-    assert config_main(["--model-path", "m"], sglang=root, fmt="xml") == 2
+    assert data["findings"][0]["severity"] == "error" and data["exit_code"] == 1
+    assert config_command(argv_of("origin_ddtree.argv") + ["--speculative-ddtree-budget", "7"], tree=tree) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == "no findings" or last.startswith("0 errors, "), last
+    for argv, kwargs in (([], {"tree": tree}), (["--model-path", "m"], {"sglang": "/nonexistent/sglang"}),
+                         (["--model-path", "m"], {"tree": tree, "fmt": "xml"})):
+        with pytest.raises(UsageError):
+            config_command(argv, **kwargs)
 
 
 @network

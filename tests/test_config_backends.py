@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from ddcheck.rules import get_rule
 from ddcheck.base.errors import UsageError
 from ddcheck.config import check_launch
 from ddcheck.config.gpu import GpuError, arch_of_product, detect_gpu, parse_gpu, resolve_gpu
@@ -203,7 +204,7 @@ def _ddtree(draft: str, *extra: str) -> list[str]:
 
 
 def _verdict(r) -> list[tuple[str, str, str]]:
-    return sorted((f.id, f.level, f.consequence.value) for f in r.findings)
+    return sorted((get_rule(f.rule).name, f.severity.value, f.consequence) for f in r.findings)
 
 
 def test_the_fork_ddtree_launch_on_hopper_is_judged_on_fa3_as_if_passed(hz, dflash_draft):
@@ -213,20 +214,20 @@ def test_the_fork_ddtree_launch_on_hopper_is_judged_on_fa3_as_if_passed(hz, dfla
     smoked = []
 
     def smoke(s, tree):  # what `config --smoke` is handed: the picked backend as the verify backend
-        from ddcheck.config.checks import Consequence, _f
-
         smoked.append(s.verify_backend)
-        return _f("launch-smoke", Consequence.PERF, "ran", level="info")
+        from ddcheck.rules import LaunchRule, all_rules
+
+        return [LaunchRule(all_rules()["DD250"]).finding("right", backend="x", C=0, W=0, inputs="", verdict="ran")]
 
     auto = check_launch(_ddtree(dflash_draft), tree=hz, gpu="H100", smoke=smoke)
     assert smoked == ["fa3"]
-    auto.findings = [f for f in auto.findings if f.id != "launch-smoke"]
+    auto.findings = [f for f in auto.findings if f.rule != "DD250"]
     given = check_launch(_ddtree(dflash_draft, "--attention-backend", "fa3"), tree=hz, gpu="H100")
     assert [(p.field, p.value, p.picked_at) for p in auto.backends_picked] == [
         ("attention_backend", "fa3", "sglang/srt/server_args.py:2774")]
     assert auto.settings.verify_backend == "fa3" and given.backends_picked == []
     assert _verdict(auto) == _verdict(given)
-    assert {(f.id, f.consequence.value) for f in auto.errors} == {("verify-width", "CORRUPT"),
+    assert {(get_rule(f.rule).name, f.consequence) for f in auto.errors} == {("verify-width", "CORRUPT"),
                                                                   ("verify-graph-width", "CRASH")}
     assert auto.exit_code == given.exit_code == 1
 
@@ -238,5 +239,5 @@ def test_the_fork_ddtree_launch_on_blackwell_follows_the_forks_choice(hz, dflash
     r = check_launch(_ddtree(dflash_draft), tree=hz, gpu="B200")
     assert [(p.value, p.picked_at) for p in r.backends_picked] == [("flashinfer", "sglang/srt/server_args.py:2791")]
     assert r.gpu.arch == "sm100" and r.gpu.name == "B200"
-    assert {(f.id, f.consequence.value) for f in r.errors} == {("verify-graph-width", "CRASH")}
-    assert "verify-width" not in r.ids()
+    assert {(get_rule(f.rule).name, f.consequence) for f in r.errors} == {("verify-graph-width", "CRASH")}
+    assert "verify-width" not in r.names()

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from ddcheck.rules import get_rule
 from ddcheck.base.errors import EXIT_NOT_JUDGED
 from ddcheck.config import check_launch
 from ddcheck.tree.sources import open_target
@@ -69,7 +70,7 @@ def test_dsv3_eagle_on_b200_with_torch_is_judged_by_the_tree(tmp_path):
                      sglang="sglang==0.5.23", gpu="B200")
     assert r.not_judged == [] and r.settings.resolved_by == "tree"
     assert r.settings.verify_backend == "trtllm_mla" and r.settings.verify_width == 8
-    assert {(f.id, f.backend) for f in r.errors} == {("tree-mask", "trtllm_mla")} and r.exit_code == 1
+    assert {(get_rule(f.rule).name, f.backend) for f in r.errors} == {("tree-mask", "trtllm_mla")} and r.exit_code == 1
 
 
 @network
@@ -83,7 +84,7 @@ def test_dsv3_eagle_without_torch_could_not_be_judged_and_names_torch(tmp_path, 
     assert report["not_judged"] and all("install torch" in x and "ddcheck[smoke]" in x for x in report["not_judged"])
     assert not any("StandInModule" in x or "TypeError" in x for x in report["not_judged"])
     assert report["settings"]["resolved_by"] == "flags" and report["settings"]["verify_width"] is None
-    assert not [f for f in report["findings"] if f["level"] == "error"]
+    assert not [f for f in report["findings"] if f["severity"] == "error"]
     text = subprocess.run([sys.executable, str(REPO / "tests" / "no_torch.py"), "config", "--sglang",
                            "sglang==0.5.23", "--gpu", "B200", "--", *argv], capture_output=True, text=True)
     assert text.returncode == EXIT_NOT_JUDGED and "could not judge" in text.stdout and "Traceback" not in text.stderr
@@ -102,7 +103,7 @@ def test_hub_ids_from_the_cache_get_the_folders_verdict(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     r = check_launch(_dsv3("deepseek-ai/DeepSeek-V3", "org/dsv3-eagle"), sglang="sglang==0.5.23", gpu="B200")
     assert r.not_judged == [] and r.settings.verify_backend == "trtllm_mla"
-    assert {(f.id, f.backend) for f in r.errors} == {("tree-mask", "trtllm_mla")} and r.exit_code == 1
+    assert {(get_rule(f.rule).name, f.backend) for f in r.errors} == {("tree-mask", "trtllm_mla")} and r.exit_code == 1
     assert any("Hugging Face cache" in x and "snapshots" in x for x in r.tree_limitations)
 
 
@@ -151,8 +152,8 @@ def test_a_fork_flag_sets_the_workers_verify_width(fork):
     s = r.settings
     assert (s.verify_width, s.num_draft_tokens, s.verify_input) == (32, 16, "TreeVerifyInput")
     assert s.verify_input_at == "sglang/srt/speculative/budget_worker.py:12" and s.verify_width_expr == "self.budget"
-    f = next(f for f in r.errors if f.id == "verify-width")
-    assert f.consequence.value == "CORRUPT" and "W=32" in f.message and f.backend == "triton"
+    f = next(f for f in r.errors if f.rule == "DD200")
+    assert f.consequence == "CORRUPT" and "W=32" in f.message and f.backend == "triton"
     assert {e.line for e in f.evidence} == {13, 14} and r.exit_code == 1
     ok = check_launch(_fork_launch("BUDGETTREE", "--speculative-tree-budget", "16"), tree=fork)
     assert ok.settings.verify_width == 16 and ok.errors == [] and ok.exit_code == 0
@@ -163,7 +164,7 @@ def test_a_worker_cap_from_the_environment_gives_a_range(fork, monkeypatch):
     s = words.settings
     assert (s.verify_width_min, s.verify_width, s.num_draft_tokens) == (4, 16, 16)
     assert s.verify_width_per_step == "verify_token_num" and s.env == {"FLAGFORK_VERIFY_CAP": "4"}
-    f = next(f for f in words.errors if f.id == "verify-width")
+    f = next(f for f in words.errors if f.rule == "DD200")
     assert "from 4 to 16" in f.message and words.exit_code == 1
     assert check_launch(["env", "FLAGFORK_VERIFY_CAP=4", *_fork_launch("CAPPEDTREE")], tree=fork).exit_code == 1
     uncapped = check_launch(_fork_launch("CAPPEDTREE"), tree=fork)  # the cap defaults to C: every step is C
@@ -214,7 +215,7 @@ def test_only_the_site_the_launch_reaches_is_judged(fork):
     assert sites["sited_worker.py:28"].reached is True and sites["sited_worker.py:28"].width == 17
     assert sites["sited_worker.py:28"].width_from == "self.num_nodes set at sglang/srt/speculative/sited_worker.py:25"
     assert tree_path.settings.verify_width == 17 and tree_path.exit_code == 1
-    assert any(f.id == "verify-width" and "W=17" in f.message for f in tree_path.errors)
+    assert any(f.rule == "DD200" and "W=17" in f.message for f in tree_path.errors)
     eager = check_launch(_fork_launch("SITEDTREE", "--speculative-tree-budget", "16", "--speculative-tree-eager"),
                          tree=fork)
     sites = _sites(eager)

@@ -22,7 +22,7 @@ import pytest
 from ddcheck.base.errors import UsageError
 from ddcheck.base.findings import Severity
 from ddcheck.config import check_launch
-from ddcheck.rules import all_rules, launch_example, rules_dir
+from ddcheck.rules import get_rule, all_rules, launch_example, rules_dir
 from test_config import _TREES, ddtree_tree, release  # noqa: F401 - ddtree_tree: the fixture
 from test_workflow import sarif_validator  # noqa: F401 - the fixture: the OASIS schema, as scan's SARIF is checked
 
@@ -71,19 +71,19 @@ def test_bad_launch_fires_its_rule(rule_id, trees, monkeypatch):
     fired = [f for f in report.findings if f.rule == rule_id]
     if not fired and rule.superseded_by and report.settings.resolved_by == "tree":
         # a rule of ddcheck's tables: the tree's own start-up code ran and its rule reports it
-        fired = [f for f in report.findings if f.id == rule.superseded_by]
-        assert fired, [(f.id, f.message) for f in report.findings]
+        fired = [f for f in report.findings if get_rule(f.rule).name == rule.superseded_by]
+        assert fired, [(get_rule(f.rule).name, f.message) for f in report.findings]
         return
-    assert fired, [(f.id, f.message) for f in report.findings]
+    assert fired, [(get_rule(f.rule).name, f.message) for f in report.findings]
     f = fired[0]
-    assert f.id == rule.name and f.consequence.value in rule.consequences
-    if rule.consequences == ["CORRUPT"] or rule.severity.value == "info":  # one level, the rule's
-        assert f.level == rule.severity.value
-    # where the tree decided it, and (for a rule about flags the launch passed) where the launch set it
-    assert f.decided_at == (str(f.evidence[0]) if f.evidence else None)
+    assert f.consequence in rule.consequences
+    # the rule's severity, or the one its [levels] give the case
+    assert f.severity.value in {rule.severity.value, *rule.levels.values()}
+    # (for a rule about flags the launch passed) where the launch set it: located at that argument
     locate(report, argv, None)
     given = [flag for flag in rule.flags if "--" + flag.replace("_", "-") in argv]
     assert bool(f.set_at) == bool(given) and all(w.split()[0].split("=")[0] in argv for w in f.set_at)
+    assert f.argument == (f.set_at[0] if f.set_at else None)
 
 
 @network
@@ -92,8 +92,8 @@ def test_good_launch_does_not_fire_it(rule_id, trees, monkeypatch):
     report, _ = example(rule_id, "good.launch", trees, monkeypatch)
     rule = all_rules()[rule_id]
     # none of its findings; a rule above info may say "right" at info (DD250: the verify path run is right)
-    fired = [f for f in report.findings if f.rule == rule_id and (f.level != "info" or rule.severity.value == "info")]
-    assert not fired, [(f.id, f.level, f.message) for f in report.findings]
+    fired = [f for f in report.findings if f.rule == rule_id and (f.severity.value != "info" or rule.severity.value == "info")]
+    assert not fired, [(get_rule(f.rule).name, f.severity.value, f.message) for f in report.findings]
     assert all(f.rule is not None for f in report.findings), "every finding of config has a rule"
 
 
@@ -174,7 +174,9 @@ def smoke_once():
         key = (tree.label, s.verify_width, s.num_draft_tokens, s.verify_backend)
         if key not in made:
             made[key] = launch_smoke(s, tree, device="cpu")
-        return made[key].model_copy(deep=True)
+        import copy
+
+        return copy.deepcopy(made[key])
     return smoke
 
 
@@ -196,7 +198,8 @@ def test_config_sarif_is_valid_and_points_at_the_launch_file(capsys, tmp_path, s
     mask = results["DD202"]["locations"][0]["physicalLocation"]
     assert mask["artifactLocation"]["uri"].endswith("launch.yaml")  # where the launch set the backend
     assert mask["region"] == {"startLine": _line(LAUNCH_YAML, "attention-backend")}
-    assert "torch_native_backend.py" in results["DD202"]["message"]["text"]  # where the tree decided it
+    # where the tree decided it: the finding's evidence
+    assert "torch_native_backend.py" in results["DD202"]["properties"]["evidence"][0]["path"]
     # a rule the launch set no flag of: where the tree decided it (0.5.10's server_args.py, in the wheel)
     reset = results["DD232"]["locations"][0]["physicalLocation"]
     assert reset["artifactLocation"]["uri"].endswith("sglang/srt/server_args.py") and reset["region"]["startLine"] > 1
@@ -229,8 +232,8 @@ def test_a_launch_file_suppression_with_a_reason(capsys, tmp_path):
     code, out = config(capsys, tmp_path, yaml=bare, fmt="json")
     found = {f["rule"]: f for f in json.loads(out)["findings"]}
     assert code == 1 and {"DD202", "DD100", "DD101"} <= set(found)
-    assert found["DD100"]["level"] == "warning" and found["DD100"]["set_at"][0].endswith("launch.yaml:7")
-    assert found["DD101"]["set_at"][0].endswith("launch.yaml:8")
+    assert found["DD100"]["severity"] == "warning" and found["DD100"]["path"].endswith("launch.yaml")
+    assert (found["DD100"]["line"], found["DD101"]["line"]) == (7, 8)
     assert config(capsys, tmp_path, ("ignore", "DD202"), yaml=bare)[0] == 0
     assert config(capsys, tmp_path, ("ignore", "DD202"), ("fail_on", Severity.warning), yaml=bare)[0] == 1
 
@@ -268,8 +271,10 @@ def test_nothing_turns_a_could_not_judge_into_a_0(capsys, tmp_path):
 
     smoke = smoke_once()
     code, out = newer(capsys, tmp_path, backend="triton", fmt="json", smoke=smoke)
-    runs = [f for f in json.loads(out)["findings"] if f["rule"] == "DD250"]
-    assert runs and runs[0]["judged"] is False and "not run" in runs[0]["message"], runs
+    doc = json.loads(out)
+    # not a finding: the launch is not judged by it, and says why
+    assert not [f for f in doc["findings"] if f["rule"] == "DD250"]
+    assert any(why.startswith("launch-smoke: not run") for why in doc["not_judged"]), doc["not_judged"]
     assert code == EXIT_NOT_JUDGED
     for opts in ((("ignore", "DD250"),), (("suppress", "DD250:known"),), (("select", "DD200"),),
                  (("fail_on", Severity.error),)):
@@ -277,54 +282,25 @@ def test_nothing_turns_a_could_not_judge_into_a_0(capsys, tmp_path):
     assert newer(capsys, tmp_path, smoke=smoke)[0] == 1  # findings win (fa3: DD200)
 
 
-def _check_ids() -> set[str]:
-    """The ids config's checks give their findings, read from their source: a string (or f-string, its
-    fields as ``*``) handed on just before a ``Consequence.X`` argument (``_f(id, Consequence.X, ...)``,
-    ``rule(cond, id, Consequence.X, ...)``), or the ``id=`` of a ``ConfigFinding`` (a name: the strings
-    assigned to it)."""
+def test_every_config_rule_owns_its_check():
+    """A config rule is its folder: its rule.py's LaunchRule decides it (no list of checks in config), and
+    each case it says is a case of its [messages]."""
     import ast
 
-    files = [*(REPO / "ddcheck" / "config").glob("*.py")]
-    out: set[str] = set()
+    from ddcheck.rules import LaunchRule, launch_rules
 
-    def text(node) -> str | None:
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return node.value
-        if isinstance(node, ast.JoinedStr):
-            return "".join(v.value if isinstance(v, ast.Constant) else "*" for v in node.values)
-        return None
-
-    def consequence(node) -> bool:
-        return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Consequence"
-
-    for path in files:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        assigned: dict[str, set[str]] = {}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                assigned.setdefault(node.targets[0].id, set()).update(
-                    c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str))
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call):
-                continue
-            for a, b in zip(node.args, node.args[1:]):
-                if consequence(b) and text(a) is not None:
-                    out.add(text(a))
-            for k in node.keywords:
-                if k.arg == "id" and text(k.value) is not None:
-                    out.add(text(k.value))
-                elif k.arg == "id" and isinstance(k.value, ast.Name):
-                    out.update(v for v in assigned.get(k.value.id, ()) if re.fullmatch(r"[a-z]+(-[a-z0-9]+)+", v))
-    return out
-
-
-def test_every_id_a_check_gives_names_a_config_rule():
-    """A new check needs only its rule's folder: the registry maps the name the check gives to the id."""
-    names = {r.name for r in all_rules().values() if r.face == "config"}
-    ids = _check_ids()
-    assert {"verify-width", "sglang-rejects", "parse-unknown-flag", "launch-smoke", "sglang-dflash-*"} <= ids
-    for i in ids:
-        assert any(re.fullmatch(re.escape(i).replace(r"\*", "[a-z0-9-]+"), n) for n in names), f"{i}: no rule in rules/"
+    stages = ("parse", "algorithm", "startup", "tree_run", "site", "tree_failed", "smoke")
+    asked = {code.id for stage in stages for code in launch_rules(stage)}
+    assert asked == set(RULES)
+    for rule_id in RULES:
+        rule = all_rules()[rule_id]
+        code = (rules_dir() / rule_id / "rule.py").read_text(encoding="utf-8")
+        cases = {c.args[0].value for c in ast.walk(ast.parse(code)) if isinstance(c, ast.Call)
+                 and isinstance(c.func, ast.Attribute) and c.func.attr == "finding" and c.args
+                 and isinstance(c.args[0], ast.Constant)}
+        assert "self.finding(" in code and cases <= set(rule.messages), (rule_id, cases)
+    assert not (REPO / "ddcheck" / "config" / "checks.py").exists()
+    assert LaunchRule.__module__ == "ddcheck.rules"
 
 
 def test_rules_lists_and_explain_prints_the_config_rules():

@@ -26,26 +26,26 @@ def test_config_smoke_reports_the_run_and_plain_config_does_not():
     """smoke does not run torch_native: the asked-for smoke could not run, so the launch is not judged
     (exit 3, unless errors win), and the report says what would make it judgeable."""
     smoked = _config("--smoke")
-    with_smoke = [f for f in smoked["findings"] if f["id"] == "launch-smoke"]
-    assert len(with_smoke) == 1 and "does not run torch_native" in with_smoke[0]["message"]
-    assert with_smoke[0]["judged"] is False
+    assert not [f for f in smoked["findings"] if f["rule"] == "DD250"]  # not run: not judged, not a finding
+    assert any("does not run torch_native" in n for n in smoked["not_judged"])
     assert [n.split(":")[0] for n in smoked["not_judged"] if n.startswith("launch-smoke")] == ["launch-smoke"]
-    assert smoked["exit_code"] == (1 if any(f["level"] == "error" for f in smoked["findings"]) else 3)
+    assert smoked["exit_code"] == (1 if any(f["severity"] == "error" for f in smoked["findings"]) else 3)
     plain = _config()
-    assert not [f for f in plain["findings"] if f["id"] == "launch-smoke"] and plain["not_judged"] == []
+    assert not [f for f in plain["findings"] if f["rule"] == "DD250"] and plain["not_judged"] == []
 
 
 def test_check_launch_runs_the_smoke_it_is_given():
     from ddcheck.config import check_launch
-    from ddcheck.config.checks import Consequence, _f
+    from ddcheck.rules import LaunchRule, all_rules
     from ddcheck.tree.sources import open_target
 
     seen = []
 
     def smoke(s, tree):
         seen.append((s.verify_width, s.num_draft_tokens, tree.label))
-        return _f("launch-smoke", Consequence.PERF, "ran", level="info")
+        return [LaunchRule(all_rules()["DD250"]).finding("right", backend="x", C=0, W=0, inputs="", verdict="ran")]
 
     report = check_launch(LAUNCH, tree=open_target(str(TREE)), smoke=smoke)
     assert seen and seen[0][:2] == (4, 16)
-    assert [f.message for f in report.findings if f.id == "launch-smoke"] == ["ran"]
+    assert [f.message for f in report.findings if f.rule == "DD250"] == \
+        ["the tree's x verify path at C=0, W=0 () is right on every path run: ran"]

@@ -48,8 +48,19 @@ def test_smoke_launch_without_widths_is_a_usage_error_not_an_internal_one():
 
 
 def test_config_usage_error_exits_2_with_its_message(capsys):
-    from ddcheck.config import config_main
+    import sys
 
-    assert config_main(["--model-path", "m"], sglang="/nonexistent/sglang") == errors.EXIT_USAGE
+    import pytest
+
+    from ddcheck.cli.app import main
+
+    argv = sys.argv
+    sys.argv = ["ddcheck", "config", "--sglang", "/nonexistent/sglang", "--", "--model-path", "m"]
+    try:
+        with pytest.raises(SystemExit) as exited:
+            main()
+    finally:
+        sys.argv = argv
+    assert exited.value.code == errors.EXIT_USAGE
     err = capsys.readouterr().err
-    assert err.startswith("ddcheck config: ") and "internal error" not in err
+    assert err.startswith("ddcheck: ") and "internal error" not in err

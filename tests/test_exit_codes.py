@@ -115,7 +115,7 @@ def test_config_smoke_without_torch_is_3_and_says_what_would_judge_it(no_torch):
     r = ddcheck("config", "--smoke", "--format", "json", "--sglang", str(TREE), "--", *LAUNCH, env=no_torch)
     assert r.returncode == 3, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["exit_code"] == 3 and not [f for f in doc["findings"] if f["level"] == "error"]
+    assert doc["exit_code"] == 3 and not [f for f in doc["findings"] if f["severity"] == "error"]
     # without torch neither the tree's start-up code (issue 38: config fails closed) nor the smoke can run
     assert any("torch is not installed" in x and "ddcheck[smoke]" in x for x in doc["not_judged"]), doc["not_judged"]
     assert any(x.startswith("launch-smoke: not run") for x in doc["not_judged"]), doc["not_judged"]
@@ -136,7 +136,7 @@ def test_config_errors_win_over_a_smoke_that_could_not_run():
     doc = json.loads(r.stdout)
     assert r.returncode == doc["exit_code"] == 1
     assert any(x.startswith("launch-smoke: could not run") for x in doc["not_judged"]), doc["not_judged"]
-    assert [f["id"] for f in doc["findings"] if f["level"] == "error"] == ["verify-width"]
+    assert [f["rule"] for f in doc["findings"] if f["severity"] == "error"] == ["DD200"]
 
 
 def test_smoke_without_torch_is_3_not_a_harness_2(no_torch):

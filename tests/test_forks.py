@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ddcheck.rules import get_rule
 from ddcheck.scan.api import scan
 from ddcheck.config.smoke import launch_smoke
 from ddcheck.config import check_launch
@@ -72,7 +73,7 @@ def ddtree(budget: int, backend: str, graphs: bool, *extra: str) -> list[str]:
 
 
 def errors(report) -> set[tuple[str, str]]:
-    return {(f.id, f.consequence.value) for f in report.findings if f.level == "error"}
+    return {(get_rule(f.rule).name, f.consequence) for f in report.findings if f.severity.value == "error"}
 
 
 # ------------------------------------------------------------------------------------------ scan
@@ -98,7 +99,7 @@ def test_scan_judges_the_hz_resolver_by_the_spine_input_its_worker_builds(fork, 
     result = scan([fork("hz").label], settings=Settings(), use_cache=False)
     f = next(f for f in result.findings if f.path.endswith("triton_backend.py") and f.line == 364)
     assert (f.rule, f.function) == ("DD001", "TritonAttnBackend._resolve_target_verify_num_draft_tokens")
-    assert "DFlashVerifyInput" in f.message and f.fix is not None and f.fix_safety.value == "safe"
+    assert "DFlashVerifyInput" in f.message and f.hint is not None and f.fix_safety.value == "safe"
     # the eager FA3 chain value (flashattention_backend.py:504-509) is bound to `_num_draft` and decided
     # where it is used, for the launch (config): it stays a fallback
     fa3 = {f.line: f.rule for f in result.findings if f.path.endswith("attention/flashattention_backend.py")}
@@ -156,7 +157,7 @@ def test_hz_ddtree_launches(fork, budget, backend, graphs, W, cls, expected):
     r = check_launch(ddtree(budget, backend, graphs), tree=fork("hz"))
     s = r.settings
     assert s.resolved_by == "tree" and r.handler == "sglang/srt/arg_groups/speculative_hook.py:53"
-    assert not any(f.consequence.value == "REJECT" for f in r.findings)  # accepted
+    assert not any(f.consequence == "REJECT" for f in r.findings)  # accepted
     assert (s.num_draft_tokens, s.verify_width, s.verify_input) == (16, W, cls)
     assert s.verify_input_at == ("sglang/srt/speculative/ddtree_worker.py:205" if budget == 16
                                  else "sglang/srt/speculative/ddtree_worker.py:142")
@@ -169,19 +170,19 @@ def test_hz_fa3_without_graphs_is_wrong_only_for_sliding_window_models(fork):
     # Eager chain-mode fa3 takes W from spec_info (flashattention_backend.py:538-542); C is left in the
     # sliding-window helper (:2642), called only `if self.has_swa` (:627), and in the graph paths.
     r = check_launch(ddtree(3, "fa3", False), tree=fork("hz"))
-    f = next(f for f in r.findings if f.id == "verify-width")
-    assert (f.level, f.consequence.value) == ("warning", "CORRUPT")
+    f = next(f for f in r.findings if f.rule == "DD200")
+    assert (f.severity.value, f.consequence) == ("warning", "CORRUPT")
     assert "`self.has_swa`" in f.message
     assert {e.line for e in f.evidence} == {2655, 2687}
     on = check_launch(ddtree(3, "fa3", True), tree=fork("hz"))
-    g = next(f for f in on.findings if f.id == "verify-width")
+    g = next(f for f in on.findings if f.rule == "DD200")
     # graph capture/replay; 2214-2216 is the replay's step bound `max_seq_len_k = seq_lens.max() + C`, a layout
-    assert g.level == "error" and {e.line for e in g.evidence} == {1946, 1947, 2211, 2215}
+    assert g.severity.value == "error" and {e.line for e in g.evidence} == {1946, 1947, 2211, 2215}
 
 
 def test_hz_chain_mode_names_the_resolver_test_that_fails(fork):
     r = check_launch(ddtree(3, "triton", False), tree=fork("hz"))
-    f = next(f for f in r.findings if f.id == "verify-width")
+    f = next(f for f in r.findings if f.rule == "DD200")
     assert "through DFlashVerifyInput" in f.message
     ev = f.evidence[0]
     assert (ev.path, ev.line) == ("sglang/srt/layers/attention/triton_backend.py", 364)
@@ -192,9 +193,9 @@ def test_hz_without_c_says_what_the_tree_read_and_uses_its_fallback(fork):
     r = check_launch(launch("--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "16",
                             "--attention-backend", "triton", "--disable-cuda-graph"), tree=fork("hz"))
     assert r.settings.num_draft_tokens == 16  # speculative_hook.py:338-344, the fork's own default
-    needs = [f for f in r.findings if f.id == "tree-needs"]
-    assert any("draft model's config" in f.message and "--draft-config" in f.fix for f in needs)
-    c = next(f for f in r.findings if f.id == "sglang-num-draft-tokens")
+    needs = [f for f in r.findings if f.rule == "DD214"]
+    assert any("draft model's config" in f.message and "--draft-config" in f.hint for f in needs)
+    c = next(f for f in r.findings if f.rule == "DD212")
     assert (c.evidence[0].path, c.evidence[0].line) == ("sglang/srt/arg_groups/speculative_hook.py", 344)
 
 
@@ -205,7 +206,7 @@ def test_hz_draft_config_gives_the_block_size_the_server_will_use(fork, tmp_path
                             "--attention-backend", "triton", "--disable-cuda-graph"),
                      tree=fork("hz"), draft_config=str(tmp_path))
     assert (r.settings.num_draft_tokens, r.settings.verify_width) == (8, 17)
-    assert not any(f.id == "tree-needs" and "draft model" in f.message for f in r.findings)
+    assert not any(f.rule == "DD214" and "draft model" in f.message for f in r.findings)
 
 
 DBG_DDTREE = launch("--speculative-algorithm", "DFLASH", "--speculative-dflash-enable-ddtree",
@@ -220,14 +221,14 @@ def test_dbg_enable_ddtree_launch_is_accepted_and_verifies_c(fork):
     assert (s.num_draft_tokens, s.verify_width, s.verify_input) == (17, 17, "DFlashVerifyInput")
     assert s.verify_input_at == "sglang/srt/speculative/dflash_worker.py:999"
     assert r.errors == [] and r.exit_code == 0
-    assert not any(f.id == "sglang-dflash-block-size" for f in r.findings)
+    assert not any(f.rule == "DD224" for f in r.findings)
 
 
 def test_dbg_fa3_attends_the_tree_as_a_chain(fork):
     # DFLASH forces topk 1 (speculative_hook.py:163-170); fa3 reads the tree mask only when topk > 1.
     r = check_launch([a if a != "triton" else "fa3" for a in DBG_DDTREE], tree=fork("dbg"))
     assert errors(r) == {("tree-mask", "CORRUPT")}
-    ev = next(f for f in r.findings if f.id == "tree-mask").evidence[0]
+    ev = next(f for f in r.findings if f.rule == "DD202").evidence[0]
     assert (ev.path, ev.line) == ("sglang/srt/layers/attention/flashattention_backend.py", 571)
     assert "self.topk <= 1" in ev.text
 
@@ -235,8 +236,8 @@ def test_dbg_fa3_attends_the_tree_as_a_chain(fork):
 def test_dbg_without_enable_ddtree_is_rejected_where_the_fork_raises(fork):
     argv = [a for a in DBG_DDTREE if a != "--speculative-dflash-enable-ddtree"]
     r = check_launch(argv, tree=fork("dbg"))
-    rej = [f for f in r.findings if f.consequence.value == "REJECT"]
-    assert [f.id for f in rej] == ["sglang-dflash-block-size"]
+    rej = [f for f in r.findings if f.consequence == "REJECT"]
+    assert [get_rule(f.rule).name for f in rej] == ["sglang-dflash-block-size"]
     assert (rej[0].evidence[0].path, rej[0].evidence[0].line) == ("sglang/srt/arg_groups/speculative_hook.py", 183)
     assert r.exit_code == 1
 
@@ -326,16 +327,16 @@ def test_config_smoke_runs_the_launch_at_its_c_and_w(fork, smoke, monkeypatch):
     (launch_smoke's run_smoke answered by the suite's shared worker of each fork: the same report.)"""
     monkeypatch.setattr("ddcheck.smoke.run_smoke", smoke)
     bad = check_launch(ddtree(3, "triton", False), tree=fork("hz"), smoke=launch_smoke)
-    f = next(f for f in bad.findings if f.id == "launch-smoke")
-    assert (f.level, f.consequence.value) == ("error", "CORRUPT")
+    f = next(f for f in bad.findings if f.rule == "DD250")
+    assert (f.severity.value, f.consequence) == ("error", "CORRUPT")
     assert "DFlashVerifyInput (sglang/srt/speculative/ddtree_worker.py:142)" in f.message
     good = check_launch(DBG_DDTREE, tree=fork("dbg"), smoke=launch_smoke)
-    g = next(f for f in good.findings if f.id == "launch-smoke")
-    assert g.level == "info" and "DFlashVerifyInput (sglang/srt/speculative/dflash_worker.py:999)" in g.message
+    g = next(f for f in good.findings if f.rule == "DD250")
+    assert g.severity.value == "info" and "DFlashVerifyInput (sglang/srt/speculative/dflash_worker.py:999)" in g.message
     assert "an instance of DFlashVerifyInput" in g.message  # dflash_info.py run from the fork
     other = check_launch(ddtree(16, "fa3", False), tree=fork("hz"), smoke=launch_smoke)
-    o = next(f for f in other.findings if f.id == "launch-smoke")  # config --smoke runs the launch's fa3 (#30)
-    assert (o.level, o.consequence.value) == ("error", "CORRUPT")
+    o = next(f for f in other.findings if f.rule == "DD250")  # config --smoke runs the launch's fa3 (#30)
+    assert (o.severity.value, o.consequence) == ("error", "CORRUPT")
     # the launch runs without CUDA graphs (--disable-cuda-graph): only its eager path is its step (issue 47),
     # where FA3's cascade indexes the mask as packed per request (flashattention_backend.py:575-597) and the
     # fork's builder lays it out [bs, W, max_past + W] (ddtree_utils.py:274-283)

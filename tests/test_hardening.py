@@ -541,6 +541,31 @@ def test_the_code_digest_follows_each_file_stamp_not_bytecode_or_docs(tmp_path):
     assert stamps_digest([one]) != before
 
 
+def test_the_code_digest_covers_every_package_of_ddcheck(tmp_path):
+    """An edit anywhere in ddcheck's code (the analysis, not only the scan's own package) is a new code
+    digest: a copy of the package, one analysis file put in place again, asked in two fresh processes."""
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "ddcheck", tmp_path / "ddcheck", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(root / "rules", tmp_path / "rules", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "pyproject.toml").write_text("")
+
+    def digest() -> str:
+        out = subprocess.run([sys.executable, "-c", "from ddcheck.scan.cache import code_digest; print(code_digest())"],
+                             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    before = digest()
+    engine = tmp_path / "ddcheck" / "analysis" / "engine.py"
+    (tmp_path / "new").write_bytes(engine.read_bytes())
+    os.replace(tmp_path / "new", engine)
+    assert digest() != before
+
+
 def test_kept_rule_definitions_are_keyed_by_their_sources_alone(tmp_path, monkeypatch):
     """The rule definitions kept as JSON are found under the stamps of the rule folders and of
     ``rules.py``, which reads them: a one-file scan does not stat the rest of ddcheck's code for them."""

@@ -144,6 +144,8 @@ def test_every_case_the_analysis_names_has_the_rules_words():
 
     rules = all_rules()
     for rule in rules.values():
+        if rule.face != "scan":  # a config rule's facts are its own check's (tests/test_config_rules.py)
+            continue
         for template in [*rule.messages.values(), *rule.hints.values()]:
             assert {f for _, f, _, _ in string.Formatter().parse(template) if f} <= FACTS, (rule.id, template)
     general = _cases_named_in({"to_width"})  # any read of C, by how its fix to W goes
@@ -295,6 +297,19 @@ def test_a_new_rule_is_its_folder_and_nothing_else(tmp_path):
     assert f["severity"] == "info" and f["message"].startswith("`self.num_draft_tokens` is the start-up width C, "
                                                               "written to a log line")
     assert f["hint"] == "Log the verify input's width instead of `self.num_draft_tokens`."
+    # every face of the scan says it with the rule's severity (info), as `rules` lists it: text, SARIF (its
+    # rule and its result), GitHub annotations
+    row = next(line for line in listed.stdout.splitlines() if "DD009" in line)
+    assert [c.strip() for c in row.split("│")][3] == "info"
+    text = ddcheck("scan", "--fail-on", "info", str(folder / "bad.py"))
+    assert text.returncode == 1 and any("DD009" in line and "info" in line for line in text.stdout.splitlines())
+    sarif = json.loads(ddcheck("scan", "--format", "sarif", "--fail-on", "info", str(folder / "bad.py")).stdout)
+    (result,) = sarif["runs"][0]["results"]
+    described = {r["id"]: r for r in sarif["runs"][0]["tool"]["driver"]["rules"]}
+    assert result["ruleId"] == "DD009" and result["level"] == "note"
+    assert described["DD009"]["defaultConfiguration"]["level"] == "note"
+    github = ddcheck("scan", "--format", "github", "--fail-on", "info", str(folder / "bad.py")).stdout
+    assert github.startswith("::notice file=") and "DD009" in github
     good = ddcheck("scan", "--format", "json", "--fail-on", "info", str(folder / "good.py"))
     assert good.returncode == 0 and json.loads(good.stdout)["findings"] == []
     # without the folder the same line is a harmless log line: no rule of the shipped ones reports it

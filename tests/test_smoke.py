@@ -450,7 +450,7 @@ def test_a_run_that_ends_its_process_is_judged_by_run_smoke(tmp_path):
     server = SmokeServer(tmp_path)
     crash = backend_text("0.5.10") + "\nimport ctypes\nctypes.string_at(0)\n"
     r = server.run("sglang==0.5.10", backend_source=crash, seed_case=False)
-    assert len(server.fallbacks) == 1 and r.exit_code == 3 and "smoke worker exited with" in r.verdict, r.verdict
+    assert len(server.fallbacks) == 1 and r.exit_code == 3 and "smoke child process ended (exit status" in r.verdict, r.verdict
     assert server.run("sglang==0.5.10", budget=7).exit_code == 0 and len(server.fallbacks) == 1
     server.stop()
 

@@ -39,9 +39,9 @@ def test_handler_runs_with_the_values_post_init_fills_first(tree):
     r = check_launch(launch(16, "triton"), tree=tree)
     # the tree's handler ran (through a module whose class derives from msgspec.Struct, frozen=True)
     assert r.settings.resolved_by == "tree" and r.tree_note is None
-    assert "sglang-rejects" not in r.ids(None)  # device and page_size were filled as __post_init__ does
+    assert "sglang-rejects" not in r.names(None)  # device and page_size were filled as __post_init__ does
     bad = check_launch(launch(16, "triton", "--device", "cpu"), tree=tree)
-    f = next(f for f in bad.findings if f.id == "sglang-rejects")
+    f = next(f for f in bad.findings if f.rule == "DD210")
     assert f.evidence[0].path.endswith("arg_groups/speculative_hook.py")
     assert f.evidence[0].line == line_of("srt/arg_groups/speculative_hook.py", 'raise ValueError("DDTREE runs on CUDA')
 
@@ -83,15 +83,15 @@ def test_evaluator_follows_tree_functions(tree):
 
 def test_per_step_width_is_checked_even_when_its_bound_equals_c(tree):
     r = check_launch(launch(15, "fa3"), tree=tree)  # W <= 16 = C, but a smaller tree verifies fewer
-    f = next(f for f in r.findings if f.id == "verify-width")
-    assert f.level == "error" and "computed each step" in f.message and "verify_token_num" in f.message
-    assert "--speculative-ddtree-budget" not in f.fix  # no budget pins a width the worker computes
+    f = next(f for f in r.findings if f.rule == "DD200")
+    assert f.severity.value == "error" and "computed each step" in f.message and "verify_token_num" in f.message
+    assert "--speculative-ddtree-budget" not in f.hint  # no budget pins a width the worker computes
     assert r.settings.verify_width_per_step == "verify_token_num"
 
 
 def test_resolver_decided_by_spec_input_type_through_a_helper(tree):
     r = check_launch(launch(16, "triton"), tree=tree)
-    assert r.exit_code == 0 and not r.ids("error") and not r.ids("warning"), [f.message for f in r.findings]
+    assert r.exit_code == 0 and not r.names("error") and not r.names("warning"), [f.message for f in r.findings]
     # graphs captured at budget + 1 and replayed only at that width; W is computed each step from 1 up to a
     # bound the worker's code does not give (max of the step's tree sizes), and this backend's verify path
     # is right at any W, so the launch is judged without it (issue 38: never a table's bound)
@@ -166,13 +166,13 @@ def test_start_up_width_that_resolves_to_w_for_this_launch(tree):
     DDTREE targets): scan reports it as C in general, the launch knows it is W when every step is W."""
     padded = check_launch(launch(16, "flashinfer", "--speculative-ddtree-pad"), tree=tree)
     assert (padded.settings.verify_width, padded.settings.verify_width_per_step) == (17, None)
-    assert "verify-width" not in padded.ids(None) and padded.exit_code == 0
+    assert "verify-width" not in padded.names(None) and padded.exit_code == 0
     per_step = check_launch(launch(16, "flashinfer"), tree=tree)
-    f = next(f for f in per_step.findings if f.id == "verify-width")
-    assert f.level == "error" and "fixed at start-up (17 for this launch)" in f.message
+    f = next(f for f in per_step.findings if f.rule == "DD200")
+    assert f.severity.value == "error" and "fixed at start-up (17 for this launch)" in f.message
     fixed_c = check_launch(launch(16, "fa3", "--speculative-ddtree-pad"), tree=tree)  # fa3 keeps C = 16
-    g = next(f for f in fixed_c.findings if f.id == "verify-width")
-    assert "W=17" in g.message and "--speculative-ddtree-budget 15" in g.fix
+    g = next(f for f in fixed_c.findings if f.rule == "DD200")
+    assert "W=17" in g.message and "--speculative-ddtree-budget 15" in g.hint
 
 
 def test_graph_runner_that_replays_only_its_captured_width(tree, tmp_path):
@@ -186,7 +186,7 @@ def test_graph_runner_that_replays_only_its_captured_width(tree, tmp_path):
     assert cap.gate_at == f"sglang/{runner}:{line_of(runner, 'spec_info.draft_token_num != self.captured')}"
     assert graph_capture(tree, "DDTREE", values, {"custom_mask"}).gate_at == ""  # the input lacks the field
     assert graph_capture(tree, "DDTREE", values, None).gate_at == ""  # the input is not known
-    assert "verify-graph-width" not in check_launch(launch(16, "triton"), tree=tree).ids(None)
+    assert "verify-graph-width" not in check_launch(launch(16, "triton"), tree=tree).names(None)
 
     import shutil
 
@@ -196,10 +196,10 @@ def test_graph_runner_that_replays_only_its_captured_width(tree, tmp_path):
     text = path.read_text()
     path.write_text(text[: text.index("    def can_run_graph")])  # no width check left
     r = check_launch(launch(16, "triton"), tree=open_target(str(copy)))
-    g = next(f for f in r.findings if f.id == "verify-graph-width")
-    assert g.level == "error" and g.consequence.value == "CRASH" and "narrower step" in g.message
+    g = next(f for f in r.findings if f.rule == "DD201")
+    assert g.severity.value == "error" and g.consequence == "CRASH" and "narrower step" in g.message
     fixed = check_launch(launch(16, "triton", "--speculative-ddtree-pad"), tree=open_target(str(copy)))
-    assert "verify-graph-width" not in fixed.ids(None)  # every step is as wide as the capture
+    assert "verify-graph-width" not in fixed.names(None)  # every step is as wide as the capture
 
 
 def test_graph_only_start_up_width_equal_to_the_capture(tree):
@@ -213,9 +213,9 @@ def test_graph_only_start_up_width_equal_to_the_capture(tree):
     capture_line = line_of("srt/layers/attention/trtllm_mha_backend.py", "self.graph_qo_indptr =")
     assert {f.line for f in res.findings if f.rule == "DD001"} == {capture_line}
     r = check_launch(launch(16, "trtllm_mha"), tree=tree)
-    assert "verify-width" not in r.ids(None) and r.exit_code == 0, [f.message for f in r.findings]
+    assert "verify-width" not in r.names(None) and r.exit_code == 0, [f.message for f in r.findings]
     off = check_launch(launch(16, "trtllm_mha", "--disable-cuda-graph"), tree=tree)
-    assert "verify-width" not in off.ids(None)  # the capture path is not taken at all
+    assert "verify-width" not in off.names(None)  # the capture path is not taken at all
 
 
 def test_tree_mask_builder_called_with_the_batch(monkeypatch):
@@ -255,17 +255,17 @@ def test_config_judges_with_the_trees_settings_and_suppressions(tmp_path):
     copy = tmp_path / "checkout" / "python" / "sglang"
     shutil.copytree(TREE, copy)
     fa3 = copy / "srt/layers/attention/flashattention_backend.py"
-    assert "verify-width" in check_launch(launch(16, "fa3"), tree=open_target(str(copy))).ids("error")
+    assert "verify-width" in check_launch(launch(16, "fa3"), tree=open_target(str(copy))).names("error")
     text = fa3.read_text()
     fa3.write_text("\n".join(line + "  # ddcheck: ignore[DD001] this backend never serves tree drafters"
                              if "self.speculative_num_draft_tokens" in line and "server_args" not in line else line
                              for line in text.split("\n")))
     quiet = check_launch(launch(16, "fa3"), tree=open_target(str(copy)))
-    assert "verify-width" not in quiet.ids(None), [f.message for f in quiet.findings]
+    assert "verify-width" not in quiet.names(None), [f.message for f in quiet.findings]
     fa3.write_text(text)
     (tmp_path / "checkout" / "pyproject.toml").write_text('[tool.ddcheck]\nignore = ["DD001"]\n')
     ignored = check_launch(launch(16, "fa3"), tree=open_target(str(copy)))
-    assert "verify-width" not in ignored.ids(None)
+    assert "verify-width" not in ignored.names(None)
 
 
 def test_width_fixed_at_start_up_is_not_per_step():

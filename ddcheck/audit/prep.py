@@ -8,8 +8,6 @@ ends the worker, not the audit (its cells are then not judged, with why).
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 
@@ -73,12 +71,11 @@ def prepare(target: str, backends: list[str], fixed_dir: str) -> dict:
     return out
 
 
-def main() -> int:
-    request = json.loads(sys.stdin.read())
-    facts = prepare(request["target"], request["backends"], request["fixed_dir"])
-    Path(sys.argv[1]).write_text(json.dumps(facts), encoding="utf-8")
-    return 0
+def main() -> None:
+    from ddcheck.base.children import serve
+
+    serve(lambda request: prepare(request["target"], request["backends"], request["fixed_dir"]))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -10,12 +10,8 @@ answered from the cache), ``kept(kind, unit)`` once its result is kept.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -130,7 +126,7 @@ class Audit:
         fixed = store.folder() / "fixed"
 
         def compute():
-            facts = _worker("ddcheck.audit.prep", {"target": t.spec, "backends": names, "fixed_dir": str(fixed)})
+            facts = _child("ddcheck.audit.prep", {"target": t.spec, "backends": names, "fixed_dir": str(fixed)})
             return facts, None, "failed" not in facts
 
         def valid(facts: dict) -> bool:  # the fixed files it names are still there
@@ -312,19 +308,11 @@ def _mark(cell: Cell, got: Result) -> Cell:
     return cell
 
 
-def _worker(module: str, request: dict, timeout: float = PREP_TIMEOUT) -> dict:
-    """``python -m MODULE OUT.json < request``'s JSON answer; ``{"failed": why}`` where it gave none."""
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    with tempfile.TemporaryDirectory(prefix="ddcheck-audit-") as tmp:
-        out = Path(tmp) / "out.json"
-        try:
-            proc = subprocess.run([sys.executable, "-m", module, str(out)], input=json.dumps(request), text=True,
-                                  capture_output=True, env=env, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"failed": f"{module} did not finish within {timeout:.0f} s"}
-        if proc.returncode != 0 or not out.is_file():
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            return {"failed": f"{module} exited with {proc.returncode}: " + " | ".join(tail)}
-        return json.loads(out.read_text(encoding="utf-8"))
+def _child(module: str, request: dict, timeout: float = PREP_TIMEOUT) -> dict:
+    """``module``'s answer to ``request`` in a child process of its own (:mod:`ddcheck.base.children`);
+    ``{"failed": why}`` where it gave none."""
+    from ddcheck.base.children import Child
+
+    with Child(["-m", module], dict(os.environ), prefix="ddcheck-audit-") as child:
+        answer = child.ask(request, timeout)
+    return {"failed": f"{module} {answer['died']}"} if "died" in answer else answer

@@ -140,21 +140,29 @@ def same_as(cell: Cell, column: str) -> Cell:
                                                                  f"{cell.verdict}"})
 
 
+def _name(finding: dict) -> str:
+    """A config finding's rule, by name (as the verdicts say it)."""
+    from ddcheck.rules import get_rule
+
+    rule = get_rule(finding.get("rule") or "")
+    return rule.name if rule is not None else str(finding.get("rule"))
+
+
 def config_cell(t: Target, width: Width, backend: str, report: dict, path: str | None) -> Cell:
     """``ddcheck config``'s verdict on a launch: its error findings (each with where), or why not judged."""
     code = report.get("exit_code", EXIT_NOT_JUDGED)
-    errors = [f for f in report.get("findings", []) if f.get("level") == "error"]
+    errors = [f for f in report.get("findings", []) if f.get("severity") == "error"]
     evidence = []
     for f in report.get("findings", []):
         for e in f.get("evidence", []):
-            evidence.append(f"{e['path']}:{e['line']}: {f.get('id')}" + (f" ({e['text']})" if e.get("text") else ""))
+            evidence.append(f"{e['path']}:{e['line']}: {_name(f)}" + (f" ({e['text']})" if e.get("text") else ""))
     s = report.get("settings") or {}
     for k in ("verify_input_at", "capture_at", "replay_gate_at"):
         if s.get(k):
             evidence.append(f"{s[k]}: {k.removesuffix('_at').replace('_', ' ')}")
     if code == EXIT_FINDINGS:
         return _cell(t, backend, width, "config", status="bug", exit_code=EXIT_FINDINGS, report=path,
-                     verdict="; ".join(f"{f.get('id')}: {f.get('message')}" for f in errors), evidence=evidence)
+                     verdict="; ".join(f"{_name(f)}: {f.get('message')}" for f in errors), evidence=evidence)
     if code != EXIT_CLEAN:
         why = "; ".join(report.get("not_judged") or []) or "ddcheck config could not judge the launch"
         return _cell(t, backend, width, "config", status="not judged", exit_code=EXIT_NOT_JUDGED, verdict=why,

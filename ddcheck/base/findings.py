@@ -73,12 +73,34 @@ class FixPlan:
     block_last: int = 0
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """A line of the checked tree that a finding rests on: where the tree decided it (its relpath, 1-based
+    line, and what the line says)."""
+
+    path: str
+    line: int
+    text: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "text": self.text}
+
+
 @dataclass
 class Finding:
-    """One verify-path use of the start-up width C.
+    """One diagnostic of any command: a rule's, with the rule's severity.
 
-    ``line``/``column`` point at the C expression itself (1-based line, 0-based column).
-    ``replacement`` is the per-step expression that can stand there, or None when none is known.
+    A scan's finding is one verify-path use of the start-up width C: ``line``/``column`` point at the C
+    expression itself (1-based line, 0-based column); ``replacement`` is the per-step expression that
+    can stand there, or None when none is known. A launch's finding (``ddcheck config``) is located in
+    the launch's ``--file`` YAML (``path``, ``line``), else at the launch ``argument`` that set it, else
+    in the tree where the tree decided it, and carries its ``evidence`` (the tree's lines), its
+    ``consequence`` (what the launch does when it runs), the ``backend`` it concerns and ``set_at``
+    (where the launch set each flag the rule concerns). Those fields are in the JSON only when set, so a
+    scan's JSON keeps its published schema.
     """
 
     rule: str
@@ -94,6 +116,11 @@ class Finding:
     replacement: str | None = None
     hint: str | None = None
     fix_safety: FixSafety | None = None  # None when no fix is known
+    argument: str | None = None  # the launch argument it is located at (no file: path "")
+    consequence: str | None = None  # REJECT, CRASH, CORRUPT, PERF, PARSE: what the launch does when it runs
+    backend: str | None = None  # the attention backend a launch finding concerns
+    set_at: list[str] = field(default_factory=list)  # where the launch set the rule's flags
+    evidence: list[Evidence] = field(default_factory=list)  # the tree's lines it rests on
     relpath: str = field(default="", metadata=INTERNAL)
     fix: FixPlan | None = field(default=None, metadata=INTERNAL)
     statement: str = field(default="", metadata=INTERNAL)
@@ -103,9 +130,23 @@ class Finding:
     # The JSON schema's order (public fields only), kept as it was published.
     PUBLIC = ("rule", "severity", "path", "line", "column", "end_line", "end_column", "function", "symbol",
               "message", "replacement", "hint", "fix_safety")
+    # Public fields a scan never sets: in the JSON only where set.
+    OPTIONAL = ("argument", "consequence", "backend", "set_at", "evidence")
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: _plain(getattr(self, name)) for name in self.PUBLIC}
+        out = {name: _plain(getattr(self, name)) for name in self.PUBLIC}
+        for name in self.OPTIONAL:
+            value = getattr(self, name)
+            if value:
+                out[name] = [e.to_dict() for e in value] if name == "evidence" else \
+                    list(value) if isinstance(value, list) else value
+        return out
+
+    def where(self) -> str:
+        """Its location as a reader names it: ``path:line:col``, else the launch argument, else the launch."""
+        if self.path:
+            return f"{self.path}:{self.line}:{self.column + 1}"
+        return self.argument or "the launch"
 
 
 @dataclass
@@ -208,9 +249,20 @@ def fix_plan_from_dict(raw: Any) -> FixPlan:
     return _check(FixPlan, raw, {"safety": FixSafety, "edits": _list(edit_from_dict)})
 
 
+def evidence_from_dict(raw: Any) -> Evidence:
+    return _check(Evidence, raw)
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a str")
+    return value
+
+
 def finding_from_dict(raw: Any) -> Finding:
     return _check(Finding, raw, {"severity": Severity, "fix_safety": _optional(FixSafety),
-                                 "fix": _optional(fix_plan_from_dict)})
+                                 "fix": _optional(fix_plan_from_dict), "set_at": _list(_text),
+                                 "evidence": _list(evidence_from_dict)})
 
 
 def file_error_from_dict(raw: Any) -> FileError:

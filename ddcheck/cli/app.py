@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import List, Optional
 
 # scan_command first: it sets the environment pydantic (loaded by typer) reads
-from ddcheck.base.errors import CONTRACT, EXIT_INTERRUPTED, EXIT_NOT_JUDGED, EXIT_USAGE
+from ddcheck.base.errors import CONTRACT, EXIT_INTERRUPTED, EXIT_NOT_JUDGED
 from ddcheck.base.findings import Severity
 from ddcheck.cli.scan import UsageError, console, internal_failure, resolve_settings, scan_command, usage_failure
 
@@ -381,7 +381,7 @@ def list_rules() -> None:
 
     table = Table("id", "name", "severity", "fix")
     for r in all_rules().values():
-        table.add_row(r.id, r.name, r.severity.value, r.fix)
+        table.add_row(r.id, r.name, r.severities(), r.fix)
     console().print(table)
 
 
@@ -435,12 +435,9 @@ def main() -> None:
     except (KeyboardInterrupt, typer.Abort):
         sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 - the last line of defence for scripts
-        try:  # typer >= 0.2x vendors click as typer._click; older typers use click itself
-            from typer._click.exceptions import ClickException
-        except ModuleNotFoundError:
-            from click import ClickException
-
-        if isinstance(exc, ClickException):  # an unknown option or command, a bad value: one line, as ours
+        # A click usage error (an unknown option or command, a bad value), known by its public face:
+        # newer typers vendor click under a private name, older ones use click itself.
+        if callable(getattr(exc, "format_message", None)) and isinstance(getattr(exc, "exit_code", None), int):
             ctx = getattr(exc, "ctx", None)
             where = f"{ctx.info_name}: " if ctx is not None and ctx.parent is not None else ""
             sys.exit(usage_failure(UsageError(where + exc.format_message())))

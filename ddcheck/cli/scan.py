@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import os
 import sys
-from functools import lru_cache
 from pathlib import Path
 
-from ddcheck.base.errors import EXIT_USAGE, UsageError, verdict
+from ddcheck.base.errors import EXIT_USAGE, UsageError
 from ddcheck.base.findings import Severity
 
 # No command uses pydantic plugins; looking them up costs a sixth of a cache-hit scan. Set here, the
@@ -18,25 +17,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 
 # rich is loaded when something is printed through it, not for a JSON scan or a cache hit.
-@lru_cache(maxsize=None)
-def console(stderr: bool = False):
-    """A console that wraps only on a terminal: in a pipe or a CI log, lines, lists and table rows stay
-    whole whatever width the environment claims (``COLUMNS``, rich's default of 80)."""
-    from rich.console import Console
-
-    out = Console(stderr=stderr, soft_wrap=True, highlight=False)
-    if not out.is_terminal:
-        out.width = UNWRAPPED
-    return out
-
-
-UNWRAPPED = 1 << 14  # columns of a console that is not a terminal: wider than any line ddcheck prints
-
-
-def escape(text: str) -> str:
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
+from ddcheck.diagnostics.console import console, escape  # noqa: E402 - every command's console
 
 
 def usage_failure(exc: UsageError) -> int:
@@ -65,16 +46,13 @@ def resolve_settings(target: str | None, config: Path | None, select, ignore, fa
         settings = load_settings(start, config)
     except SettingsError as exc:
         raise UsageError(str(exc)) from exc
-    from ddcheck.rules import all_rules
+    from ddcheck.diagnostics.selection import rule_ids
 
-    for flag, values in (("--select", select), ("--ignore", ignore)):
-        unknown = [v for v in values or [] if v.upper() not in all_rules()]
-        if unknown:
-            raise UsageError(f"{flag}: unknown rule id(s) {', '.join(unknown)}; see `ddcheck rules`")
+    select, ignore = rule_ids("--select", select), rule_ids("--ignore", ignore)
     if select:
-        settings.select = [s.upper() for s in select]
+        settings.select = select
     if ignore:
-        settings.ignore = [*settings.ignore, *(s.upper() for s in ignore)]
+        settings.ignore = [*settings.ignore, *ignore]
     if fail_on:
         settings.fail_on = fail_on
     return settings
@@ -113,7 +91,9 @@ def scan_command(targets: list[str] | None, fmt: str = "text", fail_on: Severity
             result.findings = bl.new_findings(result.findings, bl.load(baseline))
         except bl.BaselineError as exc:
             raise UsageError(str(exc)) from exc
+    from ddcheck.diagnostics.selection import exit_code
+
     # A scan judges every file it reads or lists it as an error: it has no could-not-judge (3).
-    code = verdict(bool(result.at_or_above(settings.fail_on) or result.errors), False)
+    code = exit_code(result.findings, settings.fail_on, errors=bool(result.errors))
     render(result, fmt, sys.stdout, console, result.sources, code)
     return code

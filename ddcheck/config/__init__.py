@@ -3,11 +3,11 @@
 The names are loaded on first use: importing a submodule (the report, to read a kept result) loads
 none of the others."""
 
-__all__ = ["check_launch", "config_main", "Report"]
+__all__ = ["check_launch", "Report"]
 
 
 def __getattr__(name: str):
-    if name in ("check_launch", "config_main"):
+    if name == "check_launch":
         from ddcheck.config import api
 
         return getattr(api, name)

@@ -9,8 +9,6 @@ starting it. This module imports nothing heavy: a repeat loads no torch and no a
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable
 
 from ddcheck.base.errors import UsageError
@@ -69,32 +67,3 @@ def check_launch(argv: list[str], sglang: str | None = None, file: str | None = 
         add_smoke(report, smoke(report.settings, tree))
         sort_findings(report)
     return report
-
-
-def config_main(argv: list[str], file: str | None = None, sglang: str | None = None, fmt: str = "text",
-                draft_config: str | None = None, model_config: str | None = None, gpu: str | None = None,
-                smoke: Callable | None = None, allow_downloads: bool = False) -> int:
-    """CLI body: prints the report (rich text or JSON); 0 clean, 1 error findings, 2 usage, 3 could not
-    judge (the tree's own code did not decide the launch: why, and what to install or pass)."""
-    if fmt not in ("text", "json"):
-        print(f"ddcheck config: unknown format {fmt!r} (text|json)", file=sys.stderr)
-        return 2
-    if not argv and file is None:
-        print("ddcheck config: give the launch command after `--` or --file launch.yaml", file=sys.stderr)
-        return 2
-    if file is not None and not os.path.exists(file):
-        print(f"ddcheck config: {file}: no such file", file=sys.stderr)
-        return 2
-    try:
-        report = check_launch(argv, sglang=sglang, file=file, draft_config=draft_config, model_config=model_config,
-                              gpu=gpu, smoke=smoke, allow_downloads=allow_downloads)
-    except UsageError as exc:
-        print(f"ddcheck config: {exc}", file=sys.stderr)
-        return 2
-    from ddcheck.config.report import render_json, render_text
-
-    if fmt == "json":
-        print(render_json(report))
-    else:
-        render_text(report)
-    return report.exit_code

@@ -1,39 +1,35 @@
-"""The tree's start-up code, run in its own process: ``python -m ddcheck.config.child FD``.
+"""The tree's start-up code, run in a child process of its own (:mod:`ddcheck.base.children`:
+``python -m ddcheck.config.child FD FOLDER offline|online``).
 
 Why a process: the run imports the tree's modules under their own names and patches ``sys.modules``,
 the environment, torch's device probes and tensor factories, the root logger and the profile hook
-(:mod:`ddcheck.tree.runtime`); all of it stays in the worker, as smoke's runs stay in its own. The
-worker is kept for the next launch of the same process (the Python API, the tests), so its tree
+(:mod:`ddcheck.tree.runtime`); all of it stays in the child, as smoke's runs stay in its own. The
+child is kept for the next launch of the same process (the Python API, the tests), so its tree
 sessions are reused as they were in-process; each request carries the caller's environment and working
-folder, set for its run. The worker runs the tree's code offline (:mod:`ddcheck.config.offline`: the Hugging
+folder, set for its run. The child runs the tree's code offline (:mod:`ddcheck.config.offline`: the Hugging
 Face libraries' offline switches from its start, sockets and DNS refused at once) unless the request allows
-downloads; a request of the other kind gets a worker of its own.
+downloads; a request of the other kind gets a child of its own.
 
-Protocol: one JSON request a line on stdin, naming the file to write the answer to; a newline on the
-pipe ``FD`` says it is written (stdout and stderr are a log: the tree's C code may write there). The
-answer is :class:`Judged` (the Report's JSON and what the run read), a usage error, or an error. A
-worker that dies or does not answer in time is *could not judge* (exit 3) with why, never a traceback.
+The answer is :class:`Judged` (the Report's JSON and what the run read), a usage error, or an error. A
+child that dies or does not answer in time is *could not judge* (exit 3) with why, never a traceback.
 """
 
 from __future__ import annotations
 
 import atexit
-import json
 import os
-import select
-import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from ddcheck.base.children import Child, serve
 from ddcheck.base.errors import UsageError
 from ddcheck.config.kept import Judged, state
 from ddcheck.config.offline import GUARD, OFFLINE_ENV, offline_env
 from ddcheck.tree.sources import SourceTree
 
-CHILD = ["-m", "ddcheck.config.child"]  # the interpreter's arguments that start a worker
+CHILD = ["-m", "ddcheck.config.child"]  # the interpreter's arguments that start the child
 TIMEOUT = 1800.0  # seconds one launch may take in the worker
 TREES_KEPT = 3  # trees whose sessions the worker keeps (ddcheck.config.treerun.SESSIONS_KEPT)
 
@@ -64,76 +60,15 @@ def request(tree: SourceTree, argv: list[str], file: str | None, draft_config: s
             "env": dict(os.environ), "cwd": os.getcwd(), "allow_downloads": bool(allow_downloads)}
 
 
-class _Child:
-    def __init__(self, offline: bool = True) -> None:
-        self.offline = offline
-        self.folder = tempfile.mkdtemp(prefix="ddcheck-config-")
-        self.log_path = os.path.join(self.folder, "worker.log")
-        # offline from the start: the Hugging Face libraries read their offline switches when imported
-        env = offline_env(dict(os.environ)) if offline else dict(os.environ)
-        root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        read, write = os.pipe()
-        with open(self.log_path, "wb") as log:
-            # the worker's temporary folders (the tree's private copy) live in this one, removed with it
-            self.proc = subprocess.Popen([sys.executable, *CHILD, str(write), self.folder,
-                                          "offline" if offline else "online"], stdin=subprocess.PIPE,
-                                         stdout=log, stderr=subprocess.STDOUT, pass_fds=(write,), env=env)
-        os.close(write)
-        self.reply = read
-        self.served = 0
-
-    def ask(self, req: dict) -> dict:
-        """The worker's answer; a ``died`` answer where it ended or did not answer in time."""
-        out = os.path.join(self.folder, f"answer-{self.served}.json")
-        self.served += 1
-        try:
-            self.proc.stdin.write((json.dumps({**req, "out": out}) + "\n").encode())
-            self.proc.stdin.flush()
-        except OSError:
-            return {"died": self._why("ended before it was asked")}
-        ready, _, _ = select.select([self.reply], [], [], TIMEOUT)
-        if not ready:
-            self.close()
-            return {"died": f"did not answer within {TIMEOUT:.0f} s"}
-        if not os.read(self.reply, 1):
-            return {"died": self._why("ended")}
-        try:
-            return json.loads(Path(out).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            return {"died": f"wrote no answer ({exc})"}
-        finally:
-            Path(out).unlink(missing_ok=True)
-
-    def _why(self, what: str) -> str:
-        try:
-            code = self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            code = None
-        try:
-            tail = Path(self.log_path).read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
-        except OSError:
-            tail = []
-        return f"{what} (exit status {code})" + (": " + " | ".join(tail) if tail else "")
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def close(self) -> None:
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        os.close(self.reply)
-        shutil.rmtree(self.folder, ignore_errors=True)
+def _start(offline: bool) -> Child:
+    # offline from the start: the Hugging Face libraries read their offline switches when imported
+    env = offline_env(dict(os.environ)) if offline else dict(os.environ)
+    child = Child(CHILD, env, ("offline" if offline else "online",), prefix="ddcheck-config-")
+    child.offline = offline
+    return child
 
 
-_CHILDREN: list[_Child] = []
+_CHILDREN: list[Child] = []
 
 
 @atexit.register
@@ -149,21 +84,21 @@ def judge_in_child(tree: SourceTree, req: dict) -> Judged:
     if _CHILDREN and (not _CHILDREN[0].alive() or _CHILDREN[0].offline != offline):
         close_child()
     if not _CHILDREN:
-        _CHILDREN.append(_Child(offline))
+        _CHILDREN.append(_start(offline))
     _TREES.pop(id(tree), None)
     _TREES[id(tree)] = tree
     while len(_TREES) > TREES_KEPT:
         _TREES.pop(next(iter(_TREES)))
-    answer = _CHILDREN[0].ask({**req, "token": id(tree)})
+    answer = _CHILDREN[0].ask({**req, "token": id(tree)}, TIMEOUT)
     if "judged" in answer:
         return Judged.model_validate(answer["judged"])
     if "usage" in answer:
         raise UsageError(answer["usage"])
     if "died" in answer:
         close_child()
-        why = f"the config worker that runs it {answer['died']}"
+        why = f"the config child process that runs it {answer['died']}"
     else:
-        why = f"the config worker failed: {answer.get('error')}"
+        why = f"the config child process failed: {answer.get('error')}"
     return _not_judged(tree, req, f"the tree's start-up code could not be run: {why}")
 
 
@@ -274,23 +209,14 @@ def _serve(req: dict, trees: dict) -> dict:
                        "judged": report.judged, "reads": reads.states()}}
 
 
-def main() -> int:
-    reply = int(sys.argv[1])
-    if len(sys.argv) > 2:  # the parent's folder: what this process leaves there goes with it (it ends by os._exit)
-        tempfile.tempdir = sys.argv[2]
+def main() -> None:
+    # the parent's folder is this child's temporary folder (serve): what it leaves there goes with it
     if sys.argv[3:4] != ["online"]:  # no socket to the network, no DNS lookup: refused at once
         GUARD.install()
     sys.addaudithook(_audit)
     trees: dict = {}
-    for line in sys.stdin:
-        req = json.loads(line)
-        answer = _serve(req, trees)
-        with open(req["out"], "w", encoding="utf-8") as fh:
-            json.dump(answer, fh)
-        os.write(reply, b"\n")
-    sys.stdout.flush()
-    os._exit(0)  # the tree's modules and torch need no teardown
+    serve(lambda req: _serve(req, trees))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

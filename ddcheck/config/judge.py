@@ -11,13 +11,14 @@ from collections.abc import Callable
 from ddcheck.base.errors import UsageError
 from ddcheck.config.environ import TreeOutput, launch_environ
 from ddcheck.config.hub import HubError, hub_config
-from ddcheck.config.checks import (ALL_CHECKS, SCAN_ONLY_CHECKS, Consequence, ConfigFinding, check_startup,
-                                   check_verify_width, mla_topk_guard, tree_run_findings)
+from ddcheck.base.findings import Finding
 from ddcheck.config.evidence import scan_errors, verify_findings_by_backend
+from ddcheck.config.facts import LaunchFacts
 from ddcheck.config.target import backend_files
 from ddcheck.config.flags import ParseError, closest_options, flag_table, merge_config_file, parse
 from ddcheck.config.gpu import Gpu
 from ddcheck.config.report import GpuReport, PickedBackend, Report, add_smoke, sort_findings
+from ddcheck.rules import launch_rule, launch_rules
 from ddcheck.config.selection import apply as apply_selection, platform_of, select_backends, settle
 from ddcheck.config.speculative import VerifySite, SpecSettings, flags_as_given
 from ddcheck.config.treerun import TreeRun, load_config, run_handler, server_args_values
@@ -33,7 +34,7 @@ from ddcheck.tree.worker import graph_capture, verify_inputs
 
 def judge(argv: list[str], tree: SourceTree, file: str | None, draft_config: str | None,
           model_config: str | None, machine: Gpu,
-          smoke: Callable[[SpecSettings, SourceTree], ConfigFinding | None] | None = None) -> Report:
+          smoke: Callable[[SpecSettings, SourceTree], Finding | str | None] | None = None) -> Report:
     """The launch through the tree's own code, under the launch's environment, its prints kept. ``smoke``
     is called where the checks ran to the end (a None it returns adds nothing)."""
     try:
@@ -91,27 +92,16 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
         ns = parse(table, args)
     except ParseError as exc:
         msg = str(exc)
-        kind = ("parse-unknown-flag" if "unrecognized arguments" in msg else
-                "parse-ambiguous-flag" if "ambiguous option" in msg else
-                "unknown-algorithm" if "--speculative-algorithm" in msg and "invalid choice" in msg else
-                "parse-invalid-value")
-        fix = {"parse-unknown-flag": f"remove the flag or target a release that has it (see `--help` of {rel})",
-               "parse-ambiguous-flag": "spell the flag out in full: abbreviations match several flags here",
-               "unknown-algorithm": "use an algorithm this release ships, or a build that adds it"}
-        meant = closest_options(table, args, msg) if kind in ("parse-unknown-flag", "parse-ambiguous-flag") else {}
+        # the flags the user meant, where the release does not know or cannot tell apart the one given
+        meant = closest_options(table, args, msg) if "unrecognized arguments" in msg or "ambiguous option" in msg \
+            else {}
         said = "; ".join(f"{word}: did you mean {' or '.join(near)}?" for word, near in meant.items())
-        report.findings.append(ConfigFinding(id=kind, consequence=Consequence.PARSE,
-                                             message=f"{rel}'s argparse refuses the command line, so SGLang would "
-                                                     f"stop at start-up: {msg}" + (f" ({said})" if said else ""),
-                                             fix=("use the flag you meant (the closest of its own flags, above); else "
-                                                  if said else "") + fix.get(kind, "fix the value")))
+        report.findings.extend(_ask("parse", LaunchFacts(tree, release=rel, parse_error=msg, closest=said)))
         return report
     algo = ns.get(SPECULATIVE_ALGORITHM)
     if algo is not None and table.algorithms is not None and algo.upper() not in table.algorithms:
-        report.findings.append(ConfigFinding(
-            id="unknown-algorithm", consequence=Consequence.REJECT,
-            message=f"{rel} does not know --speculative-algorithm {algo} (it knows {', '.join(table.algorithms)})",
-            fix="use an algorithm this release ships, or a build that adds it (DDTREE lives in open PRs)"))
+        report.findings.extend(_ask("algorithm", LaunchFacts(tree, release=rel, algorithm=algo,
+                                                             algorithms=tuple(table.algorithms))))
         return report
     s = report.settings = flags_as_given(ns, table)
     if s.algorithm is None:
@@ -158,11 +148,12 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
         explicit = {k: v for k, v in ns.items() if k in s.raw or _given(args, table, k)}
         # A table rule is kept (with its id and fix) when the tree's run went through its guard:
         # raised there or logged there. Rules whose guard the tree skipped are dropped.
+        facts = LaunchFacts(tree, s, release=rel, run=run, explicit=explicit)
         fired = {(w.path, w.line) for w in [run.rejected_at, *(log.where for log in run.logged)] if w is not None}
-        confirmed = [f for f in check_startup(s, tree) if any((e.path, e.line) in fired for e in f.evidence)]
+        confirmed = [f for f in _ask("startup", facts) if any((e.path, e.line) in fired for e in f.evidence)]
         covered = {(e.path, e.line) for f in confirmed for e in f.evidence}
         report.findings.extend(confirmed)
-        report.findings.extend(f for f in tree_run_findings(run, explicit, rel)
+        report.findings.extend(f for f in _ask("tree_run", facts)
                                if not any((e.path, e.line) in covered for e in f.evidence))
         if run.rejected:
             s.resolved_by = "tree"
@@ -173,29 +164,29 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
         report.not_judged += _draft_architecture(s, tree, run, configs, machine)
         each = _per_site(s, tree)
         unknown_widths = [(x, why) for x in each for why in _widths_not_judged(x)]
-        checks = tuple(c for c in ALL_CHECKS if c is not check_startup)  # labels of the tree's own rejections only
+        stage = "site"  # ddcheck's tables of start-up guards only label the tree's own rejections (above)
     else:
         # Fails closed: no table stands in for the tree's start-up code. What the scan says of a backend
         # the launch names, whatever W is, is still reported.
         report.tree_note = run.failed
         report.not_judged.append(_why_not("the tree's start-up code could not run here", run.failed, supply,
                                           torch_missing))
-        checks = SCAN_ONLY_CHECKS
+        facts = LaunchFacts(tree, s, release=rel, run=run)
+        stage = "tree_failed"
         each = [s]
     if report.not_judged:
         report.not_judged += [note for note, _ in hub_notes]
     seen: set[str] = set()
     for x in each:  # every reached site is judged: a finding at any of them counts
-        for check in checks:
-            for f in check(x, tree):
-                key = repr((f.id, f.message, [(e.path, e.line) for e in f.evidence]))
-                if key not in seen:
-                    seen.add(key)
-                    report.findings.append(f)
+        for f in _ask(stage, facts.at(x)):
+            key = repr((f.rule, f.message, [(e.path, e.line) for e in f.evidence]))
+            if key not in seen:
+                seen.add(key)
+                report.findings.append(f)
     if run.ok:
         report.not_judged += list(dict.fromkeys(
-            why for x, why in unknown_widths if not (x.verify_width_per_step and _any_width_is_right(x, tree))))
-    if any(f.id == "verify-width" for f in report.findings):
+            why for x, why in unknown_widths if not (x.verify_width_per_step and _any_width_is_right(x, tree, run))))
+    if any(f.rule == "DD200" for f in report.findings):
         report.scan_engine = scan_errors(tree, [])[1]
     if smoke is not None and (ran := smoke(s, tree)) is not None:
         add_smoke(report, ran)
@@ -203,11 +194,16 @@ def _check(argv, tree, file, configs, machine, smoke, environ) -> Report:
     return report
 
 
+def _ask(stage: str, facts: LaunchFacts) -> list[Finding]:
+    """The findings of the rules the registry asks at ``stage`` (:func:`ddcheck.rules.launch_rules`)."""
+    return [f for rule in launch_rules(stage) for f in rule.check(facts)]
+
+
 def _draft_architecture(s: SpecSettings, tree: SourceTree, run: TreeRun, configs, machine: Gpu) -> list[str]:
     """Whether the draft model uses MLA, where a check turns on it (a topk-1 guard in the draft
     backend's MLA module only): from the tree's own ModelConfig, on the server args its start-up code
     left. What could not be decided here is said, with what would decide it."""
-    hit = mla_topk_guard(s, tree)
+    hit = LaunchFacts(tree, s).mla_topk_guard()
     if hit is None or hit[2]:
         return []
     from ddcheck.config.architecture import attention_arch
@@ -230,7 +226,7 @@ def _given(args: list[str], table, dest: str) -> bool:
     return spec is not None and any(a.split("=", 1)[0] in spec.options for a in args)
 
 
-def _any_width_is_right(s: SpecSettings, tree: SourceTree) -> bool:
+def _any_width_is_right(s: SpecSettings, tree: SourceTree, run: TreeRun) -> bool:
     """The launch's verify step is right whatever W the worker computes: its backend's verify path has
     no width fixed at start-up (the scan finds none), and its graphs are off or replay only the width
     they captured (narrower steps run eagerly)."""
@@ -241,7 +237,7 @@ def _any_width_is_right(s: SpecSettings, tree: SourceTree) -> bool:
         return True
     # what the verify-width check says of a width that differs from C on this launch's paths
     other = s.model_copy(update={"verify_width_min": (s.num_draft_tokens or 0) + 1, "verify_width": None})
-    return not check_verify_width(other, tree)
+    return not launch_rule("DD200").check(LaunchFacts(tree, other, run=run))
 
 
 def _widths_not_judged(s: SpecSettings) -> list[str]:

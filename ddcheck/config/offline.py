@@ -1,6 +1,6 @@
-"""The config worker runs the tree's code offline (unless ``--allow-downloads``).
+"""The config child process runs the tree's code offline (unless ``--allow-downloads``).
 
-Two layers, both only in the worker process (:mod:`ddcheck.config.child`):
+Two layers, both only in the child process (:mod:`ddcheck.config.child`):
 
 * :data:`OFFLINE_ENV`, set in the worker's environment from its start: the Hugging Face libraries read
   these when they are imported and then neither download nor retry (``hf_hub_download`` answers from

@@ -1,20 +1,19 @@
-"""The result of ``ddcheck config``, its two own renderings (rich text, JSON), and its findings as rules:
-where the launch set each one, which the user selected, ignored or suppressed, and the findings model the
-scan's reporters print (SARIF, GitHub annotations; :mod:`ddcheck.cli.config`)."""
+"""The result of ``ddcheck config``: the report (its findings are :class:`ddcheck.base.findings.Finding` s,
+as every command's), its header in words (the launch as the tree resolved it), its JSON, and where the
+launch set each finding (:func:`locate`). Selection, suppressions, the exit code and every format are
+:mod:`ddcheck.diagnostics`' (one road for every command's findings)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, Field, computed_field, field_serializer, field_validator
 
 from ddcheck.base.errors import verdict
-from ddcheck.base.findings import Finding, Severity
-from ddcheck.config.verdicts import ConfigFinding, Consequence
+from ddcheck.base.findings import Finding, Severity, finding_from_dict
 from ddcheck.config.speculative import SpecSettings
-from ddcheck.rules import get_rule, rule_of
+from ddcheck.rules import get_rule
 from ddcheck.tree.sources import SourceTree
 
 
@@ -42,7 +41,7 @@ class Report(BaseModel):
     release: str
     argv: list[str] = Field(default_factory=list, description="server arguments after --config merge")
     settings: SpecSettings | None = None
-    findings: list[ConfigFinding] = Field(default_factory=list)
+    findings: list = Field(default_factory=list)  # Finding s (in the JSON: Finding.to_dict())
     scan_engine: str | None = None
     handler: str | None = None  # the tree's speculative start-up handler that ran (file:line)
     tree_note: str | None = None  # why the tree's own code could not run (the ast tables were used)
@@ -64,13 +63,22 @@ class Report(BaseModel):
     tree_stderr: str = ""
     command_exit_code: int | None = Field(default=None, exclude=True)  # set by the command (--fail-on, selection)
 
+    @field_validator("findings", mode="before")
+    @classmethod
+    def _findings(cls, value):
+        return [f if isinstance(f, Finding) else finding_from_dict(f) for f in value or []]
+
+    @field_serializer("findings")
+    def _plain_findings(self, findings: list) -> list[dict]:
+        return [f.to_dict() for f in findings]
+
     @property
-    def errors(self) -> list[ConfigFinding]:
-        return [f for f in self.findings if f.level == "error"]
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.error]
 
     @property
     def judged(self) -> bool:
-        return not self.not_judged and all(f.judged for f in self.findings)
+        return not self.not_judged
 
     @computed_field  # in the JSON: the command's exit code by the one contract
     @property
@@ -81,33 +89,39 @@ class Report(BaseModel):
             return self.command_exit_code
         return verdict(bool(self.errors), not self.judged)
 
-    def ids(self, level: str | None = None) -> set[str]:
-        return {f.id for f in self.findings if level is None or f.level == level}
+    def names(self, severity: str | None = None) -> set[str]:
+        """The names of the rules of its findings (at ``severity``, or all)."""
+        return {get_rule(f.rule).name for f in self.findings if severity is None or f.severity.value == severity}
 
 
 def add_smoke(report, ran) -> None:
-    """The asked-for smoke's finding; one that could not run leaves the launch not judged by it."""
-    report.findings.append(ran)
-    if not ran.judged:
-        report.not_judged.append(f"{ran.id}: {ran.message}; {ran.fix}")
+    """The asked-for smoke's findings, or why it could not run (the launch is then not judged by it)."""
+    if isinstance(ran, str):
+        report.not_judged.append(ran)
+    else:
+        report.findings.extend(ran)
 
 
 def sort_findings(report) -> None:
-    """What stops the launch first; stable otherwise."""
-    rank = {"error": 0, "warning": 1, "info": 2}
-    report.findings.sort(key=lambda f: rank.get(f.level, 3))
+    """What stops the launch first, then by rule; stable otherwise."""
+    report.findings.sort(key=lambda f: (-f.severity.rank, f.rule))
 
 
 LIMITATIONS_SHOWN = 6
-_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
 
-def render_text(report: Report, console=None) -> None:
-    from rich.console import Console
+class _Lines(list):
+    """The header's lines as the text formats print them ((text, style) spans, :mod:`ddcheck.diagnostics.formats`)."""
 
-    console = console or Console(soft_wrap=True)  # long evidence lines stay whole in CI logs
+    def print(self, text: str, style: str = "", **_: object) -> None:
+        self.append([(text, style)])
+
+
+def header_lines(report: Report) -> list:
+    """The report's header: the launch as the tree's code resolved it, what it could not judge."""
+    console = _Lines()
     s = report.settings
-    console.print(f"[bold]ddcheck config[/] - SGLang {report.release} ({report.target})")
+    console.append([("ddcheck config", "bold"), (f" - SGLang {report.release} ({report.target})", "")])
     if s is not None and s.algorithm:
         console.print(f"  {s.algorithm_requested}"
                       + (f" -> {s.algorithm}" if s.algorithm_requested and s.algorithm != s.algorithm_requested.upper() else "")
@@ -166,22 +180,17 @@ def render_text(report: Report, console=None) -> None:
                       "(--format json: tree_stdout, tree_stderr)", highlight=False, markup=False)
     for why in report.not_judged:
         console.print(f"could not judge: {why}", highlight=False, markup=False)
+    return console
+
+
+def footer_lines(report: Report) -> list:
+    """After the findings: what the verdict is when there are none, or their counts."""
     if not report.findings:
-        console.print("[yellow]not judged (exit 3)[/]" if report.not_judged else "[green]no findings[/]")
-        return
-    for f in report.findings:
-        console.print(f"[{_STYLE[f.level]}]{f.level:<7}[/] [bold]{f.id}[/] [{f.consequence.value}]"
-                      + (f" {f.rule}" if f.rule else ""), highlight=False)
-        console.print(f"        {f.message}", highlight=False, markup=False)
-        if f.set_at:
-            console.print(f"        set by the launch: {', '.join(f.set_at)}", highlight=False, markup=False)
-        if f.fix:
-            console.print(f"        fix: {f.fix}", highlight=False, markup=False)
-        for e in f.evidence:
-            console.print(f"        at {e}" + (f"  {e.text}" if e.text else ""), highlight=False, markup=False)
-    n = len(report.errors)
-    console.print(f"[{'bold red' if n else 'green'}]{n} error(s)[/]"
-                  + (" [yellow](and not judged: see above)[/]" if report.not_judged and not n else ""))
+        return [[("not judged (exit 3)", "yellow")]] if report.not_judged else [[("no findings", "green")]]
+    counts = {v: sum(1 for f in report.findings if f.severity is v) for v in Severity}
+    return [[(f"{counts[Severity.error]} errors, {counts[Severity.warning]} warnings, {counts[Severity.info]} info",
+              "bold red" if counts[Severity.error] else "bold")]
+            + ([(" (and not judged: see above)", "yellow")] if report.not_judged and not counts[Severity.error] else [])]
 
 
 def _gpu_text(g: GpuReport) -> str:
@@ -194,51 +203,17 @@ def render_json(report: Report) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# the findings as rules: where the launch set them, selection, suppressions, the findings model
+# where the launch set each finding, and where it is located
 # ---------------------------------------------------------------------------------------------
 
-_SUPPRESSION = re.compile(r"(?:^|\s)#\s*ddcheck:\s*ignore(?:\[(?P<rules>[^\]]*)\])?(?P<reason>[^#]*)")
 _KEY = re.compile(r"^(?P<key>[A-Za-z0-9_-]+)\s*:")
 
 
-@dataclass
-class LaunchSuppression:
-    """A ``# ddcheck: ignore[ID] reason`` of a launch file (it covers the whole launch), or a
-    ``--suppress ID:reason`` (``line`` 0: the command line)."""
-
-    rules: list[str]
-    reason: str
-    path: str = ""
-    line: int = 0
-    text: str = ""
-    used: set[str] = field(default_factory=set)
-
-
-def launch_suppressions(file: str | None) -> list[LaunchSuppression]:
-    """The suppression comments of an SGLang ``--config`` YAML file, by line."""
-    if file is None:
-        return []
-    out = []
-    for n, line in enumerate(Path(file).read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        m = _SUPPRESSION.search(line)
-        if m:
-            rules = [r.strip() for r in (m.group("rules") or "").split(",") if r.strip()]
-            out.append(LaunchSuppression(rules, m.group("reason").strip(), file, n, m.group(0).strip()))
-    return out
-
-
-def command_line_suppressions(values: list[str]) -> list[LaunchSuppression]:
-    """``--suppress ID:reason`` values (``ID`` a rule id or name)."""
-    out = []
-    for v in values:
-        rule, _, reason = v.partition(":")
-        out.append(LaunchSuppression([rule.strip()] if rule.strip() else [], reason.strip(), text=f"--suppress {v}"))
-    return out
-
-
-def locate(report: Report, argv: list[str], file: str | None) -> None:
-    """Fill each finding's ``set_at``: where the launch set the flags its rule concerns (``--flag value``
-    on the command line, ``FILE:LINE`` in the ``--config`` YAML); the command line wins, as in SGLang."""
+def locate(report: Report, argv: list[str], file: str | None, tree: SourceTree | None = None) -> None:
+    """Fill each finding's ``set_at`` (where the launch set the flags its rule concerns: ``--flag value``
+    on the command line, ``FILE:LINE`` in the ``--config`` YAML; the command line wins, as in SGLang) and
+    its location: the launch file's line where the launch set it there, else the command line's argument,
+    else where the tree decided it (its first evidence, at the tree's display path), else the launch."""
     keys: dict[str, int] = {}
     if file is not None:
         for n, line in enumerate(Path(file).read_text(encoding="utf-8", errors="replace").splitlines(), 1):
@@ -246,16 +221,27 @@ def locate(report: Report, argv: list[str], file: str | None) -> None:
             if m:
                 keys.setdefault(m.group("key").replace("_", "-"), n)
     for f in report.findings:
-        rule = get_rule(f.rule) if f.rule else None
-        where = []
+        rule = get_rule(f.rule)
+        where, in_file, given_first = [], None, None
         for flag in (rule.flags if rule else []):
             option = "--" + flag.replace("_", "-")
             given = _given(argv, option)
             if given is not None:
                 where.append(given)
+                given_first = given_first or given
             elif option[2:] in keys:
                 where.append(f"{file}:{keys[option[2:]]}")
+                in_file = in_file or keys[option[2:]]
         f.set_at = where
+        if in_file is not None:
+            f.path, f.line = file, in_file
+        elif given_first is not None:
+            f.argument = given_first
+        elif f.evidence:
+            e = f.evidence[0]
+            src = tree.find(e.path) if tree is not None and e.path else None
+            f.path, f.relpath, f.line = (src.display if src is not None else e.path), e.path, max(e.line, 1)
+        f.end_line = f.line
 
 
 def _given(argv: list[str], option: str) -> str | None:
@@ -266,73 +252,3 @@ def _given(argv: list[str], option: str) -> str | None:
         if tok.startswith(option + "="):
             return tok
     return None
-
-
-def select(report: Report, selected: list[str], ignored: list[str], suppressions: list[LaunchSuppression]) -> None:
-    """Keep only the findings of ``selected`` rules (all when empty) that are not ``ignored`` nor
-    suppressed with a reason; add a DD100 finding for each suppression without a rule or a reason (or
-    naming an unknown rule), a DD101 for each rule it names that suppressed nothing."""
-    chosen = {_rule_id(r) for r in selected}
-    dropped = {_rule_id(r) for r in ignored}
-    kept = []
-    for f in report.findings:
-        if (chosen and f.rule not in chosen) or f.rule in dropped:
-            continue
-        hit = next((s for s in suppressions if s.reason and f.rule in {_rule_id(r) for r in s.rules}), None)
-        if hit is not None:
-            hit.used.add(f.rule)
-            continue
-        kept.append(f)
-    for s in suppressions:
-        if not s.rules or not s.reason:
-            kept.append(_meta("DD100", s, "no_rule_id" if not s.rules else "no_reason"))
-            continue
-        unknown = [r for r in s.rules if _rule_id(r) is None]
-        if unknown:
-            kept.append(_meta("DD100", s, "unknown_rule", rules=", ".join(unknown)))
-        unused = [r for r in s.rules if _rule_id(r) is not None and _rule_id(r) not in s.used]
-        if unused:
-            kept.append(_meta("DD101", s, "unused", rules=", ".join(unused)))
-    report.findings = [f for f in kept if f.rule not in dropped and (not chosen or f.rule in chosen)]
-
-
-def _rule_id(name: str) -> str | None:
-    rule = get_rule(name)
-    return rule.id if rule is not None else None
-
-
-def _meta(rule_id: str, s: LaunchSuppression, case: str, **facts: str) -> ConfigFinding:
-    rule = rule_of(rule_id)
-    return ConfigFinding(id=rule.name, level=rule.severity.value, consequence=Consequence.NONE,
-                         message=rule.message(case, **facts), set_at=[f"{s.path}:{s.line}" if s.path else s.text])
-
-
-def exit_code(report: Report, fail_on: Severity, before: list[ConfigFinding]) -> int:
-    """1: a finding at or above ``fail_on`` is left; else 3 when a check could not run (``before`` the
-    selection: ignoring or suppressing it never makes a could-not-judge a 0); else 0."""
-    if any(Severity(f.level).rank >= fail_on.rank for f in report.findings):
-        return 1
-    return 3 if report.not_judged or any(not f.judged for f in before) else 0
-
-
-def as_findings(report: Report, tree: SourceTree | None, file: str | None) -> list[Finding]:
-    """The findings in the scan's model, for its reporters: located at the launch file's line where the
-    launch set it there, else where the tree decided it (the tree file's display path), else nowhere."""
-    out = []
-    for f in report.findings:
-        path, line = "", 0
-        in_file = next((w for w in f.set_at if file and w.startswith(f"{file}:")), None)
-        if in_file is not None:
-            path, line = file, int(in_file.rpartition(":")[2])
-        elif f.decided_at:
-            rel, _, n = f.decided_at.rpartition(":")
-            src = tree.find(rel) if tree is not None and rel else None
-            path, line = (src.display if src is not None else rel), int(n) if n.isdigit() else 0
-        rule = f.rule or ""
-        at_tree = in_file is None and bool(f.decided_at)  # located where the tree decided it
-        text = f.message + (f" Set by the launch: {', '.join(f.set_at)}." if f.set_at else "") + (
-            f" Decided by the tree at {f.decided_at}." if f.decided_at and not at_tree else "")
-        out.append(Finding(rule=rule, severity=Severity(f.level), path=path, line=max(line, 1) if path else 0,
-                           column=0, end_line=max(line, 1) if path else 0, end_column=0, symbol=f.id,
-                           message=text, hint=f.fix or None))
-    return out

@@ -6,15 +6,32 @@ its ``smoke`` argument (the CLI's ``config --smoke`` passes it)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from ddcheck.base.findings import Finding
 from ddcheck.config.api import _jsonable
-from ddcheck.config.checks import ConfigFinding, Consequence, _f
+from ddcheck.config.facts import LaunchFacts
 from ddcheck.config.speculative import SpecSettings
+from ddcheck.rules import launch_rules
 from ddcheck.tree.sources import SourceTree
 
 
-def _unjudged(message: str, to_judge: str) -> ConfigFinding:
+@dataclass
+class SmokeRun:
+    """The launch's verify path, run (what the ``smoke`` rules judge): smoke's exit code and verdict, the
+    backend, C and W, and the verify input it ran with."""
+
+    exit_code: int
+    verdict: str
+    backend: str
+    C: int
+    W: int
+    inputs: str
+
+
+def _unjudged(message: str, to_judge: str) -> str:
     """The asked-for smoke did not run: could not judge (exit 3 unless there are errors)."""
-    return _f("launch-smoke", Consequence.PERF, message, to_judge, level="warning", judged=False)
+    return f"launch-smoke: {message}; {to_judge}"
 
 
 def launch_capture(s: SpecSettings) -> dict:
@@ -25,11 +42,12 @@ def launch_capture(s: SpecSettings) -> dict:
     return {"width": s.capture_width, "at": s.capture_at or "", "gate_at": s.replay_gate_at or ""}
 
 
-def launch_smoke(s: SpecSettings, tree: SourceTree, device: str = "cpu") -> ConfigFinding:
+def launch_smoke(s: SpecSettings, tree: SourceTree, device: str = "cpu") -> list[Finding] | str:
     """The launch, run: the tree's verify path at the launch's C and W, with the verify-input
     class its worker builds, captured at the width its graph runner captures with, on the backend of its
     verify path (passed, or picked by the tree's start-up code for the GPU) where ddcheck smoke runs it
-    (``device``: cpu, the Triton interpreter, or cuda)."""
+    (``device``: cpu, the Triton interpreter, or cuda): the findings of the rules that judge the run, or
+    why it could not run (the launch is then not judged by it)."""
     from ddcheck.contract import backends
     from ddcheck.smoke import run_smoke
 
@@ -52,11 +70,9 @@ def launch_smoke(s: SpecSettings, tree: SourceTree, device: str = "cpu") -> Conf
     else:
         inputs = ("an instance of " if inputs.split()[0] in r.verify_input_instances
                   else "a stand-in with the fields of ") + inputs
-    if r.exit_code == 1:
-        return _f("launch-smoke", Consequence.CORRUPT, f"the tree's {name} verify path at C={C}, W={W} ({inputs}) "
-                  f"gives wrong attention: {r.verdict}", "see verify-width; `ddcheck fix` the tree, or make W == C")
-    if r.exit_code != 0:  # 3: the smoke could not run here (torch missing, a crash); 2: it was refused
+    if r.exit_code not in (0, 1):  # 3: the smoke could not run here (torch missing, a crash); 2: it was refused
         to_judge = "; ".join(n["to_judge"] for n in r.not_judged) or "a smoke run that does not fail"
         return _unjudged(f"could not run: {r.verdict}", to_judge)
-    return _f("launch-smoke", Consequence.PERF, f"the tree's {name} verify path at C={C}, W={W} ({inputs}) is right "
-              f"on every path run: {r.verdict}", level="info")
+    facts = LaunchFacts(tree, s, release=s.release,
+                        smoke=SmokeRun(r.exit_code, r.verdict, name, C, W, inputs))
+    return [f for rule in launch_rules("smoke") for f in rule.check(facts)]

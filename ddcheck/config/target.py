@@ -10,7 +10,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from ddcheck.config.verdicts import Evidence  # noqa: F401 - where the checks read it
+from ddcheck.base.findings import Evidence
 from ddcheck.tree.sources import SourceTree
 from ddcheck.tree.modules import TreeModules
 from ddcheck.tree.names import (ALGORITHMS, ARG_GROUPS_DIR, ARG_GROUP_FIELDS_DIR, MODEL_RUNNERS_DIR, ATTENTION_REGISTRY_FILE as REGISTRY,

@@ -1,4 +1,6 @@
-"""Print a :class:`ScanResult`: rich text for people, JSON, SARIF 2.1.0 and GitHub annotations for tools."""
+"""Print findings: rich text for people, JSON, SARIF 2.1.0 and GitHub annotations for tools. Every command's
+findings (:class:`ddcheck.base.findings.Finding`) are printed here: a scan's :class:`ScanResult`, and
+``ddcheck config``'s, after its own header (:func:`render_lines`, :func:`finding_lines`)."""
 
 from __future__ import annotations
 
@@ -36,11 +38,16 @@ def render(result: ScanResult, fmt: str, stream: IO[str], console: Callable[[], 
     elif fmt == "github":
         stream.write(to_github(result))
     else:
-        lines = text_lines(result, source_texts or {})
-        if plain(stream, lines):
-            stream.write("".join("".join(t for t, _ in line) + "\n" for line in lines))
-        else:
-            text(lines, console())
+        render_lines(text_lines(result, source_texts or {}), stream, console)
+
+
+def render_lines(lines: list[Line], stream: IO[str], console: Callable[[], Console]) -> None:
+    """Text lines to ``stream`` as they are where rich would print them so (:func:`plain`), else through
+    the rich ``console()``."""
+    if plain(stream, lines):
+        stream.write("".join("".join(t for t, _ in line) + "\n" for line in lines))
+    else:
+        text(lines, console())
 
 
 def to_json(result: ScanResult, exit_code: int | None = None) -> str:
@@ -56,23 +63,7 @@ def text_lines(result: ScanResult, source_texts: dict[str, dict[int, str]]) -> l
     """The text report, line by line, with the styles a terminal shows (``source_texts``: the lines it
     quotes, as :attr:`ScanResult.sources` holds them)."""
     out: list[Line] = [[(note, "dim")] for note in result.notes]
-    by_file: dict[str, list[Finding]] = defaultdict(list)
-    for f in result.findings:
-        by_file[f.path].append(f)
-    for path, items in by_file.items():
-        out.append([(path, "bold underline")])
-        quoted = source_texts.get(path, {})
-        for f in items:
-            out.append([(f"{path}:{f.line}:{f.column + 1}: ", "bold"), (f"{f.rule} ", "bold"),
-                        (f"[{f.severity.value}] ", STYLE[f.severity]), (f.message, "")])
-            if f.line in quoted:
-                src = quoted[f.line]
-                out.append([(f"    {f.line:>5} | {src}", "dim")])
-                width = max(1, (f.end_column - f.column) if f.end_line == f.line else len(src) - f.column)
-                out.append([("          | " + " " * f.column + "^" * width, STYLE[f.severity])])
-            if f.hint:
-                out.append([(f"      hint: {f.hint}", "green")])
-        out.append([])
+    out += finding_lines(result.findings, source_texts)
     for e in result.errors:
         out.append([(f"{e.path}: ", "bold"), ("cannot scan: ", "bold magenta"), (e.message, "")])
     for e in result.skipped:
@@ -85,6 +76,36 @@ def text_lines(result: ScanResult, source_texts: dict[str, dict[int, str]]) -> l
                + (f", {len(result.skipped)} files skipped: not valid Python" if result.skipped else "")
                + (f"; {fixable} fixable with `ddcheck fix`" if fixable else ""))
     out.append([(summary, "bold")])
+    return out
+
+
+def finding_lines(findings: list[Finding], source_texts: dict[str, dict[int, str]]) -> list[Line]:
+    """The findings, by where they are (a file, a launch argument, the launch): each its location,
+    rule, severity and message, the source line it quotes, its hint; then, where the finding has them,
+    the lines of the checked tree it rests on and where the launch set it."""
+    out: list[Line] = []
+    by_place: dict[str, list[Finding]] = defaultdict(list)
+    for f in findings:
+        by_place[f.path or f.where()].append(f)
+    for place, items in by_place.items():
+        out.append([(place, "bold underline")])
+        quoted = source_texts.get(place, {})
+        for f in items:
+            out.append([(f"{f.where()}: ", "bold"), (f"{f.rule} ", "bold"),
+                        (f"[{f.severity.value}] ", STYLE[f.severity])]
+                       + ([(f"{f.consequence}: ", "bold")] if f.consequence else []) + [(f.message, "")])
+            if f.line in quoted:
+                src = quoted[f.line]
+                out.append([(f"    {f.line:>5} | {src}", "dim")])
+                width = max(1, (f.end_column - f.column) if f.end_line == f.line else len(src) - f.column)
+                out.append([("          | " + " " * f.column + "^" * width, STYLE[f.severity])])
+            if f.hint:
+                out.append([(f"      hint: {f.hint}", "green")])
+            for e in f.evidence:
+                out.append([(f"      at {e}" + (f"  {e.text}" if e.text else ""), "dim")])
+            if f.set_at:
+                out.append([(f"      set by the launch: {', '.join(f.set_at)}", "dim")])
+        out.append([])
     return out
 
 
@@ -119,8 +140,9 @@ def to_github(result: ScanResult) -> str:
     level = {Severity.error: "error", Severity.warning: "warning", Severity.info: "notice"}
     out = []
     for f in result.findings:
-        msg = _gh_escape(f"{f.message}" + (f" {f.hint}" if f.hint else ""))
-        if not f.path:  # a launch's finding with no file to point at (a config rule, a --suppress)
+        msg = _gh_escape((f"{f.argument}: " if f.argument and not f.path else "") + f"{f.message}"
+                         + (f" {f.hint}" if f.hint else ""))
+        if not f.path:  # a launch's finding with no file to point at (a launch argument, the launch)
             out.append(f"::{level[f.severity]} title={f.rule}::{msg}\n")
             continue
         out.append(f"::{level[f.severity]} file={_gh_prop(f.path)},line={f.line},col={f.column + 1},"
@@ -164,12 +186,17 @@ def to_sarif(result: ScanResult, exit_code: int | None = None) -> dict:
             "locations": [{"physicalLocation": {"artifactLocation": _artifact(f.path), "region": region}}],
             "partialFingerprints": {"ddcheckFingerprint/v1": f"{fp}:{n}"},
         }
-        if not f.path:  # a launch's finding with no file to point at (a config rule, a --suppress)
-            res["locations"] = []
+        if not f.path:  # a launch's finding with no file to point at: its argument, else the launch
+            res["locations"] = [{"logicalLocations": [{"name": f.argument, "kind": "parameter"}]}] \
+                if f.argument else []
         elif not f.end_column:  # a whole line (a launch file's key, the tree's decision)
             res["locations"][0]["physicalLocation"]["region"] = {"startLine": f.line}
         if f.rule in index:
             res["ruleIndex"] = index[f.rule]
+        facts = {k: v for k, v in (("consequence", f.consequence), ("backend", f.backend), ("setAt", f.set_at),
+                                   ("evidence", [e.to_dict() for e in f.evidence])) if v}
+        if facts:  # a launch's finding: what it does, and the tree's lines it rests on
+            res["properties"] = facts
         if f.function:
             res["locations"][0]["logicalLocations"] = [{"fullyQualifiedName": f.function, "kind": "function"}]
         if f.replacement:

@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from collections import namedtuple
 
-from ddcheck.base.findings import Severity
+from ddcheck.base.findings import Evidence, Finding, Severity
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,9 @@ class Rule:
     # where the check tells them apart), and the server_args fields whose flags the launch set it with
     consequence: str = ""
     flags: list[str] = field(default_factory=list)
+    # case -> severity, for the cases of a config rule said at another severity than ``severity`` (a case
+    # the check cannot be sure of): `ddcheck rules`, `explain` and every output read them here
+    levels: dict[str, str] = field(default_factory=dict)
     # a table rule's name for what reports it where the tree's own start-up code runs (its warning)
     superseded_by: str = ""
     # its folder's rule.py (its code: a ScanRule subclass), "" where it has none
@@ -63,6 +66,18 @@ class Rule:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "severity", Severity(self.severity))
+        for case, level in self.levels.items():
+            Severity(level)  # a ValueError for a level that is none
+            if case not in self.messages:
+                raise ValueError(f"{self.id}: [levels] names {case!r}, not a case of its [messages]")
+
+    def severity_of(self, case: str) -> Severity:
+        """The severity of a finding of this rule in ``case``: its own where ``[levels]`` names it."""
+        return Severity(self.levels.get(case, self.severity))
+
+    def severities(self) -> str:
+        """Its severity as `ddcheck rules` lists it: the rule's, then each case said at another one."""
+        return self.severity.value + "".join(f"; {case}: {level}" for case, level in sorted(self.levels.items()))
 
     def message(self, case: str, **facts: object) -> str:
         """The message of a finding of this rule in ``case``, filled with its facts."""
@@ -140,7 +155,7 @@ def rules_dir() -> Path:
     # ~4 ms to import, and the folder is read as files on disk in any case.
     from importlib.util import find_spec
 
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # the ddcheck package (this is ddcheck/rules/__init__.py)
     if (here / "_rules" / "__init__.py").is_file():
         return here / "_rules"
     if (here.parent / "pyproject.toml").is_file() and (here.parent / "rules" / "__init__.py").is_file():
@@ -150,7 +165,7 @@ def rules_dir() -> Path:
     except ModuleNotFoundError:
         spec = None
     if spec is None or not spec.submodule_search_locations:  # a checkout that was not installed
-        return Path(__file__).resolve().parents[1] / "rules"
+        return Path(__file__).resolve().parents[2] / "rules"
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -294,6 +309,72 @@ class ScanRule:
         return case, facts, None, None
 
 
+class LaunchRule:
+    """A config rule's code: ``rules/<ID>/rule.py`` (``face = "config"``) defines one subclass, as a scan
+    rule's defines a :class:`ScanRule`: the rule's judgement of a launch, its findings said in its own
+    words (its ``[messages]``/``[hints]`` cases) with its severity and consequence.
+
+    - ``stage``: when ``ddcheck config`` asks it: ``parse`` (the release's argparse refused the command
+      line), ``algorithm`` (the launch names an algorithm), ``startup`` (ddcheck's tables of the
+      release's start-up guards; a finding is kept where the tree's own run went through its guard),
+      ``tree_run`` (what the tree's start-up code did), ``site`` (each verify site of the launch, the
+      tree's code having run), ``tree_failed`` (the tree's start-up code could not run: what is still
+      known), ``smoke`` (the launch's verify path, run: ``config --smoke``). A rule may name several.
+    - :meth:`check`: its findings for the launch's facts (``ddcheck.config.facts.LaunchFacts``: the
+      launch's settings, the tree, its run; the analyses config offers as methods). A rule's code asks
+      them and imports nothing above this floor."""
+
+    stage: tuple[str, ...] = ("site",)
+
+    def __init__(self, rule: Rule) -> None:
+        self.rule = rule
+        self.id = rule.id
+
+    def check(self, facts) -> list[Finding]:
+        return []
+
+    def finding(self, case: str, hint: str | None = None, evidence=(), backend: str | None = None,
+                consequence: str | None = None, **facts: object) -> Finding:
+        """A finding of this rule in ``case`` (its ``[messages]`` template, filled with ``facts``), with the
+        ``[hints]`` case ``hint`` (default ``case``, where the rule has one), the tree's ``evidence`` (None
+        entries dropped) and the rule's consequence (``consequence`` for a rule with more than one)."""
+        rule = self.rule
+        if backend is not None:
+            facts["backend"] = backend
+        said = rule.hints.get(hint or case)
+        return Finding(rule=rule.id, severity=rule.severity_of(case), path="", line=0, column=0, end_line=0, end_column=0,
+                       symbol="", message=rule.message(case, **facts),
+                       hint=said.format(**facts) if said else None,
+                       consequence=consequence or (rule.consequences or [None])[0], backend=backend,
+                       evidence=[e for e in evidence if e is not None])
+
+    @staticmethod
+    def evidence(path: str, line: int, text: str = "") -> Evidence:
+        return Evidence(path=path, line=line, text=text)
+
+    @staticmethod
+    def evidence_at(where: str | None, text: str = "") -> Evidence:
+        """The evidence of a ``path:line`` the launch's facts name (as its settings keep them)."""
+        path, _, line = (where or ":0").rpartition(":")
+        return Evidence(path=path, line=int(line) if line.isdigit() else 0, text=text)
+
+
+def launch_rules(stage: str) -> tuple[LaunchRule, ...]:
+    """The config rules asked at ``stage``, in id order (the registry's: no list of checks elsewhere)."""
+    return tuple(code for code in _launch_codes().values() if stage in code.stage)
+
+
+def launch_rule(rule_id: str) -> LaunchRule:
+    """A config rule's code, by id (where config asks one rule's judgement of other facts)."""
+    return _launch_codes()[rule_id]
+
+
+@lru_cache(maxsize=1)
+def _launch_codes() -> dict[str, LaunchRule]:
+    return {r.id: _load(r, LaunchRule) for r in sorted(all_rules().values(), key=lambda r: r.id)
+            if r.face == "config"}
+
+
 def code_of(rule_id: str) -> ScanRule:
     """A scan rule's code, by id (the base for a rule without a rule.py)."""
     return _codes()[rule_id]
@@ -311,7 +392,7 @@ def rule_of_kind(kind: str) -> Rule:
 
 @lru_cache(maxsize=1)
 def _codes() -> dict[str, ScanRule]:
-    return {r.id: _load(r) for r in sorted(all_rules().values(), key=lambda r: r.id) if r.face == "scan"}
+    return {r.id: _load(r, ScanRule) for r in sorted(all_rules().values(), key=lambda r: r.id) if r.face == "scan"}
 
 
 @lru_cache(maxsize=1)
@@ -325,10 +406,11 @@ def _kinds() -> dict[str, str]:
     return out
 
 
-def _load(rule: Rule) -> ScanRule:
-    """A rule's rule.py, run as a module of its own; it defines exactly one ScanRule subclass."""
+def _load(rule: Rule, base: type):
+    """A rule's rule.py, run as a module of its own; it defines exactly one subclass of ``base``
+    (:class:`ScanRule` for a scan rule, :class:`LaunchRule` for a config rule)."""
     if not rule.code:
-        return ScanRule(rule.id)
+        return base(rule.id) if base is ScanRule else base(rule)
     import importlib.util
     import sys
 
@@ -338,7 +420,7 @@ def _load(rule: Rule) -> ScanRule:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     found = [c for c in vars(module).values()
-             if isinstance(c, type) and issubclass(c, ScanRule) and c.__module__ == name]
+             if isinstance(c, type) and issubclass(c, base) and c.__module__ == name]
     if len(found) != 1:
-        raise TypeError(f"{rule.code}: defines {len(found)} ScanRule subclasses, not one")
-    return found[0](rule.id)
+        raise TypeError(f"{rule.code}: defines {len(found)} {base.__name__} subclasses, not one")
+    return found[0](rule.id) if base is ScanRule else found[0](rule)

@@ -19,7 +19,7 @@ def demo_dir() -> Path:
 
         return Path(str(resources.files("ddcheck._fixtures"))) / "demo"
     except ModuleNotFoundError:
-        return Path(__file__).resolve().parents[1] / "fixtures" / "demo"
+        return Path(__file__).resolve().parents[2] / "fixtures" / "demo"
 
 
 def default_targets() -> tuple[list[str], str]:

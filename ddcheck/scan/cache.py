@@ -42,7 +42,7 @@ def code_digest() -> str:
     read."""
     from ddcheck.rules import rule_roots  # rule definitions and their code decide findings: part of the code
 
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # ddcheck/ (this is ddcheck/scan/cache.py)
     rules = [r.resolve() for r in rule_roots()]
     return stamps_digest([package, *(r for r in rules if not r.is_relative_to(package))])
 

@@ -68,9 +68,9 @@ class Settings:
         )
 
     def wants(self, finding: Finding) -> bool:
-        if finding.rule in self.ignore:
-            return False
-        return self.select is None or finding.rule in self.select
+        from ddcheck.diagnostics.selection import wants
+
+        return wants(finding, self.select, self.ignore)
 
     def wants_path(self, relpath: str, disk_path: Path | str | None = None) -> bool:
         """``include``/``exclude`` glob patterns (``*`` also crosses ``/``), matched against the

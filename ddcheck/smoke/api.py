@@ -19,6 +19,8 @@ from ddcheck.tree.names import SERVER_ARGS_SETTER, SINGLE_PROCESS_STARTUP
 from ddcheck.tree.names import SPECULATIVE_ALGORITHM, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS
 from ddcheck.tree.names import DDTREE, EAGLE, EAGLE_VERIFY_INPUT, SPECULATIVE_DDTREE_BUDGET, SPECULATIVE_PREFIX
 
+SMOKE_CHILD = ["-m", "ddcheck.smoke.child"]  # the interpreter's arguments that start a smoke child
+
 SEED_BUDGET, SEED_C = 7, 8  # the DDTree seed configuration: budget 7 verifies 8 = C tokens
 PATHS = ("eager", "graph")
 DEVICES = re.compile(r"cpu|cuda(:\d+)?")  # cpu: Triton's interpreter; cuda[:N]: a GPU
@@ -113,7 +115,7 @@ def run_smoke(
 
     A path that faults on the device (a CUDA device-side assert) ends the process's CUDA context: its
     result is kept and, isolated, the paths after it run in a new process (``done``: the results so far;
-    ``restartable``: a worker's run, whose parent does that).
+    ``restartable``: a child's run, whose parent does that).
     """
     try:
         backend = backend_name(backend)  # in any case; an unknown name is the harness failure below
@@ -143,7 +145,7 @@ def run_smoke(
                 try:
                     args["backend_source"] = Path(backend_file).read_text(encoding="utf-8")
                 except OSError:
-                    pass  # the worker reports the unreadable file
+                    pass  # the child reports the unreadable file
             return _isolated(args, timeout, report)
         _run(report, target, backend_file, backend_source, prefix_lens, dtype,
              graph_capture_width, seed_case, launch, spec, done, capture)
@@ -198,44 +200,35 @@ def _check_widths(budget: int, c: int) -> None:
 
 
 def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
-    """Run in ``python -m ddcheck.smoke.child``; any failure to produce a report is exit 3 (not judged)."""
-    import json
+    """Run in a child process (:mod:`ddcheck.smoke.child`); any failure to produce a report is exit 3 (not
+    judged)."""
     import os
-    import subprocess
     import tempfile
 
+    from ddcheck.base.children import Child
+
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     if args.get("device", "cpu") != "cpu":  # a kernel's fault is raised where it is launched, in its path
         env.setdefault("CUDA_LAUNCH_BLOCKING", "1")
     deadline = time.monotonic() + timeout
-    earlier: list[SmokeReport] = []  # reports of workers that stopped at a device fault
+    earlier: list[SmokeReport] = []  # reports of children that stopped at a device fault
     with tempfile.TemporaryDirectory(prefix="ddcheck-smoke-") as tmp:
-        out = Path(tmp) / "report.json"
-        env["TMPDIR"] = tmp  # what a worker leaves behind (one that ends abruptly) goes with this folder
+        env["TMPDIR"] = tmp  # what a child leaves behind (one that ends abruptly) goes with this folder
         while True:
-            out.unlink(missing_ok=True)
-            try:
-                proc = subprocess.run([sys.executable, "-m", "ddcheck.smoke.child", str(out)],
-                                      input=json.dumps(args), capture_output=True, text=True, env=env,
-                                      timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _unjudged(fail, f"harness failure: the smoke worker did not finish within {timeout:.0f} s",
-                          "a machine with more time (the worker's timeout), or a GPU (--device cuda)")
+            with Child(SMOKE_CHILD, env, prefix="ddcheck-smoke-") as child:
+                answer = child.ask(args, max(1.0, deadline - time.monotonic()))
+            if "died" in answer:
+                _unjudged(fail, f"harness failure: the smoke child process {answer['died']}",
+                          *(("a machine with more time (the child's timeout), or a GPU (--device cuda)",)
+                            if answer["died"].startswith("did not answer") else ()))
                 return fail
-            if proc.returncode != 0 or not out.is_file():
-                tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-                _unjudged(fail, f"harness failure: the smoke worker exited with {proc.returncode}: "
-                          + " | ".join(tail))
-                return fail
-            report = SmokeReport.model_validate_json(out.read_text(encoding="utf-8"))
+            report = SmokeReport.model_validate(answer["report"])
             # a new process per fault; each one runs at least the faulted path, so this ends
             if not report.restart or len(report.paths) <= len(args.get("done") or ()):
                 break
             earlier.append(report)
             args = dict(args, done=[p.model_dump() for p in report.paths])
-    for before in earlier:  # what the stopped workers saw and found
+    for before in earlier:  # what the stopped children saw and found
         _merge(report.harness, before.harness)
         report.device_faults = list(dict.fromkeys(before.device_faults + report.device_faults))
         report.limitations = list(dict.fromkeys(before.limitations + report.limitations))

@@ -1,4 +1,4 @@
-"""Run one smoke test in a fresh interpreter: ``python -m ddcheck.smoke.child OUT.json < args.json``.
+"""Run one smoke test in a fresh interpreter, a child process of its own (:mod:`ddcheck.base.children`).
 
 Why a subprocess: Triton decides at *import* whether its own ``tl`` helpers are interpreted, so
 ``TRITON_INTERPRET=1`` must be set before anything imports triton; each release's kernels stay
@@ -9,23 +9,22 @@ ends the process's CUDA context, ends it with the paths run so far, and the pare
 
 from __future__ import annotations
 
-import json
 import os
-import sys
+
+from ddcheck.base.children import serve
 
 
-def main() -> int:
-    out_path = sys.argv[1]
-    kwargs = json.loads(sys.stdin.read())
+def _answer(kwargs: dict) -> dict:
     if kwargs.get("device", "cpu") == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
     from ddcheck.smoke.api import run_smoke
 
-    report = run_smoke(isolate=False, restartable=True, **kwargs)
-    with open(out_path, "w", encoding="utf-8") as fh:
-        fh.write(report.to_json())
-    return 0
+    return {"report": run_smoke(isolate=False, restartable=True, **kwargs).model_dump(mode="json")}
+
+
+def main() -> None:
+    serve(_answer)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

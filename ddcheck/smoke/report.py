@@ -116,17 +116,10 @@ class SmokeReport(BaseModel):
 
 
 def text_console(stderr: bool = False):
-    """A rich console that wraps only on a terminal: in a pipe or a CI log a line, a list or a table
-    row stays whole, whatever the width the environment claims."""
-    from rich.console import Console
+    """The console every command prints through (:mod:`ddcheck.diagnostics.console`)."""
+    from ddcheck.diagnostics.console import console
 
-    console = Console(stderr=stderr, soft_wrap=True)
-    if not console.is_terminal:
-        console.width = UNWRAPPED
-    return console
-
-
-UNWRAPPED = 1 << 14  # columns of a console that is not a terminal: wider than any line ddcheck prints
+    return console(stderr)
 
 
 def render_text(report: SmokeReport, console=None) -> None:

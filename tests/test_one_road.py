@@ -1,0 +1,150 @@
+"""One finding, one road (issue 48): a config rule is one folder (rule.toml, rule.py, examples) on
+``DDCHECK_RULE_PATH``, and the severity its rule.toml gives is the one `ddcheck rules`, `ddcheck explain`
+and every format of `ddcheck config` say; config's SARIF is valid SARIF 2.1.0."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from test_config import release
+from test_config_rules import LAUNCH_YAML
+from test_workflow import _errors, sarif_validator  # noqa: F401 - the fixture: the OASIS schema
+
+network = pytest.mark.network
+
+RULE_TOML = '''id = "DD299"
+name = "throwaway-eagle-topk"
+face = "config"
+severity = "warning"
+consequence = "PERF"
+fix = "change the launch"
+flags = ["speculative_eagle_topk"]
+summary = "A throwaway rule of a test: EAGLE with topk 2."
+what_it_does = "Fires on an EAGLE launch whose topk is 2."
+why_bad = "It is not: the test wants a rule that fires."
+fix_text = "Use another topk."
+
+[messages]
+topk = "EAGLE drafts {topk} candidates per step (a throwaway rule)"
+
+[hints]
+topk = "use --speculative-eagle-topk 1"
+'''
+
+RULE_PY = '''from ddcheck.rules import LaunchRule
+
+
+class ThrowawayEagleTopk(LaunchRule):
+    stage = ("site",)
+
+    def check(self, facts):
+        s = facts.settings
+        if s.algorithm == "EAGLE" and s.eagle_topk == 2:
+            return [self.finding("topk", topk=s.eagle_topk)]
+        return []
+'''
+
+LAUNCH = """# sglang: sglang==0.5.10
+python -m sglang.launch_server --model-path fixtures/launch/models/llama --speculative-algorithm EAGLE \\
+  --speculative-num-steps 3 --speculative-eagle-topk {topk} --speculative-num-draft-tokens 4
+"""
+
+
+def _clear() -> None:
+    import ddcheck.rules as registry
+
+    for cached in (registry.all_rules, registry._names, registry._codes, registry._kinds, registry._launch_codes):
+        cached.cache_clear()
+
+
+@pytest.fixture
+def throwaway(tmp_path, monkeypatch):
+    folder = tmp_path / "more-rules" / "DD299"
+    folder.mkdir(parents=True)
+    (folder / "rule.toml").write_text(RULE_TOML)
+    (folder / "rule.py").write_text(RULE_PY)
+    (folder / "bad.launch").write_text(LAUNCH.format(topk=2))
+    (folder / "good.launch").write_text(LAUNCH.format(topk=1))
+    monkeypatch.setenv("DDCHECK_RULE_PATH", str(tmp_path / "more-rules"))
+    monkeypatch.setenv("DDCHECK_CACHE", str(tmp_path / "cache"))  # a rule folder is not in config's cache key
+    _clear()
+    yield folder
+    monkeypatch.undo()
+    _clear()
+
+
+def _config(capsys, tmp_path, fmt: str, yaml: str = LAUNCH_YAML) -> tuple[int, str]:
+    from ddcheck.cli.config import config_command
+
+    file = tmp_path / "launch.yaml"
+    file.write_text(yaml)
+    code = config_command([], file=str(file), fmt=fmt, tree=release("0.5.10"), cache=False)
+    return code, capsys.readouterr().out
+
+
+@network
+def test_a_config_rule_is_one_folder_with_one_severity_everywhere(throwaway, capsys, tmp_path, sarif_validator):
+    from typer.testing import CliRunner
+
+    from ddcheck.cli.app import app
+
+    listed = CliRunner().invoke(app, ["rules"], env={"COLUMNS": "200"})
+    row = next(line for line in listed.output.splitlines() if "DD299" in line)
+    assert "throwaway-eagle-topk" in row and "warning" in row and "error" not in row
+    page = CliRunner().invoke(app, ["explain", "DD299"])
+    assert page.exit_code == 0 and page.output.startswith("# DD299 throwaway-eagle-topk (warning)")
+
+    code, text = _config(capsys, tmp_path, "text")
+    line = next(x for x in text.splitlines() if " DD299 " in x)
+    assert line.startswith(f"{tmp_path / 'launch.yaml'}:4:1: DD299 [warning] PERF: EAGLE drafts 2 candidates per step"), line
+    assert "      hint: use --speculative-eagle-topk 1" in text.splitlines()
+    assert code == 1  # DD202 (error) fires on this launch too
+
+    code, out = _config(capsys, tmp_path, "json")
+    doc = json.loads(out)
+    mine = [f for f in doc["findings"] if f["rule"] == "DD299"]
+    assert [(f["severity"], f["consequence"], f["path"], f["line"]) for f in mine] == \
+        [("warning", "PERF", str(tmp_path / "launch.yaml"), 4)]
+    assert doc["exit_code"] == code == 1 and "release" in doc and "settings" in doc
+
+    code, out = _config(capsys, tmp_path, "sarif")
+    sarif = json.loads(out)
+    assert _errors(sarif_validator, sarif) == []
+    result = next(r for r in sarif["runs"][0]["results"] if r["ruleId"] == "DD299")
+    rule = next(r for r in sarif["runs"][0]["tool"]["driver"]["rules"] if r["id"] == "DD299")
+    assert result["level"] == rule["defaultConfiguration"]["level"] == "warning"
+    assert sarif["runs"][0]["invocations"][0]["exitCode"] == 1
+
+    code, out = _config(capsys, tmp_path, "github")
+    assert any(a.startswith("::warning file=") and "title=DD299::" in a for a in out.splitlines()), out
+
+    # its severity decides the exit code as the rule says: only DD299 selected, a warning passes fail-on error
+    from ddcheck.cli.config import config_command
+
+    file = tmp_path / "launch.yaml"
+    assert config_command([], file=str(file), tree=release("0.5.10"), cache=False, select=["DD299"]) == 0
+    capsys.readouterr()
+
+
+@network
+def test_config_sarif_of_an_argument_validates(capsys, monkeypatch, sarif_validator):
+    """A finding located at a launch argument (no file): a logical location, valid SARIF, no path parsed."""
+    from ddcheck.cli.config import config_command
+
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "fixtures/launch/models/llama",
+            "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "2",
+            "--speculative-num-draft-tokens", "4", "--attention-backend", "torch_native"]
+    monkeypatch.chdir(__import__("pathlib").Path(__file__).resolve().parents[1])  # the launch's model path
+    code = config_command(argv, fmt="sarif", tree=release("0.5.10"))
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and _errors(sarif_validator, doc) == []
+    mask = next(r for r in doc["runs"][0]["results"] if r["ruleId"] == "DD202")
+    assert mask["locations"] == [{"logicalLocations": [{"name": "--attention-backend torch_native",
+                                                        "kind": "parameter"}]}]
+    assert mask["properties"]["consequence"] == "CORRUPT" and mask["properties"]["evidence"]
+    code = config_command(argv, fmt="text", tree=release("0.5.10"))
+    text = capsys.readouterr().out
+    assert "--attention-backend torch_native: DD202 [error] CORRUPT: tree verify (topk=2)" in text
+    assert "      at sglang/srt/layers/attention/torch_native_backend.py:1  no custom_mask reference" in text
