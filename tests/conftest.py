@@ -131,12 +131,22 @@ CI_RELEASES = {"0.4.10.post2", "0.5.10", "0.5.23"}
 _RELEASE = re.compile(r"\d+\.\d+\.\d+(\.post\d+)?")
 
 
+def _slow(item) -> bool:
+    """Marked ``slow`` (left out of the quick loop, `-m "not slow and not matrix"`) by what it runs: a real
+    release's wheel (``network``: downloaded once, then scanned, fixed or launched whole), the smoke
+    fixture's runs of a tree's code, or a group of runs one worker shares (``xdist_group``)."""
+    return (any(item.get_closest_marker(m) is not None for m in ("network", "xdist_group"))
+            or bool({"smoke", "release_scan"} & set(getattr(item, "fixturenames", ()))))
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
 def pytest_collection_modifyitems(config, items):
-    """Marks the release matrix (above). Tests marked ``xdist_group`` (a file's smoke runs, the audit's
+    """Marks the release matrix (above) and the slow tests (:func:`_slow`). Tests marked ``xdist_group`` (a file's smoke runs, the audit's
     fixture) go to one worker: pytest-xdist's loadgroup, which pytest 9 silently breaks (every test its
     own group), hence ``pytest<9`` in the test extra; tests/test_suite.py checks a group stays together."""
     for item in items:
+        if _slow(item):
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("cases") is not None:
             continue  # each parametrization is its own case (a release's own code path), not a release sample
         spec = getattr(item, "callspec", None)

@@ -125,6 +125,7 @@ def test_config_smoke_without_torch_is_3_and_says_what_would_judge_it(no_torch):
     assert plain["exit_code"] == 3 and not any("launch-smoke" in x for x in plain["not_judged"])  # no smoke asked for
 
 
+@pytest.mark.slow
 def test_config_errors_win_over_a_smoke_that_could_not_run():
     """fixtures/trees/flag_fork: its tree flag makes the worker verify W = 32 (budget_worker.py:12) on a
     triton backend that lays verify out with C = 16 (triton_backend.py:13-14): an error. The smoke cannot

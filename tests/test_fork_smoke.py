@@ -14,7 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("DDCHECK_FORKS", REPO.parent / "shared" / "corpus" / "ddtree-forks"))
 ARCHIVES = {"hz": "HaiyuZhou-sglang-ad7ab160.tar.gz", "rw": "Rancy-Wang-sglang-433c58ed.tar.gz"}
 
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no DDTree fork corpus at {CORPUS}")
+pytestmark = [pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no DDTree fork corpus at {CORPUS}"),
+              pytest.mark.slow]  # each test runs a fork's code in a smoke process
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 

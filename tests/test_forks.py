@@ -214,6 +214,7 @@ DBG_DDTREE = launch("--speculative-algorithm", "DFLASH", "--speculative-dflash-e
                     "--attention-backend", "triton")
 
 
+@pytest.mark.slow
 def test_dbg_enable_ddtree_launch_is_accepted_and_verifies_c(fork):
     r = check_launch(DBG_DDTREE, tree=fork("dbg"))
     s = r.settings
@@ -242,6 +243,7 @@ def test_dbg_without_enable_ddtree_is_rejected_where_the_fork_raises(fork):
     assert r.exit_code == 1
 
 
+@pytest.mark.slow
 def test_checkout_package_without_init_is_a_tree(fork_dir, tmp_path):
     src = fork_dir("dbg")
     pkg = tmp_path / "python" / "sglang"
@@ -344,6 +346,7 @@ def test_config_smoke_runs_the_launch_at_its_c_and_w(fork, smoke, monkeypatch):
     assert "flashattention_backend.py:596" in o.message and "graph" not in o.message.split("tree mask:")[1]
 
 
+@pytest.mark.slow
 def test_smoke_cli_runs_a_launch(fork_dir):
     import subprocess
     import sys

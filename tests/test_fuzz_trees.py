@@ -13,6 +13,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 GUARDS = (Path(__file__).resolve().parents[1] / "fixtures" / "analysis" / "guards.py").read_bytes()
@@ -81,6 +82,7 @@ def build(root: Path, outside: Path, entries) -> None:
 FUZZ_EXAMPLES = int(os.environ.get("DDCHECK_FUZZ_EXAMPLES", "12"))  # raise locally for a longer hunt
 
 
+@pytest.mark.slow
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(entries=trees())
 def test_fuzzed_trees_scan_and_fix_out(tmp_path_factory, entries):
@@ -108,6 +110,7 @@ MEMBERS = st.lists(st.tuples(st.sampled_from(["sglang/srt/a.py", "sglang/srt/lay
                              CONTENTS, st.booleans()), min_size=1, max_size=6)
 
 
+@pytest.mark.slow
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(members=MEMBERS, deflate=st.booleans())
 def test_fuzzed_wheels_scan_and_fix_out(tmp_path_factory, members, deflate):
