@@ -79,8 +79,10 @@ def find_orchestrator(tree: SourceTree) -> tuple[str, str | None, str, int | Non
     mods = TreeModules.of(tree)
     fallback = None
     for f in sorted(files, key=lambda f: not f.relpath.endswith(SERVER_ARGS_FILE)):
-        if not any(n.encode() in f.read_bytes() for n in names) and not f.relpath.endswith(SERVER_ARGS_FILE):
-            continue
+        if not f.relpath.endswith(SERVER_ARGS_FILE):
+            data = f.read_bytes()  # once: a wheel's member is inflated on each read
+            if not any(n.encode() in data for n in names):
+                continue
         for owner, fn, stmt in mods.callers(f.relpath, names):
             if owner in (None, SERVER_ARGS_CLASS):
                 return f.relpath, owner, fn.name, stmt.lineno

@@ -13,6 +13,7 @@ This reads the tree with ``ast`` and never runs it: the worker needs a GPU and t
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from collections.abc import Iterator
 from typing import Any
@@ -165,9 +166,10 @@ def _workers_constructed(mods: TreeModules, algorithm: str, values: dict[str, An
     if registered is not None:
         yield registered
     tests = [n for n in world.algo_methods if n.startswith("is_")] or [f"is_{algorithm.lower()}"]
-    wanted = [f".{n}()".encode() for n in tests]
+    # one read of each file (a wheel's member is inflated on each read), one pass over its bytes
+    wanted = re.compile(rb"\.(?:" + b"|".join(re.escape(n.encode()) for n in tests) + rb")\(\)")
     for f in mods.tree.files:
-        if not f.relpath.endswith(".py") or not any(w in f.read_bytes() for w in wanted):
+        if not f.relpath.endswith(".py") or not wanted.search(f.read_bytes()):
             continue
         module = mods.dotted(f.relpath)
         tree = mods.parsed(f.relpath)
