@@ -122,9 +122,9 @@ def test_the_check_accepts_imports_and_uses(source):
 def test_the_duplicates_the_issue_names_are_one_object():
     from ddcheck.analysis import engine, triage, vocabulary
     from ddcheck.guard import hook
-    from ddcheck.config import checks, paths, speculative, treerun
+    from ddcheck.config import facts, paths, speculative, treerun
 
-    assert checks.EAGLE_FAMILY is speculative.EAGLE_FAMILY is names.EAGLE_FAMILY
+    assert facts.EAGLE_FAMILY is speculative.EAGLE_FAMILY is names.EAGLE_FAMILY
     assert engine.VERIFY_TEXT is names.VERIFY_MARKERS
     assert triage.VERIFY_MARKER_BYTES == tuple(m.encode() for m in names.VERIFY_MARKERS)
     assert vocabulary.WIDTH_FIELDS is names.WIDTH_FIELDS

@@ -83,8 +83,8 @@ def test_config_cli_sees_the_relatively_imported_input():
     assert "relative_fork_marker" in s["verify_input_fields"] and s["verify_input_type"] == "DDTREE_VERIFY"
     # graphs captured at budget + 1 (through the relative import of spec_utils): no capture/replay crash
     assert s["capture_width"] == 17
-    ids = {f["id"] for f in report["findings"] if f["level"] == "error"}
-    assert ids == {"verify-width"}
+    ids = {f["rule"] for f in report["findings"] if f["severity"] == "error"}
+    assert ids == {"DD200"}  # verify-width
 
 
 # ------------------------------------------------------------------------------------------ the model

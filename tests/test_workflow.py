@@ -766,7 +766,8 @@ def test_rules_lists_severity_and_fixability(tmp_path):
     rows = {ln.split("│")[1].strip(): ln for ln in proc.stdout.splitlines() if re.match(r"│ DD\d{3} ", ln)}
     assert list(rows) == list(all_rules())
     for rid, rule in all_rules().items():
-        assert f"│ {rule.name} " in rows[rid] and f"│ {rule.severity.value} " in rows[rid]
+        assert f"│ {rule.name} " in rows[rid] and f"│ {rule.severities()} " in rows[rid]
+        assert rule.severities().startswith(rule.severity.value)
         assert rule.fix.split()[0] in rows[rid]
 
 

@@ -401,9 +401,9 @@ def explain(rule_id: str = typer.Argument(..., help="A rule id (DD001) or name."
     if rule is None:
         raise UsageError(f"unknown rule {rule_id!r}; known: {', '.join(all_rules())}")
     if console().is_terminal:
-        console().print(Markdown(rule.doc()))
+        console().print(Markdown(rule.explanation()))
     else:
-        console().file.write(rule.doc())
+        console().file.write(rule.explanation())
 
 
 def _paragraphs(doc: str) -> tuple[str, str]:

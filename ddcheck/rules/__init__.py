@@ -76,8 +76,21 @@ class Rule:
         return Severity(self.levels.get(case, self.severity))
 
     def severities(self) -> str:
-        """Its severity as `ddcheck rules` lists it: the rule's, then each case said at another one."""
-        return self.severity.value + "".join(f"; {case}: {level}" for case, level in sorted(self.levels.items()))
+        """Its severity as `ddcheck rules` lists it: the rule's, then how many of its cases are said at
+        another one (`ddcheck explain` names them: :meth:`levels_text`)."""
+        others: dict[str, int] = {}
+        for level in self.levels.values():
+            others[level] = others.get(level, 0) + 1
+        return self.severity.value + "".join(f" ({level} in {n} case{'s' if n > 1 else ''})"
+                                             for level, n in sorted(others.items()))
+
+    def explanation(self) -> str:
+        """What `ddcheck explain` prints and docs/rules/ holds: :meth:`doc`, then the cases said at another
+        severity than the rule's (apart from the page SARIF embeds, which stays the rule's doc)."""
+        if not self.levels:
+            return self.doc()
+        cases = "; ".join(f"{case}: {level}" for case, level in sorted(self.levels.items()))
+        return f"{self.doc()}\n## Severity by case\n{self.severity.value}, except: {cases}\n"
 
     def message(self, case: str, **facts: object) -> str:
         """The message of a finding of this rule in ``case``, filled with its facts."""
