@@ -139,3 +139,19 @@ print("after", type(torch._dynamo).__name__, torch.compile.__module__)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["at import False False", "names double inc neg", "called 2 -2 True",
                                        "after module torch"]
+
+
+def test_a_tree_import_under_a_profile_hook_still_gets_its_stand_ins():
+    """With the imports unprofiled (a start-up run watched by a profile hook), the import system's frames
+    are still seen through: what the tree's code imports and cannot be imported here is a stand-in."""
+    from ddcheck.tree.runtime import UnprofiledImports
+
+    before = sys.getprofile()
+    with TreeRuntime(open_target(str(PROBE)), Platform(device="cpu")) as rt, UnprofiledImports():
+        sys.setprofile(lambda frame, event, arg: None)
+        try:
+            backend_mod = rt.import_module("sglang.srt.nsless.backend")
+        finally:
+            sys.setprofile(before)
+        assert backend_mod.Backend().verify(SimpleNamespace(draft_token_num=17))[0] == 54
+    assert "ddcheck_absent_ext" in rt.report.stand_in_modules

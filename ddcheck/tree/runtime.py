@@ -20,6 +20,7 @@ function when it is first called, not at import (:meth:`TreeRuntime._defer_compi
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -219,7 +220,7 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
         frame = sys._getframe(2)
         while frame is not None:
             name = frame.f_code.co_filename
-            if not (name.startswith("<frozen") or "importlib" in name):
+            if not (name.startswith("<frozen") or "importlib" in name or frame.f_code is _UNPROFILED_IMPORT):
                 return self.in_tree(name)
             frame = frame.f_back
         return False
@@ -424,7 +425,6 @@ def _is_cuda_device(value: Any) -> bool:
 
 def _on_cpu(factory, report: RuntimeReport, positional: bool = False):
     """``factory`` with a CUDA device (keyword, or ``Tensor.to``'s first argument) made the CPU."""
-    import functools
 
     @functools.wraps(factory)
     def call(*args, **kwargs):
@@ -439,11 +439,42 @@ def _on_cpu(factory, report: RuntimeReport, positional: bool = False):
     return call
 
 
+class UnprofiledImports:
+    """For the block, a module imported while a profile hook is set (one watching the start-up code's
+    calls) runs its import-time code with no hook, which is back once the import is done: calling a hook
+    on every call and return of the tree's and torch's module code made a start-up run about twice as
+    slow. Python's import statement asks the import system for ``_find_and_load`` at each import."""
+
+    def __enter__(self):
+        self.bootstrap = sys.modules.get("_frozen_importlib")
+        self.real = getattr(self.bootstrap, "_find_and_load", None)
+        if self.real is not None:
+            self.bootstrap._find_and_load = functools.partial(_find_and_load_unprofiled, self.real)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.real is not None:
+            self.bootstrap._find_and_load = self.real
+
+
+def _find_and_load_unprofiled(real, name, import_):
+    hook = sys.getprofile()
+    if hook is None:
+        return real(name, import_)
+    sys.setprofile(None)
+    try:
+        return real(name, import_)
+    finally:
+        sys.setprofile(hook)
+
+
+_UNPROFILED_IMPORT = _find_and_load_unprofiled.__code__  # a frame of the import system (imported_by_tree)
+
+
 def _deferred(real):
     """``real`` (a torch decorator whose first argument is the function) applied to a plain function
     on that function's first call; anything else (a module, a method, the decorator's own arguments
     alone) handed to ``real`` at once."""
-    import functools
 
     def deferred(*args, **kwargs):
         if not args or args[0] is None:  # the decorator form: ``@torch.compile(dynamic=True)``
