@@ -2,7 +2,7 @@
 """How long `ddcheck config` takes on a launch, as a user runs it: the first check, a repeat, and another
 launch on the same release:
 
-    python bench/config_time.py [--releases 0.5.10 0.5.23] [--repeat 2] [--file launch.yaml]
+    python bench/config_time.py [--releases 0.5.10 0.5.23] [--repeat 5] [--file launch.yaml]
 
 Each run is `ddcheck config --sglang sglang==X --format json -- LAUNCH` in a fresh interpreter, timed from
 start to exit. LAUNCH is an EAGLE launch with local model folders (fixtures/launch/models: a judged
@@ -51,7 +51,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--releases", nargs="+", default=["0.5.10", "0.5.23"])
     ap.add_argument("--file", type=Path, help="a launch YAML instead of the EAGLE launch")
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=5)  # the median of 5 (issue 49)
     args = ap.parse_args()
 
     from ddcheck.tree.sources import cache_dir, download_wheel

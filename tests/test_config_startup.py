@@ -190,3 +190,36 @@ def test_decisions_declared_on_the_record_are_writes():
     r = run_handler(tree, {"model_path": "m", "speculative_algorithm": "EAGLE", "speculative_num_steps": 3,
                            "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8, "page_size": 16})
     assert r.rejected == "ValueError: topk > 1 needs page_size 1 here" and r.writes == []
+
+
+def test_modules_the_start_up_imports_run_without_its_profile_hooks(tmp_path, monkeypatch):
+    """The profile hooks that watch the start-up's calls (returns picked, decisions declared) are off
+    while a module it imports runs its import-time code (the tree's and torch's: most of a run), and
+    on again for the start-up's own calls after the import."""
+    import sys
+
+    from ddcheck.tree.runtime import UnprofiledImports
+
+    (tmp_path / "ddcheck_probe_imported.py").write_text("def body_call():\n    return 1\n\nVALUE = body_call()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = []
+
+    def hook(frame, event, arg):
+        if event == "call":
+            seen.append(frame.f_code.co_name)
+
+    def start_up():
+        import ddcheck_probe_imported
+
+        return ddcheck_probe_imported.body_call()
+
+    previous = sys.getprofile()
+    with UnprofiledImports():
+        sys.setprofile(hook)
+        try:
+            assert start_up() == 1
+        finally:
+            sys.setprofile(previous)
+    sys.modules.pop("ddcheck_probe_imported", None)
+    assert "<module>" not in seen and seen.count("body_call") == 1  # the call after the import only
+    assert seen[0] == "start_up"

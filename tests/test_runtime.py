@@ -91,3 +91,67 @@ def test_platform_probes_answer_for_the_emulated_gpu():
     assert not torch.cuda.is_available() and torch.version.cuda is None
     with TreeRuntime(open_target(str(PROBE)), Platform(device="cpu", emulate=False)):
         assert not torch.cuda.is_available()  # kernels that run here take this machine's paths
+
+
+COMPILED = '''import sys
+import torch
+
+@torch.compile(dynamic=True)
+def double(x):
+    return x * 2
+
+@torch.compiler.disable
+def inc(x):
+    return x + 1
+
+@torch._dynamo.disable
+def neg(x):
+    return -x
+
+DYNAMO_AT_IMPORT = "torch._dynamo" in sys.modules
+'''
+
+
+def test_torch_compiler_decorators_wrap_a_function_when_it_is_first_called(tmp_path):
+    """A tree module that decorates functions with torch.compile, torch.compiler.disable or
+    torch._dynamo.disable does not import torch's dynamo while it is imported (seconds of a config
+    run); a decorated function that is called is wrapped by torch's own decorator then and runs."""
+    pytest.importorskip("torch")
+    import subprocess
+
+    (tmp_path / "sglang").mkdir()
+    (tmp_path / "sglang" / "__init__.py").write_text("")
+    (tmp_path / "sglang" / "compiled.py").write_text(COMPILED)
+    code = f'''import sys
+import torch
+from ddcheck.tree.runtime import Platform, TreeRuntime
+from ddcheck.tree.sources import open_target
+assert "torch._dynamo" not in sys.modules
+with TreeRuntime(open_target({str(tmp_path / "sglang")!r}), Platform(device="cpu")) as rt:
+    m = rt.import_module("sglang.compiled")
+    print("at import", m.DYNAMO_AT_IMPORT, "torch._dynamo" in sys.modules)
+    print("names", m.double.__name__, m.inc.__name__, m.neg.__name__)
+    print("called", m.inc(1), m.neg(2), "torch._dynamo" in sys.modules)
+print("after", type(torch._dynamo).__name__, torch.compile.__module__)
+'''
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["at import False False", "names double inc neg", "called 2 -2 True",
+                                       "after module torch"]
+
+
+def test_a_tree_import_under_a_profile_hook_still_gets_its_stand_ins():
+    """With the imports unprofiled (a start-up run watched by a profile hook), the import system's frames
+    are still seen through: what the tree's code imports and cannot be imported here is a stand-in."""
+    from ddcheck.tree.runtime import UnprofiledImports
+
+    before = sys.getprofile()
+    with TreeRuntime(open_target(str(PROBE)), Platform(device="cpu")) as rt, UnprofiledImports():
+        sys.setprofile(lambda frame, event, arg: None)
+        try:
+            backend_mod = rt.import_module("sglang.srt.nsless.backend")
+        finally:
+            sys.setprofile(before)
+        assert backend_mod.Backend().verify(SimpleNamespace(draft_token_num=17))[0] == 54
+    assert "ddcheck_absent_ext" in rt.report.stand_in_modules

@@ -975,6 +975,90 @@ def test_what_the_fast_entry_does_not_read_goes_to_typer(argv):
     assert parse_scan(argv) is None
 
 
+# -- the fast entry of `ddcheck config OPTIONS -- LAUNCH` (a deployment script's gate), held to typer's ------
+
+FLAG_FORK = REPO / "fixtures" / "trees" / "flag_fork" / "sglang"
+FORK_LAUNCH = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-algorithm", "BUDGETTREE",
+               "--attention-backend", "triton", "--disable-cuda-graph", "--speculative-tree-budget", "32"]
+
+
+def test_the_fast_config_entry_reads_the_options_typer_declares():
+    """The argparse reading of `ddcheck config` (ddcheck/entry.py) has exactly the typer command's
+    options, each taking a value, repeatable or a flag as typer's does."""
+    from typer.main import get_command
+
+    from ddcheck.cli import app
+    from ddcheck.entry import config_parser
+
+    command = get_command(app).commands["config"]
+    typer_side = {tuple(sorted(p.opts + p.secondary_opts)): ("flag" if p.is_flag else "many" if p.multiple else "one")
+                  for p in command.params if p.param_type_name == "option"}
+    fast_side = {tuple(sorted(a.option_strings)): ("flag" if a.nargs == 0 else "many" if a.__class__.__name__ ==
+                                                   "_AppendAction" else "one")
+                 for a in config_parser()._actions if a.option_strings}
+    assert fast_side == typer_side
+    assert not [p for p in command.params if p.param_type_name == "argument"]
+
+
+FAST_CONFIG_ARGVS = [
+    ["--no-cache", "--sglang", str(FLAG_FORK), "-fjson", "--", *FORK_LAUNCH],      # judged: a finding
+    ["--sglang", str(FLAG_FORK), "--select", "DD999", "--", *FORK_LAUNCH],         # unknown rule: usage error
+    ["--sglang", str(FLAG_FORK), "--format=xml", "--", *FORK_LAUNCH],              # unknown format: usage error
+    ["--file", "./no/such.yaml", "--fail-on", "warning", "--"],                     # no such file: usage error
+    ["--sglang", str(FLAG_FORK), "--"],                                              # no launch: usage error
+]
+
+
+@pytest.mark.parametrize("argv", FAST_CONFIG_ARGVS, ids=[" ".join(a[:4]) for a in FAST_CONFIG_ARGVS])
+def test_the_fast_config_entry_prints_what_typer_prints(tmp_path, argv):
+    from ddcheck.entry import parse_config
+
+    assert parse_config(argv) is not None  # this reading really takes the fast path
+    runs = []
+    for fast in ("1", "0"):
+        env = {**os.environ, "COLUMNS": "200", "PYTHONIOENCODING": "utf-8", "DDCHECK_FAST_ENTRY": fast,
+               "DDCHECK_CACHE": str(tmp_path / "cache")}
+        proc = subprocess.run([sys.executable, "-m", "ddcheck", "config", *argv], cwd=tmp_path, capture_output=True,
+                              text=True, check=False, env=env, timeout=600)
+        runs.append((proc.returncode, re.sub(r"ddcheck-[a-z]+-\w+", "<tmp>", proc.stdout), proc.stderr))
+    assert runs[0] == runs[1]
+    assert runs[0][0] in (1, 2) and "Traceback" not in runs[0][2]
+
+
+@pytest.mark.parametrize("argv", [["--sglang", "x", "python"], ["--help", "--", "x"], ["-h", "--", "x"],
+                                  ["--smoke", "--", "x"], ["--no-such-option", "--", "x"], ["--fail-on", "loud", "--", "x"],
+                                  ["--gpu", "--", "x"], ["python", "--", "x"], ["--no-cach", "--", "x"]])
+def test_what_the_fast_config_entry_does_not_read_goes_to_typer(argv):
+    from ddcheck.entry import parse_config
+
+    assert parse_config(argv) is None
+
+
+def test_the_fast_config_entry_hands_config_what_typer_does():
+    from ddcheck.entry import parse_config
+
+    kw = parse_config(["--file", "./a//launch.yaml", "--select", "DD240", "--select", "DD205", "--suppress", "DD213:why",
+                       "--draft-config", "d/", "--gpu", "H100", "--no-cache", "--", "python", "--", "-x"])
+    assert kw["argv"] == ["python", "--", "-x"] and kw["file"] == "a/launch.yaml" and kw["draft_config"] == "d"
+    assert (kw["select"], kw["suppress"], kw["gpu"], kw["cache"], kw["fmt"]) == (
+        ["DD240", "DD205"], ["DD213:why"], "H100", False, "text")
+
+
+def test_a_config_repeat_answered_from_the_cache_loads_no_cli_framework(tmp_path):
+    """A deployment script's repeat of a judged launch is the result cache's: through the fast entry it
+    loads neither typer, click nor rich (JSON to a pipe), nor torch."""
+    code = ("import sys\nbefore = set(sys.modules)\nfrom ddcheck.entry import main\n"
+            f"sys.argv = ['ddcheck', 'config', '--sglang', {str(FLAG_FORK)!r}, '--format', 'json', '--', *{FORK_LAUNCH!r}]\n"
+            "try:\n    main()\nexcept SystemExit as exc:\n"
+            "    loaded = sorted((set(sys.modules) - before) & {'typer', 'click', 'rich', 'torch'})\n"
+            "    print(exc.code, loaded, file=sys.stderr, flush=True)\n")
+    env = {**os.environ, "DDCHECK_CACHE": str(tmp_path / "cache")}
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False,
+                           env=env, cwd=tmp_path) for _ in range(2)]
+    assert runs[0].stdout == runs[1].stdout and json.loads(runs[1].stdout)["findings"]
+    assert runs[1].stderr.strip().splitlines()[-1] == "1 []", runs[1].stderr
+
+
 @pytest.mark.parametrize("fmt", ["json", "text"])
 def test_a_plain_scan_loads_no_cli_framework(tmp_path, fmt):
     """What keeps `ddcheck scan FILE` (pre-commit) fast: neither typer, pydantic nor rich is loaded for

@@ -56,7 +56,7 @@ from ddcheck.tree.names import (ARG_GROUPS_DIR, HANDLER_METHOD_NAMES as METHOD_N
 from ddcheck.tree.frames import function_of, put_back, replace_everywhere
 from ddcheck.tree.models import ABSENT, ModelConfig, ModelFolders, NeedsInput, as_read_by, local_config, \
     path_arguments
-from ddcheck.tree.runtime import Platform, TreeRuntime
+from ddcheck.tree.runtime import Platform, TreeRuntime, UnprofiledImports
 from ddcheck.tree.standins import is_stand_in
 from ddcheck.tree.names import MODEL_PATH, PAGE_SIZE, SPECULATIVE_DRAFT_MODEL_PATH
 
@@ -694,7 +694,7 @@ def _run_once(run: "_Run", tree: SourceTree, found, values: dict[str, Any], read
             run.entry_code = getattr(fn, "__code__", None)
             run.recording = True
             try:
-                with _AnsweredReaders(run, readers), _Declarations(run):
+                with _AnsweredReaders(run, readers), _Declarations(run), UnprofiledImports():
                     fn(sa)
             except _Unreadable as exc:
                 unreadable = exc

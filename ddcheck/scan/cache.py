@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ddcheck.tree.files import stamps_digest, write_json
 from ddcheck.tree.sources import SourceTree, blake2b, cache_dir, content_hash, lazy_zipfile
+from ddcheck.tree.sources import _zip as wheel_archive
 
 VERSION = 7  # 7: only the quoted lines of the sources
 MAX_ENTRIES = 32
@@ -69,9 +70,9 @@ def _content_key(trees: list[SourceTree], head: bytes) -> str | None:
         for tree in trees:
             if tree.kind == "wheel" and tree.wheel is not None:
                 h.update(f"wheel\0{Path(tree.wheel).resolve()}\n".encode())
-                with lazy_zipfile().ZipFile(tree.wheel) as zf:
-                    for info in zf.infolist():
-                        h.update(f"{info.filename}\0{info.file_size}\0{info.CRC}\n".encode())
+                # the archive's directory as the tree was listed from (read once a process, ~25 ms on sglang)
+                for info in wheel_archive(Path(tree.wheel)).infolist():
+                    h.update(f"{info.filename}\0{info.file_size}\0{info.CRC}\n".encode())
             elif tree.kind == "dir" and tree.root is not None:
                 root = Path(tree.root).resolve()
                 h.update(f"dir\0{root}\0{tree.label}\0{len(tree.files)}".encode())

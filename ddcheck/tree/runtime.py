@@ -14,11 +14,13 @@
 
 The platform probes of torch (``torch.cuda.is_available``, ``get_device_capability``...) answer
 for the emulated machine (:class:`Platform`, an sm90 NVIDIA GPU by default) when this machine has
-no such device; tensors still live on ``platform.device``.
+no such device; tensors still live on ``platform.device``. torch's compiler decorators wrap a tree
+function when it is first called, not at import (:meth:`TreeRuntime._defer_compile`).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -136,6 +138,7 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
         self._saved: list[tuple[Any, str, Any]] = []
         self._emulated: list[tuple[Any, str, Any]] = []
         self._replaced: list[tuple[Any, str, Any]] = []  # tree functions stood in for (stand_in_for)
+        self._dynamo = None  # the stand-in for torch._dynamo set on torch (_defer_compile)
 
     # -- the block
     def __enter__(self):
@@ -146,6 +149,7 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
         self._before = set(sys.modules)
         sys.meta_path.append(self._last)
         self._emulate()
+        self._defer_compile()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -157,6 +161,10 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
             setattr(owner, name, value)
         self._saved.clear()
         self._emulated.clear()
+        torch = sys.modules.get("torch")
+        if self._dynamo is not None and torch is not None and vars(torch).get("_dynamo") is self._dynamo:
+            del torch._dynamo  # torch imports it when asked, as before the block
+        self._dynamo = None
         if os.environ != self._environ:
             os.environ.clear()
             os.environ.update(self._environ)
@@ -212,7 +220,7 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
         frame = sys._getframe(2)
         while frame is not None:
             name = frame.f_code.co_filename
-            if not (name.startswith("<frozen") or "importlib" in name):
+            if not (name.startswith("<frozen") or "importlib" in name or frame.f_code is _UNPROFILED_IMPORT):
                 return self.in_tree(name)
             frame = frame.f_back
         return False
@@ -360,6 +368,25 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
             setattr(owner, name, value)
             self.report.probes.append(f"{getattr(owner, '__name__', owner)}.{name}")
 
+    def _defer_compile(self) -> None:
+        """torch's compiler decorators (``torch.compile``, ``torch.compiler.disable``,
+        ``torch._dynamo.disable``...) wrap a function when it is first called, not when the tree's module
+        decorates it: at import time they import torch's dynamo and inductor (seconds) for functions a
+        start-up run never calls. A function that is called is wrapped then, by torch's own decorator, as
+        it would have been; anything else of ``torch._dynamo`` imports it, as torch does."""
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return
+        compiler = getattr(torch, "compiler", None)
+        for owner, name in ((torch, "compile"), (compiler, "disable"), (compiler, "assume_constant_result")):
+            real = getattr(owner, name, None)
+            if callable(real) and not hasattr(real, "__ddcheck_deferred__"):
+                self._saved.append((owner, name, real))
+                self._emulated.append((owner, name, _deferred(real)))
+                setattr(owner, name, self._emulated[-1][2])
+        if "torch._dynamo" not in sys.modules and "_dynamo" not in vars(torch):
+            self._dynamo = torch._dynamo = _LazyDynamo(torch)
+
     @contextmanager
     def this_machine(self):
         """The probes answer for this machine while the block runs (start-up state that allocates: a
@@ -398,7 +425,6 @@ def _is_cuda_device(value: Any) -> bool:
 
 def _on_cpu(factory, report: RuntimeReport, positional: bool = False):
     """``factory`` with a CUDA device (keyword, or ``Tensor.to``'s first argument) made the CPU."""
-    import functools
 
     @functools.wraps(factory)
     def call(*args, **kwargs):
@@ -411,6 +437,84 @@ def _on_cpu(factory, report: RuntimeReport, positional: bool = False):
         return factory(*args, **kwargs)
 
     return call
+
+
+class UnprofiledImports:
+    """For the block, a module imported while a profile hook is set (one watching the start-up code's
+    calls) runs its import-time code with no hook, which is back once the import is done: calling a hook
+    on every call and return of the tree's and torch's module code made a start-up run about twice as
+    slow. Python's import statement asks the import system for ``_find_and_load`` at each import."""
+
+    def __enter__(self):
+        self.bootstrap = sys.modules.get("_frozen_importlib")
+        self.real = getattr(self.bootstrap, "_find_and_load", None)
+        if self.real is not None:
+            self.bootstrap._find_and_load = functools.partial(_find_and_load_unprofiled, self.real)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.real is not None:
+            self.bootstrap._find_and_load = self.real
+
+
+def _find_and_load_unprofiled(real, name, import_):
+    hook = sys.getprofile()
+    if hook is None:
+        return real(name, import_)
+    sys.setprofile(None)
+    try:
+        return real(name, import_)
+    finally:
+        sys.setprofile(hook)
+
+
+_UNPROFILED_IMPORT = _find_and_load_unprofiled.__code__  # a frame of the import system (imported_by_tree)
+
+
+def _deferred(real):
+    """``real`` (a torch decorator whose first argument is the function) applied to a plain function
+    on that function's first call; anything else (a module, a method, the decorator's own arguments
+    alone) handed to ``real`` at once."""
+
+    def deferred(*args, **kwargs):
+        if not args or args[0] is None:  # the decorator form: ``@torch.compile(dynamic=True)``
+            if any(isinstance(v, types.FunctionType) for v in kwargs.values()):  # ``compile(model=fn)``
+                return real(*args, **kwargs)
+            return lambda fn: deferred(fn, *args[1:], **kwargs)
+        fn = args[0]
+        if not isinstance(fn, types.FunctionType):
+            return real(*args, **kwargs)
+        done = []
+
+        @functools.wraps(fn)
+        def call(*a, **k):
+            if not done:
+                done.append(real(*args, **kwargs))
+            return done[0](*a, **k)
+
+        return call
+
+    deferred.__ddcheck_deferred__ = real
+    return deferred
+
+
+class _LazyDynamo(types.ModuleType):
+    """``torch._dynamo`` before it is imported: its ``disable`` decorator deferred (:func:`_deferred`);
+    any other name imports the real module, which takes this one's place on ``torch``."""
+
+    def __init__(self, torch) -> None:
+        super().__init__("torch._dynamo")
+        self._torch = torch
+        self.disable = _deferred(lambda *a, **k: self._real().disable(*a, **k))
+
+    def _real(self):
+        real = importlib.import_module("torch._dynamo")
+        if vars(self._torch).get("_dynamo") is self:
+            self._torch._dynamo = real
+        return real
+
+    def __getattr__(self, name: str):
+        return getattr(self._real(), name)
 
 
 class _StandInLoader(importlib.abc.Loader):
