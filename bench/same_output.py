@@ -17,6 +17,7 @@ Usage:
          [--targets 0.5.10,hz,...]
   python bench/same_output.py compare OUT_BEFORE OUT_AFTER    (exit 1 and the differing cases if any)
          [--drop-keys rule,set_at]   (JSON keys a change added, left out of both sides before comparing)
+         [--findings-said]   (config: each finding by rule, severity, consequence and message)
 """
 
 from __future__ import annotations
@@ -162,14 +163,33 @@ def _drop(text: str, keys: set[str]) -> str:
     return json.dumps(strip(doc), indent=2) + sep + tail
 
 
+def _findings_said(text: str) -> str:
+    """A config record with each finding as what it says (rule id, severity, consequence, message; sorted):
+    the comparison across issue 48's change of the findings' JSON (``level`` became ``severity``, ``id``
+    the rule's name, dropped, ``fix`` the ``hint``; order by severity then rule)."""
+    import json
+
+    body, sep, tail = text.rpartition("\nexit ")
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return text
+    if isinstance(doc, dict) and isinstance(doc.get("findings"), list):
+        doc["findings"] = sorted(({"rule": f.get("rule"), "severity": f.get("severity", f.get("level")),
+                                   "consequence": f.get("consequence"), "message": f.get("message")}
+                                  for f in doc["findings"]), key=lambda f: json.dumps(f, sort_keys=True))
+    return json.dumps(doc, indent=2) + sep + tail
+
+
 def compare(args) -> int:
     a, b = Path(args.before), Path(args.after)
     keys = {k for k in (args.drop_keys or "").split(",") if k}
     names = sorted({p.name for p in a.glob("*.out")} | {p.name for p in b.glob("*.out")})
     differ = 0
     for name in names:
-        x = _drop(_scrub((a / name).read_text()), keys) if (a / name).exists() else "(missing)\n"
-        y = _drop(_scrub((b / name).read_text()), keys) if (b / name).exists() else "(missing)\n"
+        said = _findings_said if args.findings_said and name.startswith("config-") else (lambda text: text)
+        x = said(_drop(_scrub((a / name).read_text()), keys)) if (a / name).exists() else "(missing)\n"
+        y = said(_drop(_scrub((b / name).read_text()), keys)) if (b / name).exists() else "(missing)\n"
         if x != y:
             differ += 1
             print(f"{name}: differs")
@@ -195,6 +215,8 @@ def main() -> int:
     c.add_argument("before")
     c.add_argument("after")
     c.add_argument("--drop-keys", help="comma-separated JSON keys to leave out of both sides (fields a change added)")
+    c.add_argument("--findings-said", action="store_true",
+                   help="config records: compare each finding by what it says (rule, severity, consequence, message)")
     args = ap.parse_args()
     return record(args) if args.cmd == "record" else compare(args)
 
