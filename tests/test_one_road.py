@@ -86,15 +86,20 @@ def _config(capsys, tmp_path, fmt: str, yaml: str = LAUNCH_YAML) -> tuple[int, s
 
 @network
 def test_a_config_rule_is_one_folder_with_one_severity_everywhere(throwaway, capsys, tmp_path, sarif_validator):
-    from typer.testing import CliRunner
+    import os
+    import subprocess
+    import sys
 
-    from ddcheck.cli.app import app
+    def ddcheck(*args):  # its own process: what a user runs, whatever this process has loaded and cached
+        return subprocess.run([sys.executable, "-m", "ddcheck", *args], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"})
 
-    listed = CliRunner().invoke(app, ["rules"], env={"COLUMNS": "200"})
-    row = next(line for line in listed.output.splitlines() if "DD299" in line)
+    listed = ddcheck("rules")
+    row = next((line for line in listed.stdout.splitlines() if "DD299" in line), None)
+    assert row is not None, listed.stdout + listed.stderr
     assert "throwaway-eagle-topk" in row and "warning" in row and "error" not in row
-    page = CliRunner().invoke(app, ["explain", "DD299"])
-    assert page.exit_code == 0 and page.output.startswith("# DD299 throwaway-eagle-topk (warning)")
+    page = ddcheck("explain", "DD299")
+    assert page.returncode == 0 and page.stdout.startswith("# DD299 throwaway-eagle-topk (warning)"), page.stderr
 
     code, text = _config(capsys, tmp_path, "text")
     line = next(x for x in text.splitlines() if " DD299 " in x)
