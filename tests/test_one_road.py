@@ -59,14 +59,19 @@ def _clear() -> None:
         cached.cache_clear()
 
 
-@pytest.fixture
-def throwaway(tmp_path, monkeypatch):
+def _write_rule(tmp_path):
     folder = tmp_path / "more-rules" / "DD299"
     folder.mkdir(parents=True)
     (folder / "rule.toml").write_text(RULE_TOML)
     (folder / "rule.py").write_text(RULE_PY)
     (folder / "bad.launch").write_text(LAUNCH.format(topk=2))
     (folder / "good.launch").write_text(LAUNCH.format(topk=1))
+    return folder
+
+
+@pytest.fixture
+def throwaway(tmp_path, monkeypatch):
+    folder = _write_rule(tmp_path)
     monkeypatch.setenv("DDCHECK_RULE_PATH", str(tmp_path / "more-rules"))
     monkeypatch.setenv("DDCHECK_CACHE", str(tmp_path / "cache"))  # a rule folder is not in config's cache key
     _clear()
@@ -153,3 +158,24 @@ def test_config_sarif_of_an_argument_validates(capsys, monkeypatch, sarif_valida
     text = capsys.readouterr().out
     assert "--attention-backend torch_native: DD202 [error] CORRUPT: tree verify (topk=2)" in text
     assert "      at sglang/srt/layers/attention/torch_native_backend.py:1  no custom_mask reference" in text
+
+
+@network
+def test_the_kept_config_child_judges_by_the_callers_rule_path(tmp_path, capsys, monkeypatch):
+    """config's child process is kept for the process's next launch (the Python API, a test session): a
+    launch whose environment names more rule folders is judged by them too, not by the rules the child
+    read for an earlier caller."""
+    monkeypatch.delenv("DDCHECK_RULE_PATH", raising=False)
+    monkeypatch.setenv("DDCHECK_CACHE", str(tmp_path / "cache"))
+    _clear()
+    try:
+        _, before = _config(capsys, tmp_path, "text")  # the child is started (or asked) without DD299
+        assert " DD299 " not in before
+        _write_rule(tmp_path)
+        monkeypatch.setenv("DDCHECK_RULE_PATH", str(tmp_path / "more-rules"))
+        _clear()
+        _, after = _config(capsys, tmp_path, "text")
+        assert any(" DD299 [warning] " in line for line in after.splitlines()), after
+    finally:
+        monkeypatch.undo()
+        _clear()

@@ -175,6 +175,9 @@ def _serve(req: dict, trees: dict) -> dict:
     os.environ.clear()
     os.environ.update(offline_env(req["env"]) if offline else req["env"])
     os.chdir(req["cwd"])
+    from ddcheck.rules import follow_rule_path
+
+    follow_rule_path()  # the caller's DDCHECK_RULE_PATH, as its environment says
     GUARD.attempts.clear()
     GUARD.waits_skipped = 0
     GUARD.set_by_ddcheck = {k for k, v in OFFLINE_ENV.items() if offline and req["env"].get(k) != v}

@@ -437,3 +437,17 @@ def _load(rule: Rule, base: type):
     if len(found) != 1:
         raise TypeError(f"{rule.code}: defines {len(found)} {base.__name__} subclasses, not one")
     return found[0](rule.id) if base is ScanRule else found[0](rule)
+
+
+_READ_FROM: list[list[str]] = []  # the rule roots the kept registry was read from
+
+
+def follow_rule_path() -> None:
+    """Forget the rules read so far where ``DDCHECK_RULE_PATH`` now names other folders: a process that
+    serves several callers (config's kept child, each request with the caller's environment) judges each
+    launch by the caller's rules."""
+    roots = [str(r) for r in rule_roots()]
+    if _READ_FROM and _READ_FROM[0] != roots:
+        for cached in (all_rules, _names, _launch_codes, _codes, _kinds):
+            cached.cache_clear()
+    _READ_FROM[:] = [roots]
