@@ -131,7 +131,7 @@ def main() -> None:
     if args[:1] == ["config"] and os.environ.get("DDCHECK_FAST_ENTRY", "1") != "0":
         kw = parse_config(args[1:])
         if kw is not None:
-            sys.exit(_run_config(kw))  # not os._exit: the config worker and its folder end at exit
+            sys.exit(_run("config", kw))  # not os._exit: the config worker and its folder end at exit
     if args[:1] == ["scan"] and os.environ.get("DDCHECK_FAST_ENTRY", "1") != "0":
         # A scan makes few reference cycles and ends soon after; the cyclic GC would walk every module
         # and syntax tree loaded, again and again (~10 ms of a one-file scan). The analysis itself runs
@@ -139,7 +139,7 @@ def main() -> None:
         gc.disable()
         kw = parse_scan(args[1:])
         if kw is not None:
-            _exit(_run_scan(kw))
+            _exit(_run("scan", kw))
     from ddcheck.cli.app import main as typer_main
 
     typer_main()
@@ -156,31 +156,20 @@ def _exit(code: int) -> None:
     os._exit(code)
 
 
-def _run_config(kw: dict) -> int:
+def _run(command: str, kw: dict) -> int:
+    """``ddcheck scan`` or ``ddcheck config``'s body with ``kw``, failures said as the typer app says them."""
     from ddcheck.base.errors import EXIT_INTERRUPTED, UsageError
     from ddcheck.cli.scan import internal_failure, usage_failure  # first: it sets the environment pydantic reads
 
     try:
-        from ddcheck.cli.config import config_command
-
-        return config_command(**kw)
+        if command == "config":
+            from ddcheck.cli.config import config_command as body
+        else:
+            from ddcheck.cli.scan import scan_command as body
+        return body(**kw)
     except UsageError as exc:
         return usage_failure(exc)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except Exception as exc:  # noqa: BLE001 - the last line of defence for scripts, as in ddcheck.cli
-        return internal_failure(exc)
-
-
-def _run_scan(kw: dict) -> int:
-    from ddcheck.base.errors import EXIT_INTERRUPTED, UsageError
-    from ddcheck.cli.scan import internal_failure, scan_command, usage_failure
-
-    try:
-        return scan_command(**kw)
-    except UsageError as exc:
-        return usage_failure(exc)
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    except Exception as exc:  # noqa: BLE001 - the last line of defence for scripts, as in ddcheck.cli
+    except Exception as exc:  # noqa: BLE001 - the last line of defence for scripts, as in ddcheck.cli.app
         return internal_failure(exc)

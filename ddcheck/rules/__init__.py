@@ -372,6 +372,31 @@ class LaunchRule:
         return Evidence(path=path, line=int(line) if line.isdigit() else 0, text=text)
 
 
+class StartupGuard(LaunchRule):
+    """A launch the release's own start-up code refuses or rewrites with a guard of its own: a finding where
+    :meth:`applies` to the launch's settings and the tree has the guard (``guard``: a pattern of the guard's
+    message, found in the tree's start-up code; its file:line is the evidence), said as the rule's
+    ``refused`` case with :meth:`facts`."""
+
+    stage = ("startup",)
+    guard = ""
+
+    def applies(self, s, facts) -> bool:
+        return False
+
+    def facts(self, s) -> dict:
+        return {}
+
+    def check(self, facts):
+        s = facts.settings
+        if s.algorithm is None or not self.applies(s, facts):
+            return []
+        g = facts.guard(self.guard, s.algorithm)
+        if g is None:
+            return []
+        return [self.finding("refused", release=s.release, evidence=[g.evidence], **self.facts(s))]
+
+
 def launch_rules(stage: str) -> tuple[LaunchRule, ...]:
     """The config rules asked at ``stage``, in id order (the registry's: no list of checks elsewhere)."""
     return tuple(code for code in _launch_codes().values() if stage in code.stage)

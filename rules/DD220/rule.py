@@ -1,27 +1,15 @@
 """DD220's code: trtllm_mha with topk > 1 (the release's guard)."""
 
-from ddcheck.rules import LaunchRule
-from ddcheck.tree.names import SPECULATIVE_DFLASH_BLOCK_SIZE, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS  # noqa: F401
+from ddcheck.rules import StartupGuard
 
 
-class TrtllmMhaTopk(LaunchRule):
-    stage = ("startup",)
+class TrtllmMhaTopk(StartupGuard):
+    guard = 'trtllm_mha backend only supports topk'
 
-    def check(self, facts):
-        s = facts.settings
-        a = s.algorithm
-        if a is None:
-            return []
-        topk = s.eagle_topk or 1  # noqa: F841
-        raw_draft = s.raw.get(SPECULATIVE_NUM_DRAFT_TOKENS)  # noqa: F841
-        if not (a in facts.EAGLE_FAMILY and "trtllm_mha" in set(s.backends) and topk > 1):
-            return []
-        g = facts.guard('trtllm_mha backend only supports topk', a)
-        if g is None:
-            return []
-        return [self.finding("refused", release=s.release, evidence=[g.evidence], **self.facts(s))]
+    def applies(self, s, facts):
+        topk = s.eagle_topk or 1
+        return s.algorithm in facts.EAGLE_FAMILY and "trtllm_mha" in set(s.backends) and topk > 1
 
     def facts(self, s):
-        topk = s.eagle_topk or 1  # noqa: F841
-        raw_draft = s.raw.get(SPECULATIVE_NUM_DRAFT_TOKENS)  # noqa: F841
+        topk = s.eagle_topk or 1
         return {"topk": topk}

@@ -1,27 +1,14 @@
 """DD225's code: DFLASH/DDTREE force the steps to 1 (the release's guard)."""
 
-from ddcheck.rules import LaunchRule
-from ddcheck.tree.names import SPECULATIVE_DFLASH_BLOCK_SIZE, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS  # noqa: F401
+from ddcheck.rules import StartupGuard
+from ddcheck.tree.names import SPECULATIVE_NUM_STEPS
 
 
-class DflashSteps(LaunchRule):
-    stage = ("startup",)
+class DflashSteps(StartupGuard):
+    guard = 'DFLASH only supports speculative_num_steps'
 
-    def check(self, facts):
-        s = facts.settings
-        a = s.algorithm
-        if a is None:
-            return []
-        topk = s.eagle_topk or 1  # noqa: F841
-        raw_draft = s.raw.get(SPECULATIVE_NUM_DRAFT_TOKENS)  # noqa: F841
-        if not (a in ("DFLASH", "DDTREE") and s.raw.get(SPECULATIVE_NUM_STEPS) is not None and s.raw.get(SPECULATIVE_NUM_STEPS) != 1):
-            return []
-        g = facts.guard('DFLASH only supports speculative_num_steps', a)
-        if g is None:
-            return []
-        return [self.finding("refused", release=s.release, evidence=[g.evidence], **self.facts(s))]
+    def applies(self, s, facts):
+        return s.algorithm in ("DFLASH", "DDTREE") and s.raw.get(SPECULATIVE_NUM_STEPS) is not None and s.raw.get(SPECULATIVE_NUM_STEPS) != 1
 
     def facts(self, s):
-        topk = s.eagle_topk or 1  # noqa: F841
-        raw_draft = s.raw.get(SPECULATIVE_NUM_DRAFT_TOKENS)  # noqa: F841
         return {"algorithm": s.algorithm, "v": s.raw.get(SPECULATIVE_NUM_STEPS)}

@@ -1,27 +1,12 @@
 """DD227's code: the DFLASH block size left to the draft model's config (the release's guard)."""
 
-from ddcheck.rules import LaunchRule
-from ddcheck.tree.names import SPECULATIVE_DFLASH_BLOCK_SIZE, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS  # noqa: F401
+from ddcheck.rules import StartupGuard
+from ddcheck.tree.names import SPECULATIVE_DFLASH_BLOCK_SIZE, SPECULATIVE_NUM_DRAFT_TOKENS
 
 
-class DflashBlockInferred(LaunchRule):
-    stage = ("startup",)
+class DflashBlockInferred(StartupGuard):
+    guard = 'defaulting (speculative_num_draft_tokens )?to'
 
-    def check(self, facts):
-        s = facts.settings
-        a = s.algorithm
-        if a is None:
-            return []
-        topk = s.eagle_topk or 1  # noqa: F841
-        raw_draft = s.raw.get(SPECULATIVE_NUM_DRAFT_TOKENS)  # noqa: F841
-        if not (a in ("DFLASH", "DDTREE") and s.raw.get(SPECULATIVE_DFLASH_BLOCK_SIZE) is None and raw_draft is None):
-            return []
-        g = facts.guard('defaulting (speculative_num_draft_tokens )?to', a)
-        if g is None:
-            return []
-        return [self.finding("refused", release=s.release, evidence=[g.evidence], **self.facts(s))]
-
-    def facts(self, s):
-        topk = s.eagle_topk or 1  # noqa: F841
-        raw_draft = s.raw.get(SPECULATIVE_NUM_DRAFT_TOKENS)  # noqa: F841
-        return {}
+    def applies(self, s, facts):
+        raw_draft = s.raw.get(SPECULATIVE_NUM_DRAFT_TOKENS)
+        return s.algorithm in ("DFLASH", "DDTREE") and s.raw.get(SPECULATIVE_DFLASH_BLOCK_SIZE) is None and raw_draft is None

@@ -1,27 +1,13 @@
 """DD228's code: DFLASH/DDTREE with dp attention (the release's guard)."""
 
-from ddcheck.rules import LaunchRule
-from ddcheck.tree.names import SPECULATIVE_DFLASH_BLOCK_SIZE, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS  # noqa: F401
+from ddcheck.rules import StartupGuard
 
 
-class DflashDpAttention(LaunchRule):
-    stage = ("startup",)
+class DflashDpAttention(StartupGuard):
+    guard = 'DFLASH speculative decoding does not support dp attention'
 
-    def check(self, facts):
-        s = facts.settings
-        a = s.algorithm
-        if a is None:
-            return []
-        topk = s.eagle_topk or 1  # noqa: F841
-        raw_draft = s.raw.get(SPECULATIVE_NUM_DRAFT_TOKENS)  # noqa: F841
-        if not (s.enable_dp_attention and a in ("DFLASH", "DDTREE")):
-            return []
-        g = facts.guard('DFLASH speculative decoding does not support dp attention', a)
-        if g is None:
-            return []
-        return [self.finding("refused", release=s.release, evidence=[g.evidence], **self.facts(s))]
+    def applies(self, s, facts):
+        return s.enable_dp_attention and s.algorithm in ("DFLASH", "DDTREE")
 
     def facts(self, s):
-        topk = s.eagle_topk or 1  # noqa: F841
-        raw_draft = s.raw.get(SPECULATIVE_NUM_DRAFT_TOKENS)  # noqa: F841
         return {"algorithm": s.algorithm}

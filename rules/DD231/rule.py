@@ -1,27 +1,13 @@
 """DD231's code: DDTREE with a page size other than 1 (the release's guard)."""
 
-from ddcheck.rules import LaunchRule
-from ddcheck.tree.names import SPECULATIVE_DFLASH_BLOCK_SIZE, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS  # noqa: F401
+from ddcheck.rules import StartupGuard
 
 
-class DdtreePageSize(LaunchRule):
-    stage = ("startup",)
+class DdtreePageSize(StartupGuard):
+    guard = 'DDTREE currently supports only page_size == 1'
 
-    def check(self, facts):
-        s = facts.settings
-        a = s.algorithm
-        if a is None:
-            return []
-        topk = s.eagle_topk or 1  # noqa: F841
-        raw_draft = s.raw.get(SPECULATIVE_NUM_DRAFT_TOKENS)  # noqa: F841
-        if not (a == "DDTREE" and s.page_size != 1):
-            return []
-        g = facts.guard('DDTREE currently supports only page_size == 1', a)
-        if g is None:
-            return []
-        return [self.finding("refused", release=s.release, evidence=[g.evidence], **self.facts(s))]
+    def applies(self, s, facts):
+        return s.algorithm == "DDTREE" and s.page_size != 1
 
     def facts(self, s):
-        topk = s.eagle_topk or 1  # noqa: F841
-        raw_draft = s.raw.get(SPECULATIVE_NUM_DRAFT_TOKENS)  # noqa: F841
         return {"page": s.page_size}
