@@ -13,16 +13,23 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _test_cache() -> Path:
     """The suite's own cache directory (scan results, flag tables, digests), removed at exit, so tests
-    never read or write the user's; only downloaded wheels are kept, under the user's cache."""
+    never read or write the user's; only downloaded wheels are kept, under the user's cache. One for
+    the whole run: pytest-xdist's workers, started by the process that made it, inherit its name and
+    share what one of them made (every entry is written whole or not at all, and a reader takes a
+    missing or unreadable entry as a miss: ddcheck.base.deep.write_json)."""
     import atexit
     import shutil
     import tempfile
 
+    shared = os.environ.get("DDCHECK_SUITE_CACHE")
+    if shared and os.environ.get("PYTEST_XDIST_WORKER") and Path(shared).is_dir():
+        return Path(shared)
     persistent = Path(os.environ.get("DDCHECK_CACHE") or Path.home() / ".cache" / "ddcheck")
     (persistent / "wheels").mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="ddcheck-test-cache-"))
     (tmp / "wheels").symlink_to(persistent / "wheels", target_is_directory=True)
     atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+    os.environ["DDCHECK_SUITE_CACHE"] = str(tmp)
     return tmp
 
 

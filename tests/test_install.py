@@ -42,9 +42,25 @@ def _dry_run(python: Path, *requirements_: str, fresh: bool = False) -> dict[str
     return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in out["install"]}
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """ddcheck's wheel, built once from a clean copy of the repository (no build/ or egg-info left by
+    an earlier build): what the tests below install or read, as ``pip install .`` would build it."""
+    import shutil
+
+    tmp = tmp_path_factory.mktemp("built")
+    src = tmp / "src"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", ".carry", "build", "*.egg-info",
+                                                             "__pycache__", ".pytest_cache"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                    str(tmp / "out"), str(src)], check=True, capture_output=True, timeout=300)
+    return next((tmp / "out").glob("ddcheck-*.whl"))
+
+
 @pytest.mark.slow
 @pytest.mark.network
-def test_the_smoke_extra_keeps_sglangs_torch(tmp_path):
+@pytest.mark.xdist_group("install")  # one worker builds the wheel both tests read
+def test_the_smoke_extra_keeps_sglangs_torch(tmp_path, built):
     """A venv with the torch and triton of a serving machine (the H200's 2.11.0+cu130 and triton 3.6.0, the
     build sglang 0.5.12-0.5.16 pin: metadata as pip records an installed distribution, which is all its
     resolver reads): ``.[smoke]`` replaces neither; a pinned torch would (the old extra's torch==2.13.0);
@@ -60,29 +76,24 @@ def test_the_smoke_extra_keeps_sglangs_torch(tmp_path):
         (info / "INSTALLER").write_text("pip\n", encoding="utf-8")
         (info / "RECORD").write_text("", encoding="utf-8")
 
-    smoke = _dry_run(python, ".[smoke]")
+    smoke = _dry_run(python, f"{built}[smoke]")
     assert "ddcheck" in smoke and "msgspec" in smoke
     assert "torch" not in smoke and "triton" not in smoke, smoke
-    assert _dry_run(python, ".[smoke]", "torch==2.13.0").get("torch", "").startswith("2.13.0")  # the check can fail
+    assert _dry_run(python, f"{built}[smoke]", "torch==2.13.0").get("torch", "").startswith("2.13.0")  # the check can fail
 
     from importlib.metadata import version
 
-    ci = _dry_run(python, ".[test]", fresh=True)
+    ci = _dry_run(python, f"{built}[test]", fresh=True)
     assert ci["torch"] == version("torch"), ci.get("torch")
 
 
-def test_the_wheel_ships_the_rules_and_the_demo_not_the_test_fixtures(tmp_path):
+@pytest.mark.xdist_group("install")
+def test_the_wheel_ships_the_rules_and_the_demo_not_the_test_fixtures(built):
     """The bundled demo (what `ddcheck scan` reads with no sglang) and every rule's folder (`ddcheck
     explain`) ship; the repository's test fixtures do not."""
-    import shutil
     import zipfile
 
-    src = tmp_path / "src"  # a clean copy: no build/ or egg-info left by an earlier build
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", ".carry", "build", "*.egg-info",
-                                                             "__pycache__", ".pytest_cache"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                    str(tmp_path / "out"), str(src)], check=True, capture_output=True, timeout=300)
-    names = zipfile.ZipFile(next((tmp_path / "out").glob("ddcheck-*.whl"))).namelist()
+    names = zipfile.ZipFile(built).namelist()
     fixtures = sorted(n for n in names if n.startswith("ddcheck/_fixtures/"))
     assert fixtures == ["ddcheck/_fixtures/__init__.py", "ddcheck/_fixtures/demo/README.md",
                         "ddcheck/_fixtures/demo/toy_fixed_backend.py", "ddcheck/_fixtures/demo/toy_triton_backend.py"]

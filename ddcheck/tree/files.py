@@ -71,8 +71,15 @@ def write_json(path: Path, value, keep: int | None = None) -> bool:
 
 
 def _prune(folder: Path, keep: int) -> None:
-    """Keep the newest ``keep`` entries (and no pickles of older versions)."""
-    entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    """Keep the newest ``keep`` entries (and no pickles of older versions). Another process may prune the
+    same folder at once: an entry gone before its turn is passed over."""
+    dated = []
+    for entry in folder.glob("*.json"):
+        try:
+            dated.append((entry.stat().st_mtime, entry))
+        except OSError:
+            continue
+    entries = [entry for _, entry in sorted(dated, key=lambda d: d[0], reverse=True)]
     for old in entries[keep:] + list(folder.glob("*.pickle")):
         try:
             old.unlink()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -76,6 +77,15 @@ class TreeIndex:
         return None
 
 
+# bytes -> syntax tree, the last files config and smoke read, least recently used first: the same release's
+# files are parsed once per process, not once per run (a smoke run builds a new tree for each of its C's and
+# the suite's smoke server runs a tree's calls in one process). Keyed by the bytes, so a tree that differs
+# in a file (a fixed copy) parses that file afresh. Not the scan's road (:meth:`TreeModules.syntax`):
+# it reads every file once.
+_SAME_BYTES: dict[bytes, ast.Module] = {}
+_SAME_BYTES_KEPT = 512
+
+
 class TreeModules:
     """A tree's modules parsed with ``ast``, by relpath and by dotted name."""
 
@@ -84,6 +94,7 @@ class TreeModules:
         root = tree.package_root(package)
         self.prefix = f"{root}/" if root else ""
         self._parsed: dict[str, ast.Module | None] = {}
+        self._matching: dict[re.Pattern[bytes], list[str]] = {}
         self.errors: dict[str, BaseException] = {}  # relpath -> why it has no syntax tree
         self._modes: ModeTable | None = None
         self._outlines: dict[str, Outline | None] = {}
@@ -109,15 +120,39 @@ class TreeModules:
 
     def parsed(self, relpath: str) -> ast.Module | None:
         """The syntax tree of the file at ``relpath``; None where there is no such file or it cannot be
-        read or parsed. Shared: a caller that rewrites nodes copies them first."""
+        read or parsed. Shared, also with other trees whose file has the same bytes (:data:`_SAME_BYTES`):
+        a caller that rewrites nodes copies them first."""
         if relpath not in self._parsed:
             f = self.tree.file_at(relpath)
             try:
                 data = f.read_bytes() if f is not None else None
             except OSError as exc:
                 self.errors[relpath], data = exc, None
-            self._parse(relpath, data)
+            known = _SAME_BYTES.pop(data, None) if data is not None else None
+            if known is not None:
+                self._parsed[relpath] = known
+            else:
+                self._parse(relpath, data)
+            if self._parsed[relpath] is not None:
+                _SAME_BYTES[data] = self._parsed[relpath]
+                while len(_SAME_BYTES) > _SAME_BYTES_KEPT:
+                    del _SAME_BYTES[next(iter(_SAME_BYTES))]
         return self._parsed[relpath]
+
+    def files_matching(self, pattern: "re.Pattern[bytes]") -> list[str]:
+        """The tree's ``.py`` files whose bytes ``pattern`` finds, in the tree's order; read once per
+        pattern (a wheel's member is inflated on each read). Unreadable files match nothing."""
+        found = self._matching.get(pattern)
+        if found is None:
+            found = []
+            for f in self.tree.files:
+                try:
+                    if f.relpath.endswith(".py") and pattern.search(f.read_bytes()):
+                        found.append(f.relpath)
+                except OSError:
+                    continue
+            self._matching[pattern] = found
+        return found
 
     def syntax(self, relpath: str, data: bytes, display: str | None = None) -> ast.Module:
         """The syntax tree of the tree's file ``relpath``, whose bytes (``data``) the caller has read:

@@ -97,6 +97,31 @@ class RuntimeReport:
         return out
 
 
+# source text -> its code, the last modules run, least recently used first: a process that runs the same
+# tree's modules again (a smoke run's several C's, the suite's smoke server) compiles each source once.
+# In memory only: nothing compiled is ever read back from disk.
+_COMPILED: dict[str, types.CodeType] = {}
+_COMPILED_KEPT = 4096
+
+
+def _compiled(text: str, filename: str) -> types.CodeType:
+    """``compile(text, filename, "exec")``, the code of an earlier compile of the same text renamed."""
+    code = _COMPILED.pop(text, None)
+    if code is None:
+        code = compile(text, filename, "exec", dont_inherit=True)
+    _COMPILED[text] = code
+    while len(_COMPILED) > _COMPILED_KEPT:
+        del _COMPILED[next(iter(_COMPILED))]
+    return _renamed(code, filename) if code.co_filename != filename else code
+
+
+def _renamed(code: types.CodeType, filename: str) -> types.CodeType:
+    """``code`` and the code objects nested in it, with ``filename`` as their file (tracebacks and the
+    report's "at path:line" read it)."""
+    consts = tuple(_renamed(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
 class _TreeLoader(importlib.abc.Loader):
     """Runs one tree module's source; a failure leaves the module as far as it ran."""
 
@@ -110,7 +135,7 @@ class _TreeLoader(importlib.abc.Loader):
         rt = self.runtime
         rt.report.modules_run.append(module.__name__)
         rt.report.files.append(self.relpath)
-        code = compile(self.disk.read_text(encoding="utf-8"), str(self.disk), "exec", dont_inherit=True)
+        code = _compiled(self.disk.read_text(encoding="utf-8"), str(self.disk))
         usage, phase = rt.report.usage, rt.report.usage.phase
         usage.phase = "import"
         try:

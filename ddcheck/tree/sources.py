@@ -124,7 +124,8 @@ class SourceTree:
     _relpaths: tuple[set[str], str] | None = field(default=None, repr=False, compare=False)
     _dirs: set[str] | None = field(default=None, repr=False, compare=False)
     _by_relpath: dict[str, SourceFile] | None = field(default=None, repr=False, compare=False)
-    _defining: dict[tuple[str, str], str | None] = field(default_factory=dict, repr=False, compare=False)
+    # top-level class or function name -> the .py files that define it, read in one pass when first asked
+    _defining: dict[str, list[str]] | None = field(default=None, repr=False, compare=False)
 
     def find(self, suffix: str) -> SourceFile | None:
         """The file whose relpath ends with ``suffix`` (posix), preferring the shortest match."""
@@ -173,20 +174,25 @@ class SourceTree:
 
     def module_defining(self, name: str, package: str = "sglang") -> str | None:
         """The module of ``package`` that defines a top-level class or function ``name`` (the one with
-        the shortest path, where several do), found in the files' text; None if none does. Kept per
-        tree: it reads every file (the smoke harness asks for the same classes at every path)."""
-        if (name, package) in self._defining:
-            return self._defining[(name, package)]
-        self._defining[(name, package)] = found = self._module_defining(name, package)
-        return found
+        the shortest path, where several do), found in the files' text; None if none does. The files are
+        read once per tree, for every name (the smoke harness asks for the same classes at every path)."""
+        if self._defining is None:
+            import re
 
-    def _module_defining(self, name: str, package: str) -> str | None:
-        import re
-
-        pattern = re.compile(rb"^(class|def) " + re.escape(name.encode()) + rb"\b", re.MULTILINE)
-        hits = [f for f in self.files if f.relpath.endswith(".py") and pattern.search(f.read_bytes())]
-        for f in sorted(hits, key=lambda f: len(f.relpath)):
-            module = self.module_name(f.relpath, package)
+            pattern = re.compile(rb"^(?:class|def) (\w+)", re.MULTILINE)
+            defining: dict[str, list[str]] = {}
+            for f in self.files:
+                if not f.relpath.endswith(".py"):
+                    continue
+                try:
+                    data = f.read_bytes()
+                except OSError:
+                    continue  # a file that cannot be read defines nothing here (the scan says why)
+                for hit in dict.fromkeys(pattern.findall(data)):
+                    defining.setdefault(hit.decode("ascii", "replace"), []).append(f.relpath)
+            self._defining = defining
+        for relpath in sorted(self._defining.get(name, ()), key=len):
+            module = self.module_name(relpath, package)
             if module:
                 return module
         return None

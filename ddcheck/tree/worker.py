@@ -168,15 +168,25 @@ def _workers_constructed(mods: TreeModules, algorithm: str, values: dict[str, An
     tests = [n for n in world.algo_methods if n.startswith("is_")] or [f"is_{algorithm.lower()}"]
     # one read of each file (a wheel's member is inflated on each read), one pass over its bytes
     wanted = re.compile(rb"\.(?:" + b"|".join(re.escape(n.encode()) for n in tests) + rb")\(\)")
-    for f in mods.tree.files:
-        if not f.relpath.endswith(".py") or not wanted.search(f.read_bytes()):
-            continue
-        module = mods.dotted(f.relpath)
-        tree = mods.parsed(f.relpath)
-        for node in ast.walk(tree) if tree is not None else ():
-            if isinstance(node, ast.If) and passes(node.test):
+    for relpath in mods.files_matching(wanted):
+        module = mods.dotted(relpath)
+        tree = mods.parsed(relpath)
+        for node in _tests_of_the_algorithm(tree) if tree is not None else ():
+            if passes(node.test):
                 for found in _classes_built_in(mods, module, node.body, Evaluator(values, environ=environ)):
                     yield found
+
+
+def _tests_of_the_algorithm(tree: ast.Module) -> list[ast.If]:
+    """The ``if x.is_<name>():`` statements of a module, in walk order; kept on its syntax tree, which is
+    shared by every reader of the same bytes (:meth:`TreeModules.parsed`)."""
+    found = tree.__dict__.get("_ddcheck_is_tests")
+    if found is None:
+        found = tree.__dict__["_ddcheck_is_tests"] = [
+            n for n in ast.walk(tree) if isinstance(n, ast.If) and isinstance(n.test, ast.Call)
+            and isinstance(n.test.func, ast.Attribute) and n.test.func.attr.startswith("is_")
+            and not n.test.args and not n.test.keywords]
+    return found
 
 
 def _registered_factory(mods: TreeModules, algorithm: str, values: dict[str, Any],
