@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import textwrap
 
-from ddcheck.base.children import Child
+from ddcheck.base.children import Child, Kept
 
 ECHO = textwrap.dedent('''
     import os, sys, time
@@ -18,7 +18,7 @@ ECHO = textwrap.dedent('''
             os._exit(7)
         if req.get("sleep"):
             time.sleep(req["sleep"])
-        return {"got": req, "args": sys.argv[3:], "tmp": __import__("tempfile").gettempdir()}
+        return {"got": req, "args": sys.argv[3:], "tmp": __import__("tempfile").gettempdir(), "pid": os.getpid()}
 
     serve(answer)
 ''')
@@ -48,3 +48,30 @@ def test_a_child_that_ends_or_hangs_is_said_with_why(tmp_path):
     with _child(tmp_path) as child:
         assert child.ask({"sleep": 30}, 1) == {"died": "did not answer within 1 s"}
         assert not child.alive()
+
+
+def test_kept_children_serve_their_keys_next_requests_and_no_other_key(tmp_path):
+    """The audit's kept smoke children (ddcheck/audit/runner.py): a key's next request goes to the child
+    that served it; another key gets a process of its own; a child that died, or that its caller closed,
+    is not handed out again; no more than ``keep`` wait, the least recently used ended first."""
+    (tmp_path / "echo_child.py").write_text(ECHO)
+    command, env = [str(tmp_path / "echo_child.py")], dict(os.environ)
+    with Kept(keep=2) as kept:
+        def pid(key, req=None):
+            with kept.lease(key, command, env) as child:
+                answer = child.ask(req or {}, 60)
+                return answer.get("pid"), child
+        a1, child_a = pid("a")
+        a2, _ = pid("a")
+        b, _ = pid("b")
+        assert a1 == a2 != b
+        assert pid("a", {"die": True})[0] is None and not child_a.alive()  # died: not kept
+        a3, child_a = pid("a")
+        assert a3 not in (None, a1)
+        with kept.lease("a", command, env) as child:
+            child.close()  # the caller's word: it serves no other run
+        assert pid("a")[0] != a3
+        _, child_c = pid("c")  # three keys, two kept: "b" waited longest
+        assert pid("b")[0] != b
+        assert child_c.alive()  # waiting for "c"
+    assert not child_c.alive()  # ended with the pool

@@ -22,6 +22,7 @@ from pathlib import Path
 from ddcheck.audit import store, verdicts
 from ddcheck.audit.cells import COLUMNS, AuditRecord, Cell, Width
 from ddcheck.audit.targets import Target
+from ddcheck.base.children import Kept
 from ddcheck.base.errors import EXIT_CLEAN, EXIT_FINDINGS
 
 BUDGETS = (16, 4)  # W = 17 > C = 8 and W = 5 < C = 8
@@ -83,6 +84,9 @@ class Audit:
         self.stop = threading.Event()
         self.computed = 0  # units computed in this run
         self.kept = 0  # of those, kept in the cache
+        # a target's smoke runs share its child process (one import of torch and of the tree's unchanged
+        # modules for all its backends and widths), at most ``jobs`` kept at once
+        self.children = Kept(keep=max(1, opts.jobs))
         self.tree_keys: dict[Target, str] = {}
         self.shown: set[tuple[Target, str]] = set()  # (target, backend) whose scan and fix cells are in
         self.widths = [Width(label=f"budget {b}", budget=b, verify_width=b + 1, num_draft_tokens=opts.num_draft_tokens)
@@ -139,7 +143,7 @@ class Audit:
         from ddcheck.smoke.matrix import run_entry
 
         def compute():
-            row = run_entry({"label": f"{t.label} {kwargs.get('backend')}", "kwargs": kwargs})
+            row = run_entry({"label": f"{t.label} {kwargs.get('backend')}", "kwargs": kwargs}, kept=self.children)
             whole = row["report"]
             keep = ("exit_code", "verdict", "width", "num_draft_tokens", "graph_capture", "verify_inputs",
                     "tree_masks", "limitations", "not_judged", "seconds")
@@ -266,7 +270,9 @@ class Audit:
             self.stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
             raise
-        pool.shutdown(wait=True)
+        finally:
+            pool.shutdown(wait=True)
+            self.children.close()
 
     def _prep_and_rows(self, t: Target) -> list[tuple]:
         """The target's scan and fix, then its rows to run: ``(fn, label, *args)`` each."""

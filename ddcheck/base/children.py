@@ -6,7 +6,8 @@ ends when its stdin closes. Its stdout and stderr are a log (the tree's C code m
 back only to say why a child ended. ``FOLDER`` is the child's temporary folder, removed with it: what a
 child that ends abruptly leaves there goes too. The caller's side is :class:`Child`, the child's
 :func:`serve`. ``ddcheck config`` keeps one child for the launches of a process
-(:mod:`ddcheck.config.child`); ``ddcheck smoke`` asks a child per run (:mod:`ddcheck.smoke.child`).
+(:mod:`ddcheck.config.child`); ``ddcheck smoke`` asks a child per run (:mod:`ddcheck.smoke.child`), and
+``ddcheck audit`` keeps a tree's smoke child for that tree's next run (:class:`Kept`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = str(Path(__file__).resolve().parents[2])  # the folder ddcheck is imported from, for the child too
@@ -55,6 +58,7 @@ class Child:
             return {"died": self.why("ended before it was asked")}
         ready, _, _ = select.select([self.reply], [], [], max(timeout, 0.0))
         if not ready:
+            self.proc.kill()  # busy, not listening: it would not end when its stdin closes
             self.close()
             return {"died": f"did not answer within {timeout:.0f} s"}
         if not os.read(self.reply, 1):
@@ -98,6 +102,52 @@ class Child:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self) -> Child:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Kept:
+    """Children kept between requests, by a key of the caller's (a tree: its runs share a process, never
+    another tree's). :meth:`lease` hands an idle child of the key, or starts one; a child that is still
+    alive afterwards waits for the key's next request, at most ``keep`` of them, the least recently used
+    ended first. A child the caller closed (it died, or must not serve again) is not kept."""
+
+    def __init__(self, keep: int = 2) -> None:
+        self.keep = keep
+        self._idle: list[tuple[object, Child]] = []  # least recently used first
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def lease(self, key: object, command: list[str], env: dict[str, str], prefix: str = "ddcheck-") -> Iterator[Child]:
+        with self._lock:
+            found = next((i for i, (k, _) in enumerate(self._idle) if k == key), None)
+            child = self._idle.pop(found)[1] if found is not None else None
+        if child is None or not child.alive():
+            if child is not None:
+                child.close()
+            child = Child(command, env, prefix=prefix)
+        try:
+            yield child
+        finally:
+            if child.reply is not None and child.alive():
+                with self._lock:
+                    self._idle.append((key, child))
+                    excess = max(len(self._idle) - self.keep, 0)
+                    ended, self._idle = self._idle[:excess], self._idle[excess:]
+                for _, old in ended:
+                    old.close()
+            else:
+                child.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for _, child in idle:
+            child.close()
+
+    def __enter__(self) -> Kept:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -7,7 +7,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ddcheck.base.errors import EXIT_NOT_JUDGED, EXIT_USAGE, not_judged
 from ddcheck.smoke import requirements
@@ -18,6 +18,9 @@ from ddcheck.tree.names import INIT_CUDA_GRAPH_STATE, INIT_FORWARD_METADATA, SPE
 from ddcheck.tree.names import SERVER_ARGS_SETTER, SINGLE_PROCESS_STARTUP
 from ddcheck.tree.names import SPECULATIVE_ALGORITHM, SPECULATIVE_EAGLE_TOPK, SPECULATIVE_NUM_DRAFT_TOKENS, SPECULATIVE_NUM_STEPS
 from ddcheck.tree.names import DDTREE, EAGLE, EAGLE_VERIFY_INPUT, SPECULATIVE_DDTREE_BUDGET, SPECULATIVE_PREFIX
+
+if TYPE_CHECKING:
+    from ddcheck.base.children import Kept
 
 SMOKE_CHILD = ["-m", "ddcheck.smoke.child"]  # the interpreter's arguments that start a smoke child
 
@@ -92,6 +95,7 @@ def run_smoke(
     done: list[dict] | None = None,
     restartable: bool = False,
     capture: dict | None = None,
+    kept: "Kept | None" = None,
 ) -> "SmokeReport":
     """Run the target's TritonAttnBackend on a DDTree batch of W = budget + 1 tokens per request
     with the backend built for C = ``num_draft_tokens``; compare against a float64 reference.
@@ -115,7 +119,9 @@ def run_smoke(
 
     A path that faults on the device (a CUDA device-side assert) ends the process's CUDA context: its
     result is kept and, isolated, the paths after it run in a new process (``done``: the results so far;
-    ``restartable``: a child's run, whose parent does that).
+    ``restartable``: a child's run, whose parent does that). ``kept``: isolated runs of the same target
+    share a child process there (:class:`ddcheck.base.children.Kept`); a run whose kept child dies is run
+    again in a fresh one, so it is judged as it always was.
     """
     try:
         backend = backend_name(backend)  # in any case; an unknown name is the harness failure below
@@ -146,7 +152,7 @@ def run_smoke(
                     args["backend_source"] = Path(backend_file).read_text(encoding="utf-8")
                 except OSError:
                     pass  # the child reports the unreadable file
-            return _isolated(args, timeout, report)
+            return _isolated(args, timeout, report, kept)
         _run(report, target, backend_file, backend_source, prefix_lens, dtype,
              graph_capture_width, seed_case, launch, spec, done, capture)
     except SmokeUsageError as exc:
@@ -199,7 +205,7 @@ def _check_widths(budget: int, c: int) -> None:
         raise SmokeUsageError("budget must be >= 0 and num_draft_tokens >= 1")
 
 
-def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
+def _isolated(args: dict, timeout: float, fail: SmokeReport, kept: "Kept | None" = None) -> SmokeReport:
     """Run in a child process (:mod:`ddcheck.smoke.child`); any failure to produce a report is exit 3 (not
     judged)."""
     import os
@@ -215,8 +221,20 @@ def _isolated(args: dict, timeout: float, fail: SmokeReport) -> SmokeReport:
     with tempfile.TemporaryDirectory(prefix="ddcheck-smoke-") as tmp:
         env["TMPDIR"] = tmp  # what a child leaves behind (one that ends abruptly) goes with this folder
         while True:
-            with Child(SMOKE_CHILD, env, prefix="ddcheck-smoke-") as child:
-                answer = child.ask(args, max(1.0, deadline - time.monotonic()))
+            left = max(1.0, deadline - time.monotonic())
+            answer = None
+            if kept is not None and not earlier:
+                # its own folder is its temporary one (ddcheck.base.children.serve): not this run's, which goes
+                with kept.lease((args["target"], args.get("device", "cpu")), SMOKE_CHILD,
+                                {k: v for k, v in env.items() if k != "TMPDIR"}, prefix="ddcheck-smoke-") as child:
+                    answer = child.ask(args, left)
+                    if "died" not in answer and SmokeReport.model_validate(answer["report"]).restart:
+                        child.close()  # a device fault ended its CUDA context: it serves no other run
+                if "died" in answer:  # perhaps of what an earlier run left in it: this run, on its own
+                    answer = None
+            if answer is None:
+                with Child(SMOKE_CHILD, env, prefix="ddcheck-smoke-") as child:
+                    answer = child.ask(args, max(1.0, deadline - time.monotonic()))
             if "died" in answer:
                 _unjudged(fail, f"harness failure: the smoke child process {answer['died']}",
                           *(("a machine with more time (the child's timeout), or a GPU (--device cuda)",)

@@ -36,10 +36,11 @@ def environment() -> dict:
     return env
 
 
-def run_entry(entry: dict) -> dict:
+def run_entry(entry: dict, kept=None) -> dict:
     """One run of a spec (``{"label", "expect", "kwargs", "cell"}``) as a row of the record: its exit code,
-    verdict and whole report, and whether it met ``expect`` (``ddcheck audit`` runs its cells with it)."""
-    report = run_smoke(**entry["kwargs"])
+    verdict and whole report, and whether it met ``expect`` (``ddcheck audit`` runs its cells with it, a
+    target's runs in its kept child: ``kept``, see :func:`ddcheck.smoke.api.run_smoke`)."""
+    report = run_smoke(**entry["kwargs"], kept=kept)
     row = {"label": entry["label"], "expect": entry.get("expect"), "exit_code": report.exit_code,
            "verdict": report.verdict, "seconds": report.seconds, "report": report.model_dump(mode="json")}
     row["met"] = entry.get("expect") is None or entry["expect"] == report.exit_code
