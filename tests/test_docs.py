@@ -63,11 +63,12 @@ def test_the_check_finds_a_stale_a_missing_and_an_orphan_page(tmp_path, monkeypa
 
 
 @pytest.mark.parametrize("page, prefix, face", [(README, "docs/rules/", "scan"), (REPO / "docs" / "scan.md", "rules/", "scan"),
-                                               (REPO / "docs" / "config.md", "rules/", "config")],
-                         ids=["README.md", "docs/scan.md", "docs/config.md"])
+                                               (REPO / "docs" / "config.md", "rules/", "config"),
+                                               (REPO / "docs" / "smoke.md", "rules/", "smoke")],
+                         ids=["README.md", "docs/scan.md", "docs/config.md", "docs/smoke.md"])
 def test_the_rule_tables_list_every_rule_with_its_page(page, prefix, face):
     """The scan's rules in the README and docs/scan.md (with the suppression rules, which config reports
-    too), config's in docs/config.md."""
+    too), config's in docs/config.md, smoke's in docs/smoke.md."""
     rows = re.findall(r"^\| \[(DD\d+)\]\(([^)]+)\) ([a-z0-9-]+) \| (\w+) \|", page.read_text(encoding="utf-8"), re.M)
     assert [(rid, link, name, sev) for rid, link, name, sev in rows] == \
         [(r.id, f"{prefix}{r.id}.md", r.name, r.severity.value) for r in all_rules().values() if r.face == face]

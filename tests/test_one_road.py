@@ -55,7 +55,8 @@ python -m sglang.launch_server --model-path fixtures/launch/models/llama --specu
 def _clear() -> None:
     import ddcheck.rules as registry
 
-    for cached in (registry.all_rules, registry._names, registry._codes, registry._kinds, registry._launch_codes):
+    for cached in (registry.all_rules, registry._names, registry._codes, registry._kinds, registry._launch_codes,
+                   registry.smoke_rules):
         cached.cache_clear()
 
 
@@ -176,6 +177,82 @@ def test_the_kept_config_child_judges_by_the_callers_rule_path(tmp_path, capsys,
         _clear()
         _, after = _config(capsys, tmp_path, "text")
         assert any(" DD299 [warning] " in line for line in after.splitlines()), after
+    finally:
+        monkeypatch.undo()
+        _clear()
+
+
+SMOKE_TOML = '''id = "DD399"
+name = "throwaway-smoke-eager"
+face = "smoke"
+severity = "warning"
+consequence = "PERF"
+fix = "none"
+summary = "A throwaway rule of a test: a smoke run whose W != C case ran eagerly only."
+what_it_does = "Fires on a smoke run with no graph path at W != C."
+why_bad = "It is not: the test wants a smoke rule that fires."
+fix_text = "None."
+
+[messages]
+eager = "the {backend} verify path ran at W={W} eagerly only (a throwaway rule)"
+'''
+
+SMOKE_PY = '''from ddcheck.rules import SmokeRule
+
+
+class ThrowawaySmokeEager(SmokeRule):
+    def check(self, report):
+        if any(p.case == "ddtree" and p.path == "graph" for p in report.paths):
+            return []
+        return [self.finding("eager", report.backend, backend=report.attention_backend, W=report.width)]
+'''
+
+
+def test_a_smoke_rule_is_one_folder_with_one_severity_everywhere(tmp_path, monkeypatch, capsys, sarif_validator):
+    """A smoke rule (face = "smoke") added by one folder: listed and explained with its severity, and its
+    findings in smoke's SARIF (valid) and GitHub annotations at that severity, the run's exit code kept.
+    The run is a report made here (what run_smoke returns): the road is under test, not the harness."""
+    import os
+    import subprocess
+    import sys
+
+    from ddcheck.smoke.api import smoke_main
+    from ddcheck.smoke.report import PathResult, SmokeReport
+
+    folder = tmp_path / "more-rules" / "DD399"
+    folder.mkdir(parents=True)
+    (folder / "rule.toml").write_text(SMOKE_TOML)
+    (folder / "rule.py").write_text(SMOKE_PY)
+    (folder / "bad.smoke").write_text("sglang==0.5.23\n")
+    (folder / "good.smoke").write_text("sglang==0.5.10\n")
+    monkeypatch.setenv("DDCHECK_RULE_PATH", str(tmp_path / "more-rules"))
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    listed = subprocess.run([sys.executable, "-m", "ddcheck", "rules"], capture_output=True, text=True, env=env, timeout=120)
+    row = next((line for line in listed.stdout.splitlines() if "DD399" in line), None)
+    assert row is not None and "warning" in row and "error" not in row, listed.stdout + listed.stderr
+    page = subprocess.run([sys.executable, "-m", "ddcheck", "explain", "DD399"], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert page.stdout.startswith("# DD399 throwaway-smoke-eager (warning)") and "ddcheck smoke sglang==0.5.23" in page.stdout
+
+    _clear()
+    try:
+        report = SmokeReport(target="sglang==0.5.23", backend="sglang==0.5.23!sglang/srt/layers/attention/triton_backend.py",
+                             device="cpu", dtype="float32", budget=16, width=17, num_draft_tokens=8, exit_code=0,
+                             verdict="every path correct", paths=[PathResult(case="ddtree", path="eager", width=17,
+                                                                             num_draft_tokens=8, status="ok")])
+        monkeypatch.setattr("ddcheck.smoke.api.run_smoke", lambda *a, **k: report.model_copy(deep=True))
+        assert smoke_main("sglang==0.5.23", fmt="sarif") == 0  # a warning: the run's exit code is the verdict's
+        sarif = json.loads(capsys.readouterr().out)
+        assert _errors(sarif_validator, sarif) == []
+        (result,) = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "DD399"]
+        rule = next(r for r in sarif["runs"][0]["tool"]["driver"]["rules"] if r["id"] == "DD399")
+        assert result["level"] == rule["defaultConfiguration"]["level"] == "warning"
+        assert "ran at W=17 eagerly only" in result["message"]["text"]
+        assert smoke_main("sglang==0.5.23", fmt="github") == 0
+        out = capsys.readouterr().out
+        assert out.startswith("::warning file=sglang==0.5.23!sglang/srt/layers/attention/triton_backend.py,title=DD399::"), out
+        assert smoke_main("sglang==0.5.23", fmt="json") == 0
+        assert "DD399" not in capsys.readouterr().out  # smoke's own report: unchanged by its rules
     finally:
         monkeypatch.undo()
         _clear()

@@ -27,6 +27,7 @@ pytest.importorskip("msgspec")  # verify_mask.py (0.5.17+) imports it
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from smoke_fixes import hand_fix  # noqa: E402
+from test_workflow import _errors, sarif_validator  # noqa: E402,F401 - the fixture: the OASIS schema
 
 from ddcheck.smoke import run_smoke, smoke_main  # noqa: E402
 from ddcheck.smoke.loader import BACKEND_RELPATH  # noqa: E402
@@ -477,3 +478,60 @@ def test_a_device_fault_ends_its_process_and_the_paths_after_it_run_in_a_new_one
     assert "asynchronously" not in eager.error and "triton_backend.py" in eager.error
     assert r.exit_code == 3 and r.verdict.startswith("harness failure in ddtree/eager")
     assert any("faulted on the device" in note for note in r.limitations) and not r.restart
+
+
+# --------------------------------------------------------------------------- smoke's rules (one road)
+
+
+def _example_kwargs(rule, which: str) -> tuple[str, dict]:
+    """A smoke rule's example (bad.smoke / good.smoke) as the smoke fixture's call: the target, then
+    ``--option value`` pairs as run_smoke's keywords."""
+    from ddcheck.rules import smoke_example
+
+    words = smoke_example(rule.bad_example if which == "bad" else rule.good_example)
+    target, rest = words[0], words[1:]
+    kwargs = {rest[i].removeprefix("--").replace("-", "_"): rest[i + 1] for i in range(0, len(rest), 2)}
+    return target, {k: int(v) if v.isdigit() else v for k, v in kwargs.items()}
+
+
+@pytest.mark.network
+def test_every_smoke_rules_bad_example_fires_it_and_its_good_one_does_not(smoke):
+    """Each smoke rule's examples are smoke runs (rules/DD3xx/bad.smoke, good.smoke; Fixit's examples
+    are the tests): the bad run's report gives the rule's findings, at the backend's file, with the
+    rule's severity; the good run's none. The runs are the ones the tests above ask, so they are shared."""
+    from ddcheck.rules import all_rules, smoke_rules
+    from ddcheck.smoke.api import smoke_findings
+
+    rules = [r for r in all_rules().values() if r.face == "smoke"]
+    assert rules and [c.id for c in smoke_rules()] == sorted(r.id for r in rules)
+    for rule in rules:
+        target, kwargs = _example_kwargs(rule, "bad")
+        bad = smoke(target, **kwargs)
+        found = [f for f in smoke_findings(bad) if f.rule == rule.id]
+        assert bad.exit_code == 1 and found, (rule.id, bad.verdict)
+        assert {f.severity for f in found} == {rule.severity} and {f.path for f in found} == {bad.backend}
+        target, kwargs = _example_kwargs(rule, "good")
+        good = smoke(target, **kwargs)
+        assert good.exit_code == 0 and not [f for f in smoke_findings(good) if f.rule == rule.id], good.verdict
+
+
+@pytest.mark.network
+def test_smoke_sarif_and_github_say_the_runs_findings(smoke, monkeypatch, capsys, sarif_validator):
+    """`ddcheck smoke --format sarif|github`: the one road's formats (ddcheck.diagnostics.formats) over the
+    smoke rules' findings; the SARIF validates against the schema, its location is the backend's file
+    as a whole; the exit code is the run's. 0.5.10's Triton at W = 17: its eager path's qo_indptr breaks
+    the contract and its numbers are wrong (test_unfixed_buggy_release_is_caught)."""
+    monkeypatch.setattr("ddcheck.smoke.api.run_smoke", lambda target, backend_file=None, **kw: smoke(target, **kw))
+    assert smoke_main("sglang==0.5.10", fmt="sarif") == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert _errors(sarif_validator, doc) == []
+    results = doc["runs"][0]["results"]
+    assert results and {r["ruleId"] for r in results} == {"DD300"} and {r["level"] for r in results} == {"error"}
+    where = results[0]["locations"][0]["physicalLocation"]
+    assert "region" not in where and where["artifactLocation"]["uri"].endswith("triton_backend.py")
+    assert any("qo_indptr" in r["message"]["text"] and "eager" in r["message"]["text"] for r in results)
+    assert smoke_main("sglang==0.5.10", fmt="github") == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and all(line.startswith("::error file=") and "title=DD300::" in line for line in lines)
+    assert smoke_main("sglang==0.5.23", fmt="sarif") == 0
+    assert json.loads(capsys.readouterr().out)["runs"][0]["results"] == []

@@ -143,9 +143,10 @@ class Finding:
         return out
 
     def where(self) -> str:
-        """Its location as a reader names it: ``path:line:col``, else the launch argument, else the launch."""
+        """Its location as a reader names it: ``path:line:col`` (``path`` for a file as a whole: line 0), else
+        the launch argument, else the launch."""
         if self.path:
-            return f"{self.path}:{self.line}:{self.column + 1}"
+            return f"{self.path}:{self.line}:{self.column + 1}" if self.line else self.path
         return self.argument or "the launch"
 
 

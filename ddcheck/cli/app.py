@@ -139,7 +139,7 @@ def smoke(
     backend: str = typer.Option("triton", "--backend", help="The attention backend to run, in any case (see --list-backends)."),
     list_backends: bool = typer.Option(False, "--list-backends", help="List the backends smoke knows, and why those it cannot run do not run here."),
     backend_file: Optional[Path] = typer.Option(None, "--backend-file", help="Run this (fixed) copy of the backend's file instead of the tree's."),
-    fmt: str = typer.Option("text", "--format", "-f", help="text | json"),
+    fmt: str = typer.Option("text", "--format", "-f", help="text | json | sarif | github (sarif and github: the smoke rules' findings, DD300)"),
     budget: int = typer.Option(16, "--budget", help="DDTree budget: the verify width is W = budget + 1 (on a tree without a DDTree drafter, a probe of the backend at that width; the report says so)."),
     num_draft_tokens: int = typer.Option(8, "--num-draft-tokens", help="C, speculative_num_draft_tokens."),
     device: str = typer.Option("cpu", "--device", help="cpu (Triton interpreter), cuda or cuda:N."),
@@ -176,8 +176,10 @@ def smoke(
     # every mistake in the arguments is one line, before anything else is printed
     if target is None:
         raise UsageError("a target is required (an sglang tree, wheel, sglang==VERSION or 'installed')")
-    if fmt not in ("text", "json"):
-        raise UsageError("--format must be text or json")
+    from ddcheck.diagnostics.formats import FORMATS
+
+    if fmt not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)}")
     if graph_capture_width not in (None, "C", "W"):
         raise UsageError("--graph-capture-width must be C or W")
     backend, device = _smoke_choices(backend, device)

@@ -145,6 +145,9 @@ def to_github(result: ScanResult) -> str:
         if not f.path:  # a launch's finding with no file to point at (a launch argument, the launch)
             out.append(f"::{level[f.severity]} title={f.rule}::{msg}\n")
             continue
+        if not f.line:  # a file as a whole (smoke's judgement of a backend's verify path)
+            out.append(f"::{level[f.severity]} file={_gh_prop(f.path)},title={f.rule}::{msg}\n")
+            continue
         out.append(f"::{level[f.severity]} file={_gh_prop(f.path)},line={f.line},col={f.column + 1},"
                    f"endLine={f.end_line},endColumn={f.end_column + 1},title={f.rule}::{msg}\n")
     for e in result.errors:
@@ -189,6 +192,8 @@ def to_sarif(result: ScanResult, exit_code: int | None = None) -> dict:
         if not f.path:  # a launch's finding with no file to point at: its argument, else the launch
             res["locations"] = [{"logicalLocations": [{"name": f.argument, "kind": "parameter"}]}] \
                 if f.argument else []
+        elif not f.line:  # a file as a whole (smoke's judgement of a backend's verify path)
+            del res["locations"][0]["physicalLocation"]["region"]
         elif not f.end_column:  # a whole line (a launch file's key, the tree's decision)
             res["locations"][0]["physicalLocation"]["region"] = {"startLine": f.line}
         if f.rule in index:

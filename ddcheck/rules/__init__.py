@@ -49,8 +49,9 @@ class Rule:
     hints: dict[str, str] = field(default_factory=dict)
     # case -> template: what a read of C does, as this rule's messages quote it (``{what}``)
     what: dict[str, str] = field(default_factory=dict)
-    # "scan" (its examples are Python files) or "config" (a launch check: its examples are launches,
-    # bad.launch / good.launch, and its findings come from `ddcheck config`)
+    # "scan" (its examples are Python files), "config" (a launch check: its examples are launches,
+    # bad.launch / good.launch, and its findings come from `ddcheck config`) or "smoke" (a judgement of a
+    # smoke run: its examples are `ddcheck smoke` arguments, bad.smoke / good.smoke)
     face: str = "scan"
     # config rules: what the launch does when it runs (REJECT, CRASH, CORRUPT, PERF, PARSE; "CRASH or PERF"
     # where the check tells them apart), and the server_args fields whose flags the launch set it with
@@ -112,6 +113,8 @@ class Rule:
         """Markdown: what it does, why it is bad, example, fix (the Ruff rule-doc shape)."""
         if self.face == "config":
             return self._config_doc()
+        if self.face == "smoke":
+            return self._smoke_doc()
         return (
             f"# {self.id} {self.name} ({self.severity.value})\n\n{self.summary}\n\n"
             f"## What it does\n{self.what_it_does.strip()}\n\n## Why is this bad?\n{self.why_bad.strip()}\n\n"
@@ -134,6 +137,33 @@ class Rule:
             f"Use instead:\n```sh\n{launch_command(self.good_example)}\n```\n\n"
             f"## Fix\n{self.fix_text.strip()}\n"
         )
+
+
+    def _smoke_doc(self) -> str:
+        """A smoke rule's page: its examples are `ddcheck smoke` runs (``bad.smoke``/``good.smoke``)."""
+        return (
+            f"# {self.id} {self.name} ({self.severity.value})\n\n{self.summary}\n\n"
+            f"A `ddcheck smoke` rule (its findings: `--format sarif` or `github`). Consequence: {self.consequence}.\n\n"
+            f"## What it does\n{self.what_it_does.strip()}\n\n## Why is this bad?\n{self.why_bad.strip()}\n\n"
+            f"## Example\n```sh\n{smoke_command(self.bad_example)}\n```\n\n"
+            f"Use instead:\n```sh\n{smoke_command(self.good_example)}\n```\n\n"
+            f"## Fix\n{self.fix_text.strip()}\n"
+        )
+
+
+def smoke_example(text: str) -> list[str]:
+    """A smoke rule's example (``bad.smoke``/``good.smoke``): the `ddcheck smoke` arguments of its one
+    line that is not a ``#`` comment (shell words)."""
+    import shlex
+
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return shlex.split(lines[0]) if lines else []
+
+
+def smoke_command(text: str) -> str:
+    import shlex
+
+    return " ".join(["ddcheck smoke", *map(shlex.quote, smoke_example(text))])
 
 
 def launch_example(text: str) -> tuple[str, list[str], list[str]]:
@@ -220,7 +250,8 @@ def _definitions() -> list[dict]:
     for folder in sorted(rule_folders().values(), key=lambda p: p.name):
         data = tomllib.loads((folder / "rule.toml").read_text(encoding="utf-8"))
         for name, key in (("bad.py", "bad_example"), ("good.py", "good_example"),
-                          ("bad.launch", "bad_example"), ("good.launch", "good_example")):
+                          ("bad.launch", "bad_example"), ("good.launch", "good_example"),
+                          ("bad.smoke", "bad_example"), ("good.smoke", "good_example")):
             if (folder / name).is_file():
                 data[key] = (folder / name).read_text(encoding="utf-8")
         if (folder / "rule.py").is_file():
@@ -397,6 +428,36 @@ class StartupGuard(LaunchRule):
         return [self.finding("refused", release=s.release, evidence=[g.evidence], **self.facts(s))]
 
 
+class SmokeRule:
+    """A smoke rule's code: ``rules/<ID>/rule.py`` (``face = "smoke"``) defines one subclass. :meth:`check`
+    judges a finished ``ddcheck smoke`` run (``ddcheck.smoke.report.SmokeReport``: its paths, their
+    results, the verdict) and says its findings in the rule's own words, at the backend's file; they are
+    what `ddcheck smoke --format sarif|github` reports. The run's exit code is its verdict's."""
+
+    def __init__(self, rule: Rule) -> None:
+        self.rule = rule
+        self.id = rule.id
+
+    def check(self, report) -> list[Finding]:
+        return []
+
+    def finding(self, case: str, file: str, hint: str | None = None, **facts: object) -> Finding:
+        """A finding of this rule in ``case`` at ``file`` as a whole (no line: the run judged the backend's
+        verify path, not one of its lines), its message and ``hint`` case filled with ``facts``."""
+        rule = self.rule
+        said = rule.hints.get(hint or case)
+        return Finding(rule=rule.id, severity=rule.severity_of(case), path=file, line=0, column=0, end_line=0,
+                       end_column=0, symbol="", message=rule.message(case, **facts),
+                       hint=said.format(**facts) if said else None,
+                       consequence=(rule.consequences or [None])[0], backend=facts.get("backend"))
+
+
+@lru_cache(maxsize=1)
+def smoke_rules() -> tuple[SmokeRule, ...]:
+    """The smoke rules, in id order (the registry's)."""
+    return tuple(_load(r, SmokeRule) for r in sorted(all_rules().values(), key=lambda r: r.id) if r.face == "smoke")
+
+
 def launch_rules(stage: str) -> tuple[LaunchRule, ...]:
     """The config rules asked at ``stage``, in id order (the registry's: no list of checks elsewhere)."""
     return tuple(code for code in _launch_codes().values() if stage in code.stage)
@@ -446,7 +507,8 @@ def _kinds() -> dict[str, str]:
 
 def _load(rule: Rule, base: type):
     """A rule's rule.py, run as a module of its own; it defines exactly one subclass of ``base``
-    (:class:`ScanRule` for a scan rule, :class:`LaunchRule` for a config rule)."""
+    (:class:`ScanRule` for a scan rule, :class:`LaunchRule` for a config rule, :class:`SmokeRule` for a
+    smoke rule)."""
     if not rule.code:
         return base(rule.id) if base is ScanRule else base(rule)
     import importlib.util
@@ -473,6 +535,6 @@ def follow_rule_path() -> None:
     launch by the caller's rules."""
     roots = [str(r) for r in rule_roots()]
     if _READ_FROM and _READ_FROM[0] != roots:
-        for cached in (all_rules, _names, _launch_codes, _codes, _kinds):
+        for cached in (all_rules, _names, _launch_codes, _codes, _kinds, smoke_rules):
             cached.cache_clear()
     _READ_FROM[:] = [roots]

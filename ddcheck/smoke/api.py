@@ -772,12 +772,29 @@ def _fault(p, numbers: bool) -> str:
 
 
 def smoke_main(target: str, backend_file: str | None = None, fmt: str = "text", console=None, **kwargs) -> int:
-    """CLI body: run, print text (rich, on ``console`` if given) or JSON, return the exit code."""
+    """CLI body: run, print text (rich, on ``console`` if given), JSON, or the smoke rules' findings as
+    SARIF or GitHub annotations (:func:`smoke_findings`, the one road's formats); return the exit code."""
     report = run_smoke(target, backend_file=backend_file, **kwargs)
     if fmt == "json":
         sys.stdout.write(report.to_json() + "\n")
     elif report.exit_code == EXIT_USAGE:  # a bad argument or target: one line, as every command says it
         sys.stderr.write(f"ddcheck: {report.verdict.removeprefix('usage: ')}\n")
+    elif fmt in ("sarif", "github"):
+        from ddcheck.base.findings import ScanResult
+        from ddcheck.diagnostics import formats
+        from ddcheck.smoke.report import text_console
+
+        formats.render(ScanResult(files_scanned=0, findings=smoke_findings(report)), fmt, sys.stdout,
+                       text_console, exit_code=report.exit_code)
+        if report.exit_code not in (0, 1):  # no finding says why it was not judged: stderr does
+            sys.stderr.write(f"ddcheck: exit {report.exit_code}: {report.verdict}\n")
     else:
         render_text(report, console)
     return report.exit_code
+
+
+def smoke_findings(report: SmokeReport) -> list:
+    """The findings of the smoke rules (``face = "smoke"``, :class:`ddcheck.rules.SmokeRule`) on a run."""
+    from ddcheck.rules import smoke_rules
+
+    return [f for rule in smoke_rules() for f in rule.check(report)]
