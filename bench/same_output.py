@@ -6,7 +6,7 @@ Records, for the checkout given (PYTHONPATH set to it, run in a scratch director
           forks of ../shared/corpus/ddtree-forks, and the text report of each
   fix     `ddcheck fix --diff` and `ddcheck fix --diff --unsafe-fixes` of each of them
   config  `ddcheck config --format json --sglang FORK -- LAUNCH` for the forks' test launches
-          (tests/test_forks.py's), and EAGLE launches on the releases (RELEASE_LAUNCHES)
+          (tests/forks/test_forks.py's), and EAGLE launches on the releases (RELEASE_LAUNCHES)
   smoke   `ddcheck smoke TARGET --format json` and its text (and with --launch), the verdict and exit
           code, on the releases and the forks (with --smoke; needs torch and triton, minutes on a CPU)
 each to OUT/<case>.out (stdout, then the exit code). The forks are unpacked to one fixed folder
@@ -42,7 +42,7 @@ LAUNCH = "python -m sglang.launch_server --model-path m --speculative-draft-mode
 DDTREE = LAUNCH + " --speculative-algorithm DDTREE --speculative-num-draft-tokens 16"
 DBG = LAUNCH + (" --speculative-algorithm DFLASH --speculative-dflash-enable-ddtree --speculative-ddtree-budget 7"
                 " --speculative-num-draft-tokens 16 --attention-backend triton")
-# (fork, launch): the launches tests/test_forks.py checks
+# (fork, launch): the launches tests/forks/test_forks.py checks
 LAUNCHES = {
     "hz-ddtree-b3-triton-eager": ("hz", DDTREE + " --speculative-ddtree-budget 3 --attention-backend triton --disable-cuda-graph"),
     "hz-ddtree-b15-triton-graphs": ("hz", DDTREE + " --speculative-ddtree-budget 15 --attention-backend triton"),
@@ -57,7 +57,7 @@ LAUNCHES = {
 MODELS = REPO / "fixtures" / "launch" / "models"  # this script's checkout's: the same paths in both records
 EAGLE = ["python", "-m", "sglang.launch_server", "--model-path", str(MODELS / "llama"), "--speculative-algorithm",
          "EAGLE", "--speculative-draft-model-path", str(MODELS / "llama_eagle"), "--speculative-num-steps", "3"]
-# launches on the releases (tests/test_config_startup.py's local model folders; bench/config_time.py's file)
+# launches on the releases (tests/config/test_config_startup.py's local model folders; bench/config_time.py's file)
 RELEASE_LAUNCHES = {
     "eagle-local": ["--", *EAGLE, "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"],
     "eagle-local-topk4-triton": ["--", *EAGLE, "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens",

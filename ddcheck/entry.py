@@ -6,7 +6,7 @@ of one file. So does ``ddcheck config OPTIONS -- LAUNCH`` (a deployment script's
 launch: a repeat is answered from the result cache in a fraction of a second, typer's share included).
 Everything else - ``--help``, the other commands, any argument these parsers would not read exactly
 as typer does - goes to the typer app in :mod:`ddcheck.cli.app`, which owns the command line and its
-help. tests/test_workflow.py holds the two to the same options and the same output.
+help. tests/cli/test_workflow.py holds the two to the same options and the same output.
 ``DDCHECK_FAST_ENTRY=0`` sends every command through typer. ``main`` is the process: a plain scan
 ends it with ``os._exit`` once the output is flushed.
 """
@@ -23,7 +23,7 @@ class _NotPlain(Exception):
     """Arguments this parser leaves to typer (its errors and help are typer's)."""
 
 
-# What `ddcheck scan` reads when an option is not given (typer's defaults, tests/test_workflow.py).
+# What `ddcheck scan` reads when an option is not given (typer's defaults, tests/cli/test_workflow.py).
 DEFAULTS = {"fmt": "text", "fail_on": None, "select": None, "ignore": None, "config": None, "baseline": None,
             "write_baseline": None, "no_cache": False, "check_syntax": False}
 

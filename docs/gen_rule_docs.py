@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write docs/rules/<ID>.md, one page per rule, from the definitions under rules/ (what `ddcheck explain
-ID` prints, under a line saying where it comes from). tests/test_docs.py fails when a page is out of step.
+ID` prints, under a line saying where it comes from). tests/project/test_docs.py fails when a page is out of step.
 
 Usage: python docs/gen_rule_docs.py [--check]   (--check: write nothing, exit 1 when a page would change)
 """

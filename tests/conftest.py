@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# The tests live in folders that mirror ddcheck's packages (tests/scan/ for ddcheck/scan/, ...), beside
+# their shared helpers here (smoke_server.py, guard_step.py, golden/). A test module imports another's
+# fixtures and constants by its module name (``from test_config import release``): every folder is on
+# the path, whichever one pytest collects first.
+sys.path[:0] = [str(p) for p in sorted(Path(__file__).resolve().parent.iterdir())
+                if p.is_dir() and any(p.glob("test_*.py")) and str(p) not in sys.path]
 
 
 def _test_cache() -> Path:
@@ -150,7 +157,7 @@ def _slow(item) -> bool:
 def pytest_collection_modifyitems(config, items):
     """Marks the release matrix (above) and the slow tests (:func:`_slow`). Tests marked ``xdist_group`` (a file's smoke runs, the audit's
     fixture) go to one worker: pytest-xdist's loadgroup, which pytest 9 silently breaks (every test its
-    own group), hence ``pytest<9`` in the test extra; tests/test_suite.py checks a group stays together."""
+    own group), hence ``pytest<9`` in the test extra; tests/project/test_suite.py checks a group stays together."""
     for item in items:
         if _slow(item):
             item.add_marker(pytest.mark.slow)

@@ -417,7 +417,7 @@ def _paragraphs(doc: str) -> tuple[str, str]:
             "\n\n".join(p for p in paragraphs if p.startswith("Example")))
 
 
-for _info in app.registered_commands:  # after the last @app.command; tests/test_help.py holds every --help to it
+for _info in app.registered_commands:  # after the last @app.command; tests/cli/test_help.py holds every --help to it
     _info.cls = Command
     if _info.help is None and _info.callback is not None:
         _info.help, _info.epilog = _paragraphs(_info.callback.__doc__ or "")

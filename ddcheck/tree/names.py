@@ -2,7 +2,7 @@
 edit here, whichever command reads it (scan, fix, config, smoke, guard).
 
 Plain data, importing nothing, so the guard (loaded in every process of a served model) and the
-one-file scan pay nothing for it. ``tests/test_names.py`` finds no second definition of these names
+one-file scan pay nothing for it. ``tests/tree/test_names.py`` finds no second definition of these names
 elsewhere in ``ddcheck/``: no constant of the same name, and no module-level literal spelling one of
 these values again. What a fork may rename is also extendable from ``[tool.ddcheck]`` (the
 analysis's :class:`ddcheck.analysis.vocabulary.Vocabulary` starts from the values here). Names are
@@ -166,7 +166,7 @@ RESOLVED_OVERRIDES = "_resolved_overrides"
 
 # ----------------------------------------------------------------------------- ServerArgs' fields ddcheck reads
 # What config reads of a launch's values and smoke hands the tree's ServerArgs (each a field of
-# sglang/srt/server_args.py's ServerArgs; tests/test_names.py finds any of its fields spelled elsewhere).
+# sglang/srt/server_args.py's ServerArgs; tests/tree/test_names.py finds any of its fields spelled elsewhere).
 CUDA_GRAPH_BACKEND_DECODE = "cuda_graph_backend_decode"
 CUDA_GRAPH_BS_DECODE = "cuda_graph_bs_decode"
 CUDA_GRAPH_CONFIG = "cuda_graph_config"
@@ -287,6 +287,6 @@ CONTEXT_LEN = "context_len"
 GET_V_HEAD_DIM = "get_v_head_dim"
 
 # Words above that are not SGLang's alone: flashinfer's plan parameters, a Hugging Face config.json's keys,
-# torch's keywords use them too, so a literal of one elsewhere is not a second definition (tests/test_names.py).
+# torch's keywords use them too, so a literal of one elsewhere is not a second definition (tests/tree/test_names.py).
 SHARED_WORDS = frozenset({LAYER_NUM_HEADS, LAYER_NUM_KV_HEADS, LAYER_HEAD_DIM, POOL_SIZE, POOL_DTYPE, POOL_DEVICE})
-MODEL_RUNNER_FILE = "sglang/srt/model_executor/model_runner.py"  # ModelRunner (tests/test_names.py reads it)
+MODEL_RUNNER_FILE = "sglang/srt/model_executor/model_runner.py"  # ModelRunner (tests/tree/test_names.py reads it)
