@@ -84,6 +84,8 @@ class TreeIndex:
 # it reads every file once.
 _SAME_BYTES: dict[bytes, ast.Module] = {}
 _SAME_BYTES_KEPT = 512
+# (a wheel's identity, pattern) -> its files the pattern finds (TreeModules.files_matching), once per process
+_WHEEL_MATCHING: dict[tuple, list[str]] = {}
 
 
 class TreeModules:
@@ -143,6 +145,9 @@ class TreeModules:
         """The tree's ``.py`` files whose bytes ``pattern`` finds, in the tree's order; read once per
         pattern (a wheel's member is inflated on each read). Unreadable files match nothing."""
         found = self._matching.get(pattern)
+        wheel = self.tree.identity()
+        if found is None and wheel is not None:
+            found = _WHEEL_MATCHING.get((wheel, pattern))
         if found is None:
             found = []
             for f in self.tree.files:
@@ -151,7 +156,9 @@ class TreeModules:
                         found.append(f.relpath)
                 except OSError:
                     continue
-            self._matching[pattern] = found
+            if wheel is not None:
+                _WHEEL_MATCHING[(wheel, pattern)] = found
+        self._matching[pattern] = found
         return found
 
     def syntax(self, relpath: str, data: bytes, display: str | None = None) -> ast.Module:

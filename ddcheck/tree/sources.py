@@ -112,6 +112,11 @@ def module_of_relpath(r: str) -> str:
     return ".".join(parts)
 
 
+# a wheel's identity -> its top-level class and function names' files (SourceTree.module_defining): read
+# from all of its members once per process, whichever tree object asks (a smoke run opens the wheel anew)
+_WHEEL_DEFINING: dict[tuple, dict[str, list[str]]] = {}
+
+
 @dataclass
 class SourceTree:
     """A scanned target: its Python files and a way to look files up by tree-relative path."""
@@ -176,6 +181,8 @@ class SourceTree:
         """The module of ``package`` that defines a top-level class or function ``name`` (the one with
         the shortest path, where several do), found in the files' text; None if none does. The files are
         read once per tree, for every name (the smoke harness asks for the same classes at every path)."""
+        if self._defining is None and self.identity() is not None:
+            self._defining = _WHEEL_DEFINING.get(self.identity())
         if self._defining is None:
             import re
 
@@ -191,11 +198,30 @@ class SourceTree:
                 for hit in dict.fromkeys(pattern.findall(data)):
                     defining.setdefault(hit.decode("ascii", "replace"), []).append(f.relpath)
             self._defining = defining
+            if self.identity() is not None:
+                _WHEEL_DEFINING[self.identity()] = defining
         for relpath in sorted(self._defining.get(name, ()), key=len):
             module = self.module_name(relpath, package)
             if module:
                 return module
         return None
+
+    def identity(self) -> tuple | None:
+        """A wheel's (path, size, mtime, members): the same file for every tree opened from it in a process
+        (what is read from all of its members is kept under it); None for other trees."""
+        if self.kind != "wheel" or self.wheel is None:
+            return None
+        known = self.__dict__.get("_identity", self)
+        if known is self:
+            try:
+                st = os.stat(self.wheel)
+                # and which of its members this tree holds (a tree may be opened with fewer)
+                known = (str(Path(self.wheel).resolve()), st.st_size, st.st_mtime_ns,
+                         hash(tuple(f.relpath for f in self.files)))
+            except OSError:
+                known = None
+            self.__dict__["_identity"] = known
+        return known
 
     def file_at(self, relpath: str) -> SourceFile | None:
         """The file at exactly ``relpath``."""

@@ -155,24 +155,26 @@ def _workers_constructed(mods: TreeModules, algorithm: str, values: dict[str, An
     algo = Evaluator(values, world=world, environ=environ)
     algo.local["__algorithm__"] = Algo(algorithm.upper())
 
-    def passes(test: ast.expr) -> bool:
+    def passes(name: str) -> bool:
         """``x.is_<name>()``, asked of the algorithm itself."""
-        return (isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr.startswith("is_")
-                and not test.args and not test.keywords
-                and algo(ast.Call(func=ast.Attribute(value=ast.Name("__algorithm__", ast.Load()), attr=test.func.attr,
-                                                     ctx=ast.Load()), args=[], keywords=[])) is True)
+        return algo(ast.Call(func=ast.Attribute(value=ast.Name("__algorithm__", ast.Load()), attr=name,
+                                                ctx=ast.Load()), args=[], keywords=[])) is True
 
     registered = _registered_factory(mods, algorithm, values, environ)
     if registered is not None:
         yield registered
     tests = [n for n in world.algo_methods if n.startswith("is_")] or [f"is_{algorithm.lower()}"]
+    # the tests this algorithm passes: only a file that asks one of them is read as a syntax tree
+    passed = {n for n in tests if passes(n)}
+    if not passed:
+        return
     # one read of each file (a wheel's member is inflated on each read), one pass over its bytes
-    wanted = re.compile(rb"\.(?:" + b"|".join(re.escape(n.encode()) for n in tests) + rb")\(\)")
+    wanted = re.compile(rb"\.(?:" + b"|".join(re.escape(n.encode()) for n in sorted(passed)) + rb")\(\)")
     for relpath in mods.files_matching(wanted):
         module = mods.dotted(relpath)
         tree = mods.parsed(relpath)
         for node in _tests_of_the_algorithm(tree) if tree is not None else ():
-            if passes(node.test):
+            if node.test.func.attr in passed:
                 for found in _classes_built_in(mods, module, node.body, Evaluator(values, environ=environ)):
                     yield found
 
