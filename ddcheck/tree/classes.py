@@ -155,13 +155,74 @@ def _statements(cls: Any) -> list[tuple[ast.ClassDef, str, str]]:
     for klass in cls.__mro__:
         if klass.__module__ in ("builtins", "abc", "typing"):
             continue
-        try:
-            parsed = ast.parse(textwrap.dedent(inspect.getsource(klass)))
-        except (OSError, TypeError, SyntaxError, ValueError, RecursionError):
-            continue
-        if parsed.body and isinstance(parsed.body[0], ast.ClassDef):
-            out.append((parsed.body[0], klass.__name__, klass.__module__))
+        node = _class_statement(klass)
+        if node is not None:
+            out.append((node, klass.__name__, klass.__module__))
     return out
+
+
+# a module file's text -> its syntax tree: inspect.getsource parses a class's whole module to find it, for
+# each class; a tree's classes share few modules, and the same release's run after run
+_MODULE_SYNTAX: dict[str, ast.Module] = {}
+_MODULE_SYNTAX_KEPT = 256
+
+
+def _class_statement(klass: type) -> ast.ClassDef | None:
+    """The ``class`` statement of ``klass`` in its module's source (what ``inspect.getsource`` finds),
+    from the module's syntax tree kept by its text; None where it has no source."""
+    import linecache
+
+    try:
+        filename = inspect.getsourcefile(klass)
+    except TypeError:
+        return None
+    lines = linecache.getlines(filename, sys.modules.get(klass.__module__).__dict__
+                               if klass.__module__ in sys.modules else None) if filename else []
+    if not lines:
+        return _by_inspect(klass)
+    text = "".join(lines)
+    tree = _MODULE_SYNTAX.pop(text, None)
+    if tree is None:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+    _MODULE_SYNTAX[text] = tree
+    while len(_MODULE_SYNTAX) > _MODULE_SYNTAX_KEPT:
+        del _MODULE_SYNTAX[next(iter(_MODULE_SYNTAX))]
+    classes = tree.__dict__.get("_ddcheck_classes")
+    if classes is None:
+        classes = tree.__dict__["_ddcheck_classes"] = {}
+        _collect_classes(tree.body, (), classes)
+    return classes.get(klass.__qualname__) or _by_inspect(klass)
+
+
+def _collect_classes(body: list[ast.stmt], scope: tuple[str, ...], out: dict[str, ast.ClassDef]) -> None:
+    """Each class statement by qualified name, the first in source order where several share one (as
+    ``inspect.getsource`` picks it): under ``if``/``try`` too; a function's classes under ``<locals>``."""
+    for stmt in body:
+        if isinstance(stmt, ast.ClassDef):
+            out.setdefault(".".join((*scope, stmt.name)), stmt)
+            _collect_classes(stmt.body, (*scope, stmt.name), out)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            _collect_classes(stmt.body, (*scope, stmt.name, "<locals>"), out)
+        else:
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                inner = getattr(stmt, field, None)
+                if isinstance(inner, list):
+                    for item in inner:
+                        if isinstance(item, (ast.ExceptHandler, ast.match_case)):
+                            _collect_classes(item.body, scope, out)
+                        elif isinstance(item, ast.stmt):
+                            _collect_classes([item], scope, out)
+
+
+def _by_inspect(klass: type) -> ast.ClassDef | None:
+    try:
+        parsed = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+    except (OSError, TypeError, SyntaxError, ValueError, RecursionError):
+        return None
+    return parsed.body[0] if parsed.body and isinstance(parsed.body[0], ast.ClassDef) else None
 
 
 def _annotated(cls: Any) -> set[str]:
