@@ -346,15 +346,22 @@ def test_config_smoke_runs_the_launch_at_its_c_and_w(fork, smoke, monkeypatch):
     assert "flashattention_backend.py:596" in o.message and "graph" not in o.message.split("tree mask:")[1]
 
 
-@pytest.mark.slow
-def test_smoke_cli_runs_a_launch(fork_dir):
+@SHARED_SMOKE
+def test_smoke_cli_runs_a_launch(fork_dir, smoke, monkeypatch):
+    """`ddcheck smoke TREE --launch CMD` runs at the launch's C and W with its worker's verify input (the
+    command's own parsing and launch resolution, in this process; the run is run_smoke's report, from the
+    suite's smoke process of that tree)."""
     import subprocess
     import sys
 
+    from typer.testing import CliRunner
+
+    from ddcheck.cli.app import app
+
+    monkeypatch.setattr("ddcheck.smoke.api.run_smoke", lambda target, **kw: smoke(target, **kw))
     launch_cmd = " ".join(ddtree(3, "triton", False))
-    out = subprocess.run([sys.executable, "-m", "ddcheck", "smoke", str(fork_dir("hz")), "--launch", launch_cmd,
-                          "--format", "json"], capture_output=True, text=True)
-    assert out.returncode == 1, out.stderr
+    out = CliRunner().invoke(app, ["smoke", str(fork_dir("hz")), "--launch", launch_cmd, "--format", "json"])
+    assert out.exit_code == 1, out.output
     report = json.loads(out.stdout)
     assert (report["width"], report["num_draft_tokens"]) == (4, 16)
     assert report["verify_inputs"]["W=4 C=16"].startswith("DFlashVerifyInput")
