@@ -127,7 +127,8 @@ def _toml(value) -> str:
     if isinstance(value, (int, float)):
         return repr(value) if value == value and abs(value) != float("inf") else "inf"
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # TOML escapes no surrogate pairs
+        # TOML escapes no surrogate pairs; it forbids DEL unescaped, which JSON leaves as it is
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(value, list):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     return "{" + ", ".join(f"{_toml(k)} = {_toml(v)}" for k, v in value.items()) + "}"
