@@ -442,18 +442,18 @@ def test_the_shared_worker_gives_run_smokes_own_report(smoke):
 
 
 @pytest.mark.network
-def test_a_run_that_ends_its_process_is_judged_by_run_smoke(tmp_path):
+def test_a_run_that_ends_its_process_is_judged_by_run_smoke(smoke):
     """A segfault (here: reading address 0 once the backend module has loaded) ends the tree's process in
-    the server; the call runs again in run_smoke's own worker, which it ends too: exit 3 (not judged), as
-    without the server. The next call on that tree gets a new process."""
-    from smoke_server import SmokeServer
-
-    server = SmokeServer(tmp_path)
+    the server (the suite's own, this file's worker's); the call runs again in run_smoke's own worker,
+    which it ends too: exit 3 (not judged), as without the server. The next call on that tree gets a new
+    process."""
+    server = smoke.served.__self__
+    before = len(server.fallbacks)
     crash = backend_text("0.5.10") + "\nimport ctypes\nctypes.string_at(0)\n"
     r = server.run("sglang==0.5.10", backend_source=crash, seed_case=False)
-    assert len(server.fallbacks) == 1 and r.exit_code == 3 and "smoke child process ended (exit status" in r.verdict, r.verdict
-    assert server.run("sglang==0.5.10", budget=7).exit_code == 0 and len(server.fallbacks) == 1
-    server.stop()
+    assert len(server.fallbacks) == before + 1 and r.exit_code == 3, r.verdict
+    assert "smoke child process ended (exit status" in r.verdict, r.verdict
+    assert server.run("sglang==0.5.10", budget=7).exit_code == 0 and len(server.fallbacks) == before + 1
 
 
 @pytest.mark.network
