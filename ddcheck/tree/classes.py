@@ -194,15 +194,21 @@ def _class_statement(klass: type) -> ast.ClassDef | None:
     if classes is None:
         classes = tree.__dict__["_ddcheck_classes"] = {}
         _collect_classes(tree.body, (), classes)
-    return classes.get(klass.__qualname__) or _by_inspect(klass)
+    found = classes.get(klass.__qualname__)
+    if not found:
+        return _by_inspect(klass)
+    # Python 3.13+ records where the class statement that made it starts (decorators included), as
+    # inspect.getsource then reads it; before, inspect takes the first in source order
+    first = getattr(klass, "__firstlineno__", None)
+    return next((n for n in found if min([n.lineno, *(d.lineno for d in n.decorator_list)]) == first), found[0])
 
 
-def _collect_classes(body: list[ast.stmt], scope: tuple[str, ...], out: dict[str, ast.ClassDef]) -> None:
-    """Each class statement by qualified name, the first in source order where several share one (as
-    ``inspect.getsource`` picks it): under ``if``/``try`` too; a function's classes under ``<locals>``."""
+def _collect_classes(body: list[ast.stmt], scope: tuple[str, ...], out: dict[str, list[ast.ClassDef]]) -> None:
+    """The class statements by qualified name, in source order (depth first, as ``inspect.getsource``
+    looks for them): under ``if``/``try`` too; a function's classes under ``<locals>``."""
     for stmt in body:
         if isinstance(stmt, ast.ClassDef):
-            out.setdefault(".".join((*scope, stmt.name)), stmt)
+            out.setdefault(".".join((*scope, stmt.name)), []).append(stmt)
             _collect_classes(stmt.body, (*scope, stmt.name), out)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             _collect_classes(stmt.body, (*scope, stmt.name, "<locals>"), out)
