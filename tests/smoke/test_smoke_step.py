@@ -148,7 +148,8 @@ def test_config_hands_smoke_the_launchs_graph_facts():
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
-pytestmark = pytest.mark.xdist_group("smoke-step")
+# one worker runs the smoke tests of the trees that are not releases (group "smoke-trees", with the forks')
+pytestmark = pytest.mark.xdist_group("smoke-trees")
 
 
 def _tree(dest: Path, worker: str, capture_at_w: bool) -> str:
