@@ -26,7 +26,7 @@ ARCHIVES = {"hz": "HaiyuZhou-sglang-ad7ab160.tar.gz", "dbg": "DB-Guo-sglang-ddtr
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no DDTree fork corpus at {CORPUS}")
 # The smoke tests of the forks run on one worker of the suite, sharing each fork's smoke server.
-SHARED_SMOKE = pytest.mark.xdist_group("smoke-trees")
+SHARED_SMOKE = pytest.mark.xdist_group("smoke-forks")
 
 
 def _unpack(name: str, dest: Path) -> Path:

@@ -17,7 +17,7 @@ ARCHIVES = {"hz": "HaiyuZhou-sglang-ad7ab160.tar.gz", "rw": "Rancy-Wang-sglang-4
 # each test runs a fork's code through the suite's smoke fixture (run_smoke's report), on the worker whose
 # smoke server runs the forks' other smoke tests (tests/forks/test_forks.py)
 pytestmark = [pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no DDTree fork corpus at {CORPUS}"),
-              pytest.mark.slow, pytest.mark.xdist_group("smoke-trees")]
+              pytest.mark.slow, pytest.mark.xdist_group("smoke-forks")]
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 

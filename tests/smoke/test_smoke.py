@@ -40,9 +40,8 @@ from ddcheck.tree.sources import open_target  # noqa: E402
 _spec = importlib.util.spec_from_file_location("proof_matrix", Path(__file__).resolve().parents[1] / "smoke_matrix.py")
 proof_matrix = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(proof_matrix)
-# One worker of the suite runs the releases' smoke tests (this file, test_smoke_backends.py and
-# test_smoke_releases.py: group "smoke-releases"): their calls on a release share that release's smoke process.
-pytestmark = pytest.mark.xdist_group("smoke-releases")
+# One worker of the suite runs this file: its calls on a release share that release's smoke process.
+pytestmark = pytest.mark.xdist_group("smoke-triton")
 BUGGY = proof_matrix.BUGGY
 GOOD = proof_matrix.GOOD
 

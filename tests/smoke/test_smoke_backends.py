@@ -33,9 +33,8 @@ from ddcheck.cli.app import app  # noqa: E402
 from ddcheck.smoke import run_smoke  # noqa: E402
 
 FA3_RELEASES = ["0.5.10", "0.5.16", "0.5.23"]
-# One worker of the suite runs the releases' smoke tests (group "smoke-releases", with test_smoke.py): their
-# calls on a release share that release's smoke process.
-pytestmark = pytest.mark.xdist_group("smoke-releases")
+# One worker of the suite runs this file: its calls on a release share that release's smoke server.
+pytestmark = pytest.mark.xdist_group("smoke-backends")
 
 
 def path(report, case, name):

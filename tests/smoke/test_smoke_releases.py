@@ -23,7 +23,7 @@ from ddcheck.contract import backends  # noqa: E402
 
 # The worker that runs test_smoke_backends.py's calls runs these: 0.5.23's FA3 run is one of its calls,
 # made once (the smoke fixture's server remembers a release's run by its arguments).
-pytestmark = pytest.mark.xdist_group("smoke-releases")
+pytestmark = pytest.mark.xdist_group("smoke-backends")
 
 # Each of these ended in a harness failure while smoke re-implemented sglang's runtime (issue 31's table).
 SAMPLE = [("0.4.10.post2", "flashinfer"), ("0.5.23", "fa3")]

@@ -148,8 +148,7 @@ def test_config_hands_smoke_the_launchs_graph_facts():
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
-# one worker runs the smoke tests of the trees that are not releases (group "smoke-trees", with the forks')
-pytestmark = pytest.mark.xdist_group("smoke-trees")
+pytestmark = pytest.mark.xdist_group("smoke-step")
 
 
 def _tree(dest: Path, worker: str, capture_at_w: bool) -> str:
