@@ -77,8 +77,6 @@ class TreeIndex:
         return None
 
 
-# (a wheel's identity, pattern) -> its files the pattern finds (TreeModules.files_matching), once per process
-_WHEEL_MATCHING: dict[tuple, list[str]] = {}
 
 
 class TreeModules:
@@ -89,7 +87,6 @@ class TreeModules:
         root = tree.package_root(package)
         self.prefix = f"{root}/" if root else ""
         self._parsed: dict[str, ast.Module | None] = {}
-        self._matching: dict[re.Pattern[bytes], list[str]] = {}
         self.errors: dict[str, BaseException] = {}  # relpath -> why it has no syntax tree
         self._modes: ModeTable | None = None
         self._outlines: dict[str, Outline | None] = {}
@@ -128,12 +125,8 @@ class TreeModules:
 
     def files_matching(self, pattern: "re.Pattern[bytes]") -> list[str]:
         """The tree's ``.py`` files whose bytes ``pattern`` finds, in the tree's order; read once per
-        pattern (a wheel's member is inflated on each read). Unreadable files match nothing."""
-        found = self._matching.get(pattern)
-        wheel = self.tree.identity()
-        if found is None and wheel is not None:
-            found = _WHEEL_MATCHING.get((wheel, pattern))
-        if found is None:
+        pattern (:meth:`SourceTree.read_once`). Unreadable files match nothing."""
+        def read() -> list[str]:
             found = []
             for f in self.tree.files:
                 try:
@@ -141,10 +134,9 @@ class TreeModules:
                         found.append(f.relpath)
                 except OSError:
                     continue
-            if wheel is not None:
-                _WHEEL_MATCHING[(wheel, pattern)] = found
-        self._matching[pattern] = found
-        return found
+            return found
+
+        return self.tree.read_once(("matching", pattern), read)
 
     def syntax(self, relpath: str, data: bytes, display: str | None = None) -> ast.Module:
         """The syntax tree of the tree's file ``relpath``, whose bytes (``data``) the caller has read:
