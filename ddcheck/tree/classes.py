@@ -23,6 +23,7 @@ import sys
 import textwrap
 from typing import TYPE_CHECKING, Any
 
+from ddcheck.tree.parse import SourceError, parse_kept
 from ddcheck.tree.standins import ABSENT, is_stand_in
 
 if TYPE_CHECKING:
@@ -161,15 +162,10 @@ def _statements(cls: Any) -> list[tuple[ast.ClassDef, str, str]]:
     return out
 
 
-# a module file's text -> its syntax tree: inspect.getsource parses a class's whole module to find it, for
-# each class; a tree's classes share few modules, and the same release's run after run
-_MODULE_SYNTAX: dict[str, ast.Module] = {}
-_MODULE_SYNTAX_KEPT = 256
-
-
 def _class_statement(klass: type) -> ast.ClassDef | None:
     """The ``class`` statement of ``klass`` in its module's source (what ``inspect.getsource`` finds),
-    from the module's syntax tree kept by its text; None where it has no source."""
+    from the module's syntax tree kept by its text (:func:`ddcheck.tree.parse.parse_kept`); None where it
+    has no source."""
     import linecache
 
     try:
@@ -180,16 +176,10 @@ def _class_statement(klass: type) -> ast.ClassDef | None:
                                if klass.__module__ in sys.modules else None) if filename else []
     if not lines:
         return _by_inspect(klass)
-    text = "".join(lines)
-    tree = _MODULE_SYNTAX.pop(text, None)
-    if tree is None:
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
-    _MODULE_SYNTAX[text] = tree
-    while len(_MODULE_SYNTAX) > _MODULE_SYNTAX_KEPT:
-        del _MODULE_SYNTAX[next(iter(_MODULE_SYNTAX))]
+    try:  # inspect.getsource would parse the whole module again for each class of it
+        tree = parse_kept("".join(lines), filename)
+    except SourceError:
+        return None
     classes = tree.__dict__.get("_ddcheck_classes")
     if classes is None:
         classes = tree.__dict__["_ddcheck_classes"] = {}

@@ -25,7 +25,7 @@ from ddcheck.tree.sources import SourceFile, SourceTree, _disk_file
 from ddcheck.tree.hierarchy import FUNCS, ClassRef, Hierarchy, Outline, outline
 from ddcheck.tree.imports import absolute, package_of
 from ddcheck.tree.modes import ModeTable, read_mode_table
-from ddcheck.tree.parse import SourceError, decode, parse_source
+from ddcheck.tree.parse import SourceError, decode, parse_kept, parse_source
 from ddcheck.tree.names import FORWARD_BATCH_MODULE as FORWARD_MODE_MODULE
 
 
@@ -77,15 +77,6 @@ class TreeIndex:
         return None
 
 
-# bytes -> syntax tree, the last files config and smoke read, least recently used first: the same release's
-# files are parsed once per process, not once per run (a smoke run builds a new tree for each of its C's and
-# the suite's smoke server runs a tree's calls in one process). Keyed by the bytes, so a tree that differs
-# in a file (a fixed copy) parses that file afresh. Not the scan's road (:meth:`TreeModules.syntax`):
-# it reads every file once.
-_SAME_BYTES: dict[bytes, ast.Module] = {}
-_SAME_BYTES_KEPT = 512
-# (a wheel's identity, pattern) -> its files the pattern finds (TreeModules.files_matching), once per process
-_WHEEL_MATCHING: dict[tuple, list[str]] = {}
 
 
 class TreeModules:
@@ -96,7 +87,6 @@ class TreeModules:
         root = tree.package_root(package)
         self.prefix = f"{root}/" if root else ""
         self._parsed: dict[str, ast.Module | None] = {}
-        self._matching: dict[re.Pattern[bytes], list[str]] = {}
         self.errors: dict[str, BaseException] = {}  # relpath -> why it has no syntax tree
         self._modes: ModeTable | None = None
         self._outlines: dict[str, Outline | None] = {}
@@ -122,7 +112,7 @@ class TreeModules:
 
     def parsed(self, relpath: str) -> ast.Module | None:
         """The syntax tree of the file at ``relpath``; None where there is no such file or it cannot be
-        read or parsed. Shared, also with other trees whose file has the same bytes (:data:`_SAME_BYTES`):
+        read or parsed. Shared, also with other trees whose file has the same bytes (:func:`parse_kept`):
         a caller that rewrites nodes copies them first."""
         if relpath not in self._parsed:
             f = self.tree.file_at(relpath)
@@ -130,25 +120,13 @@ class TreeModules:
                 data = f.read_bytes() if f is not None else None
             except OSError as exc:
                 self.errors[relpath], data = exc, None
-            known = _SAME_BYTES.pop(data, None) if data is not None else None
-            if known is not None:
-                self._parsed[relpath] = known
-            else:
-                self._parse(relpath, data)
-            if self._parsed[relpath] is not None:
-                _SAME_BYTES[data] = self._parsed[relpath]
-                while len(_SAME_BYTES) > _SAME_BYTES_KEPT:
-                    del _SAME_BYTES[next(iter(_SAME_BYTES))]
+            self._parse(relpath, data, kept=True)
         return self._parsed[relpath]
 
     def files_matching(self, pattern: "re.Pattern[bytes]") -> list[str]:
         """The tree's ``.py`` files whose bytes ``pattern`` finds, in the tree's order; read once per
-        pattern (a wheel's member is inflated on each read). Unreadable files match nothing."""
-        found = self._matching.get(pattern)
-        wheel = self.tree.identity()
-        if found is None and wheel is not None:
-            found = _WHEEL_MATCHING.get((wheel, pattern))
-        if found is None:
+        pattern (:meth:`SourceTree.read_once`). Unreadable files match nothing."""
+        def read() -> list[str]:
             found = []
             for f in self.tree.files:
                 try:
@@ -156,10 +134,9 @@ class TreeModules:
                         found.append(f.relpath)
                 except OSError:
                     continue
-            if wheel is not None:
-                _WHEEL_MATCHING[(wheel, pattern)] = found
-        self._matching[pattern] = found
-        return found
+            return found
+
+        return self.tree.read_once(("matching", pattern), read)
 
     def syntax(self, relpath: str, data: bytes, display: str | None = None) -> ast.Module:
         """The syntax tree of the tree's file ``relpath``, whose bytes (``data``) the caller has read:
@@ -173,11 +150,11 @@ class TreeModules:
             raise exc if isinstance(exc, SourceError) else SourceError(f"cannot be read: {exc}")
         return mod
 
-    def _parse(self, relpath: str, data: bytes | None, display: str | None = None) -> None:
+    def _parse(self, relpath: str, data: bytes | None, display: str | None = None, kept: bool = False) -> None:
         mod = None
         if data is not None:
             try:
-                mod = parse_source(data, display or relpath)
+                mod = (parse_kept if kept else parse_source)(data, display or relpath)
             except SourceError as exc:
                 self.errors[relpath] = exc
         self._parsed[relpath] = mod

@@ -69,6 +69,27 @@ def parse_source(data: bytes | str, filename: str = "<unknown>") -> ast.Module:
         raise SourceError(f"does not parse: {getattr(exc, 'msg', exc)}{where}") from exc
 
 
+# source (bytes or text) -> its syntax tree, the last parsed through parse_kept, least recently used first:
+# config and smoke read the same release's files run after run (a smoke run opens a tree per C, the tree's
+# classes are read from their modules' text), and parse each once per process. Keyed by the source, so a
+# tree that differs in a file (a fixed copy) parses that file afresh. Not the scan's road: it reads every
+# file once.
+_KEPT: dict[bytes | str, ast.Module] = {}
+_KEPT_MAX = 512
+
+
+def parse_kept(data: bytes | str, filename: str = "<unknown>") -> ast.Module:
+    """:func:`parse_source`, its syntax tree kept by the source in this process and shared by every reader
+    of the same source (a caller that rewrites nodes copies them first); a SourceError keeps nothing."""
+    tree = _KEPT.pop(data, None)
+    if tree is None:
+        tree = parse_source(data, filename)
+    _KEPT[data] = tree
+    while len(_KEPT) > _KEPT_MAX:
+        del _KEPT[next(iter(_KEPT))]
+    return tree
+
+
 def check_compiles(text: str, filename: str) -> None:
     """Raise SourceError where Python would refuse ``text`` as a module: the parser's errors and the
     compiler's too (a duplicate parameter, ``return`` outside a function), at Python's own nesting limit.

@@ -112,9 +112,9 @@ def module_of_relpath(r: str) -> str:
     return ".".join(parts)
 
 
-# a wheel's identity -> its top-level class and function names' files (SourceTree.module_defining): read
-# from all of its members once per process, whichever tree object asks (a smoke run opens the wheel anew)
-_WHEEL_DEFINING: dict[tuple, dict[str, list[str]]] = {}
+# (a wheel's identity, what) -> a reading of all of its members (SourceTree.read_once): made once per process,
+# whichever tree object asks (a smoke run opens the wheel anew for each of its C's)
+_WHEEL_READINGS: dict[tuple, object] = {}
 
 
 @dataclass
@@ -129,8 +129,8 @@ class SourceTree:
     _relpaths: tuple[set[str], str] | None = field(default=None, repr=False, compare=False)
     _dirs: set[str] | None = field(default=None, repr=False, compare=False)
     _by_relpath: dict[str, SourceFile] | None = field(default=None, repr=False, compare=False)
-    # top-level class or function name -> the .py files that define it, read in one pass when first asked
-    _defining: dict[str, list[str]] | None = field(default=None, repr=False, compare=False)
+    # what -> a reading of all of its files (read_once)
+    _readings: dict[object, object] = field(default_factory=dict, repr=False, compare=False)
 
     def find(self, suffix: str) -> SourceFile | None:
         """The file whose relpath ends with ``suffix`` (posix), preferring the shortest match."""
@@ -181,30 +181,40 @@ class SourceTree:
         """The module of ``package`` that defines a top-level class or function ``name`` (the one with
         the shortest path, where several do), found in the files' text; None if none does. The files are
         read once per tree, for every name (the smoke harness asks for the same classes at every path)."""
-        if self._defining is None and self.identity() is not None:
-            self._defining = _WHEEL_DEFINING.get(self.identity())
-        if self._defining is None:
-            import re
-
-            pattern = re.compile(rb"^(?:class|def) (\w+)", re.MULTILINE)
-            defining: dict[str, list[str]] = {}
-            for f in self.files:
-                if not f.relpath.endswith(".py"):
-                    continue
-                try:
-                    data = f.read_bytes()
-                except OSError:
-                    continue  # a file that cannot be read defines nothing here (the scan says why)
-                for hit in dict.fromkeys(pattern.findall(data)):
-                    defining.setdefault(hit.decode("ascii", "replace"), []).append(f.relpath)
-            self._defining = defining
-            if self.identity() is not None:
-                _WHEEL_DEFINING[self.identity()] = defining
-        for relpath in sorted(self._defining.get(name, ()), key=len):
+        defining = self.read_once("defining", self._defining)
+        for relpath in sorted(defining.get(name, ()), key=len):
             module = self.module_name(relpath, package)
             if module:
                 return module
         return None
+
+    def _defining(self) -> dict[str, list[str]]:
+        """Top-level class or function name -> the .py files that define it, in one pass over the files."""
+        pattern = re.compile(rb"^(?:class|def) (\w+)", re.MULTILINE)
+        defining: dict[str, list[str]] = {}
+        for f in self.files:
+            if not f.relpath.endswith(".py"):
+                continue
+            try:
+                data = f.read_bytes()
+            except OSError:
+                continue  # a file that cannot be read defines nothing here (the scan says why)
+            for hit in dict.fromkeys(pattern.findall(data)):
+                defining.setdefault(hit.decode("ascii", "replace"), []).append(f.relpath)
+        return defining
+
+    def read_once(self, what: object, make: Callable[[], object]):
+        """``make()``, a reading of all of the tree's files (``what`` names it): made once per tree, and once
+        per process for the trees of one wheel (:meth:`identity`), whose members are inflated on each read."""
+        if what not in self._readings:
+            wheel = self.identity()
+            if wheel is not None and (wheel, what) in _WHEEL_READINGS:
+                self._readings[what] = _WHEEL_READINGS[(wheel, what)]
+            else:
+                self._readings[what] = made = make()
+                if wheel is not None:
+                    _WHEEL_READINGS[(wheel, what)] = made
+        return self._readings[what]
 
     def identity(self) -> tuple | None:
         """A wheel's (path, size, mtime, members): the same file for every tree opened from it in a process
