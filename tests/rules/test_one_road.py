@@ -253,6 +253,14 @@ def test_a_smoke_rule_is_one_folder_with_one_severity_everywhere(tmp_path, monke
         assert out.startswith("::warning file=sglang==0.5.23!sglang/srt/layers/attention/triton_backend.py,title=DD399::"), out
         assert smoke_main("sglang==0.5.23", fmt="json") == 0
         assert "DD399" not in capsys.readouterr().out  # smoke's own report: unchanged by its rules
+        # a run that could not be judged: 3 in every format, no DD300 finding (it judges only a run whose
+        # controls were right), and stderr says why
+        report.exit_code, report.verdict = 3, "harness failure: torch is not installed"
+        assert smoke_main("sglang==0.5.23", fmt="sarif") == 3
+        said = capsys.readouterr()
+        run = json.loads(said.out)["runs"][0]
+        assert run["invocations"][0]["exitCode"] == 3 and not [r for r in run["results"] if r["ruleId"] == "DD300"]
+        assert "exit 3: harness failure: torch is not installed" in said.err
     finally:
         monkeypatch.undo()
         _clear()
