@@ -55,5 +55,5 @@ def config_command(argv: list[str], file: str | None = None, sglang: str | None 
                              + footer_lines(report), sys.stdout, console)
     else:
         formats.render(ScanResult(files_scanned=1 if file else 0, findings=report.findings), fmt, sys.stdout,
-                       console, exit_code=code)
+                       console, exit_code=code, not_judged=report.not_judged)
     return code

@@ -26,17 +26,18 @@ FORMATS = ("text", "json", "sarif", "github")
 
 
 def render(result: ScanResult, fmt: str, stream: IO[str], console: Callable[[], Console], source_texts=None,
-           exit_code: int | None = None) -> None:
+           exit_code: int | None = None, not_judged: list[str] = ()) -> None:
     """Machine formats go straight to ``stream``; so does text for a reader that is not a terminal,
     where rich would write the same characters (see :func:`plain`); else text goes through the rich
     ``console()`` (made, and rich loaded, only then). ``exit_code``: the command's, a field of the JSON
-    and the SARIF invocation."""
+    and the SARIF invocation. ``not_judged``: what the verdict could not cover, and why (SARIF: a run
+    whose execution did not succeed, with a notification each; GitHub: an annotation each)."""
     if fmt == "json":
         stream.write(to_json(result, exit_code) + "\n")
     elif fmt == "sarif":
-        stream.write(json.dumps(to_sarif(result, exit_code), indent=1) + "\n")
+        stream.write(json.dumps(to_sarif(result, exit_code, not_judged), indent=1) + "\n")
     elif fmt == "github":
-        stream.write(to_github(result))
+        stream.write(to_github(result, not_judged))
     else:
         render_lines(text_lines(result, source_texts or {}), stream, console)
 
@@ -135,7 +136,7 @@ def plain(stream: IO[str], lines: list[Line]) -> bool:
     return not any(_REWRITTEN.search("".join(t for t, _ in line)) for line in lines)
 
 
-def to_github(result: ScanResult) -> str:
+def to_github(result: ScanResult, not_judged: list[str] = ()) -> str:
     """GitHub workflow commands; ``col`` is 1-based there."""
     level = {Severity.error: "error", Severity.warning: "warning", Severity.info: "notice"}
     out = []
@@ -152,6 +153,8 @@ def to_github(result: ScanResult) -> str:
                    f"endLine={f.end_line},endColumn={f.end_column + 1},title={f.rule}::{msg}\n")
     for e in result.errors:
         out.append(f"::error file={_gh_prop(e.path)},title=ddcheck::{_gh_escape(e.message)}\n")
+    for why in not_judged:
+        out.append(f"::warning title=ddcheck not judged::{_gh_escape(why)}\n")
     return "".join(out)
 
 
@@ -163,7 +166,7 @@ def _gh_prop(s: str) -> str:
     return _gh_escape(s).replace(":", "%3A").replace(",", "%2C")
 
 
-def to_sarif(result: ScanResult, exit_code: int | None = None) -> dict:
+def to_sarif(result: ScanResult, exit_code: int | None = None, not_judged: list[str] = ()) -> dict:
     """SARIF 2.1.0, with a ``fixes`` entry wherever a fix is known (the hoisted form is the
     fixer's; here each site is replaced by the self-contained per-step expression).
 
@@ -224,9 +227,12 @@ def to_sarif(result: ScanResult, exit_code: int | None = None) -> dict:
             "properties": {"fix": r.fix, "severity": r.severity.value},
         } for r in rules],
     }
-    invocation = {"executionSuccessful": True, "toolExecutionNotifications": [
+    # A run that could not judge all it covers did not complete its analysis: SARIF's "not successful",
+    # each reason a notification (the exit code, 3 or 1, is the invocation's too).
+    invocation = {"executionSuccessful": not not_judged, "toolExecutionNotifications": [
         {"level": "error", "message": {"text": e.message},
-         "locations": [{"physicalLocation": {"artifactLocation": _artifact(e.path)}}]} for e in result.errors]}
+         "locations": [{"physicalLocation": {"artifactLocation": _artifact(e.path)}}]} for e in result.errors]
+        + [{"level": "error", "message": {"text": f"not judged: {why}"}} for why in not_judged]}
     if exit_code is not None:
         invocation["exitCode"] = exit_code
     return {

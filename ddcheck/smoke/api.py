@@ -784,9 +784,12 @@ def smoke_main(target: str, backend_file: str | None = None, fmt: str = "text", 
         from ddcheck.diagnostics import formats
         from ddcheck.smoke.report import text_console
 
+        unjudged = [f"{n['what']}: {n['why']}; to judge it: {n['to_judge']}" for n in report.not_judged]
+        if report.exit_code == EXIT_NOT_JUDGED and not unjudged:
+            unjudged = [report.verdict]
         formats.render(ScanResult(files_scanned=0, findings=smoke_findings(report)), fmt, sys.stdout,
-                       text_console, exit_code=report.exit_code)
-        if report.exit_code not in (0, 1):  # no finding says why it was not judged: stderr does
+                       text_console, exit_code=report.exit_code, not_judged=unjudged)
+        if report.exit_code not in (0, 1):  # no finding says why it was not judged: stderr does too
             sys.stderr.write(f"ddcheck: exit {report.exit_code}: {report.verdict}\n")
     else:
         render_text(report, console)

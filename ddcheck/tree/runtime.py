@@ -20,6 +20,7 @@ function when it is first called, not at import (:meth:`TreeRuntime._defer_compi
 
 from __future__ import annotations
 
+import builtins
 import functools
 import importlib
 import importlib.abc
@@ -37,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from ddcheck.tree.isolation import SwappedImports
+from ddcheck.tree.lacking import LACKING_FILE, TREE_IMPORT, guarded_lines, tree_import
+from ddcheck.tree.parse import SourceError, parse_kept
 from ddcheck.tree.sources import SourceTree
 from ddcheck.tree.standins import StandInModule, Usage, is_stand_in, stand_in
 
@@ -84,6 +87,7 @@ class RuntimeReport:
     cuda_on_cpu: int = 0  # tensors the tree asked for on "cuda", made on this CPU
     needs_stopped: dict[str, str] = field(default_factory=dict)  # module -> a stopped module it took names from
     stood_in: list[str] = field(default_factory=list)  # tree functions replaced by stand-ins, and why
+    lacked: list[str] = field(default_factory=list)  # names an installed package lacks, stood in (tree.lacking)
 
     @property
     def stand_in_modules(self) -> list[str]:
@@ -94,6 +98,7 @@ class RuntimeReport:
         out = [f"stand-in {line}" for line in self.usage.summary()]
         out += [f"{module} stopped while imported: {why}" for module, why in self.partial.items()]
         out += [f"stand-in for {line}" for line in self.stood_in]
+        out += [f"stand-in for {line}" for line in self.lacked]
         return out
 
 
@@ -138,6 +143,7 @@ class _TreeLoader(importlib.abc.Loader):
         code = _compiled(self.disk.read_text(encoding="utf-8"), str(self.disk))
         usage, phase = rt.report.usage, rt.report.usage.phase
         usage.phase = "import"
+        module.__dict__["__builtins__"] = rt.builtins  # its imports go through tree.lacking
         try:
             exec(code, module.__dict__)
         except Exception as exc:  # noqa: BLE001 - the module stays as far as it ran, the failure is reported
@@ -164,6 +170,10 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
         self._emulated: list[tuple[Any, str, Any]] = []
         self._replaced: list[tuple[Any, str, Any]] = []  # tree functions stood in for (stand_in_for)
         self._dynamo = None  # the stand-in for torch._dynamo set on torch (_defer_compile)
+        self._guarded: dict[str, set[int]] = {}  # a tree file run -> lines of its guarded imports
+        self.builtins = {**builtins.__dict__, "__import__": tree_import(
+            self.in_tree, self.guarded_import, package, self.report.usage, self.report.lacked,
+            lambda frame: f"{self.relpath_of(frame.f_code.co_filename)}:{frame.f_lineno}")}
 
     # -- the block
     def __enter__(self):
@@ -196,8 +206,13 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
         if self._last in sys.meta_path:
             sys.meta_path.remove(self._last)
         for name in set(sys.modules) - self._before:  # stand-in modules and what they brought in
-            if isinstance(sys.modules.get(name), StandInModule):
+            module = sys.modules.get(name)
+            if isinstance(module, StandInModule):
                 del sys.modules[name]
+                parent, _, child = name.rpartition(".")
+                owner = sys.modules.get(parent)
+                if owner is not None and vars(owner).get(child) is module:  # set on a real package too
+                    delattr(owner, child)
         super().__exit__(*exc)
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
@@ -240,15 +255,27 @@ class TreeRuntime(SwappedImports, importlib.abc.MetaPathFinder):
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if self.in_tree(f.filename)]
         return f"{self.relpath_of(frames[-1].filename)}:{frames[-1].lineno}" if frames else "?"
 
-    def imported_by_tree(self) -> bool:
-        """Whether the import being resolved comes from the tree's code (or a stand-in's)."""
-        frame = sys._getframe(2)
+    def importer(self) -> tuple[types.FrameType | None, bool]:
+        """The frame of the tree's code whose import is being resolved (else None), and whether the
+        module is looked for as a name of a ``from package import name`` (``_handle_fromlist``)."""
+        frame, fromlist = sys._getframe(2), False
         while frame is not None:
             name = frame.f_code.co_filename
-            if not (name.startswith("<frozen") or "importlib" in name or frame.f_code is _UNPROFILED_IMPORT):
-                return self.in_tree(name)
+            if not (name.startswith("<frozen") or "importlib" in name or frame.f_code is _UNPROFILED_IMPORT
+                    or frame.f_code.co_name == TREE_IMPORT and name == LACKING_FILE):
+                return (frame if self.in_tree(name) else None), fromlist
+            fromlist = fromlist or frame.f_code.co_name == "_handle_fromlist"
             frame = frame.f_back
-        return False
+        return None, fromlist
+
+    def guarded_import(self, filename: str, line: int) -> bool:
+        """Whether the import at ``line`` of a tree file run is one the tree guards against ImportError."""
+        if filename not in self._guarded:
+            try:
+                self._guarded[filename] = guarded_lines(parse_kept(Path(filename).read_text(encoding="utf-8")))
+            except (OSError, SourceError):
+                self._guarded[filename] = set()
+        return line in self._guarded[filename]
 
     def what_would_run(self, exc: BaseException) -> str:
         """What would make a tree line that raised ``exc`` run: where it reached a package outside the tree
@@ -562,8 +589,19 @@ class _StandInFinder(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname, path=None, target=None):
         parent = sys.modules.get(fullname.rpartition(".")[0]) if "." in fullname else None
-        if not (isinstance(parent, StandInModule) or self.runtime.imported_by_tree()):
+        if isinstance(parent, StandInModule):
+            return self._spec(fullname)
+        frame, fromlist = self.runtime.importer()
+        if frame is None:
             return None
+        if parent is not None and (fromlist or self.runtime.guarded_import(frame.f_code.co_filename, frame.f_lineno)):
+            # a name an installed package lacks is the import's to stand in for, on that statement alone
+            # (tree.lacking), never a module set on the package; a sub-module it lacks, asked by a probe of
+            # what it has, is not found, as Python says
+            return None
+        return self._spec(fullname)
+
+    def _spec(self, fullname: str):
         return importlib.machinery.ModuleSpec(fullname, _StandInLoader(self.runtime), is_package=True)
 
 

@@ -127,6 +127,7 @@ def test_a_config_rule_is_one_folder_with_one_severity_everywhere(throwaway, cap
     rule = next(r for r in sarif["runs"][0]["tool"]["driver"]["rules"] if r["id"] == "DD299")
     assert result["level"] == rule["defaultConfiguration"]["level"] == "warning"
     assert sarif["runs"][0]["invocations"][0]["exitCode"] == 1
+    assert sarif["runs"][0]["invocations"][0]["executionSuccessful"] is True  # judged whole: errors, not a failure
 
     code, out = _config(capsys, tmp_path, "github")
     assert any(a.startswith("::warning file=") and "title=DD299::" in a for a in out.splitlines()), out
@@ -261,6 +262,16 @@ def test_a_smoke_rule_is_one_folder_with_one_severity_everywhere(tmp_path, monke
         run = json.loads(said.out)["runs"][0]
         assert run["invocations"][0]["exitCode"] == 3 and not [r for r in run["results"] if r["ruleId"] == "DD300"]
         assert "exit 3: harness failure: torch is not installed" in said.err
+        # SARIF's own words for it: the run did not complete its analysis, and a notification says why
+        assert run["invocations"][0]["executionSuccessful"] is False
+        assert [n["message"]["text"] for n in run["invocations"][0]["toolExecutionNotifications"]] == \
+            ["not judged: harness failure: torch is not installed"]
+        assert _errors(sarif_validator, json.loads(said.out)) == []
+        report.not_judged = [{"what": "triton verify path at W = 17, C = 8", "why": "it crashed",
+                              "to_judge": "a run that does not fail"}]
+        assert smoke_main("sglang==0.5.23", fmt="github") == 3
+        assert "::warning title=ddcheck not judged::triton verify path at W = 17, C = 8: it crashed; " \
+               "to judge it: a run that does not fail" in capsys.readouterr().out.splitlines()
     finally:
         monkeypatch.undo()
         _clear()

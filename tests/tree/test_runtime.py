@@ -155,3 +155,43 @@ def test_a_tree_import_under_a_profile_hook_still_gets_its_stand_ins():
             sys.setprofile(before)
         assert backend_mod.Backend().verify(SimpleNamespace(draft_token_num=17))[0] == 54
     assert "ddcheck_absent_ext" in rt.report.stand_in_modules
+
+
+def test_a_name_an_installed_package_lacks_is_a_stand_in_where_the_tree_does_not_guard_its_import():
+    """The name-level twin of a module that cannot be imported here: the statement gets a recorded
+    stand-in, the module runs on; a guarded import (a probe) sees what the package really has."""
+    import json
+
+    lacking = PROBE / "sglang" / "srt" / "lacking.py"
+    with TreeRuntime(open_target(str(PROBE)), Platform(device="cpu")) as rt:
+        module = rt.import_module("sglang.srt.lacking")
+        assert module.AFTER == "ran past the import" and "sglang.srt.lacking" not in rt.report.partial
+        assert module.HAS_ANOTHER is False and module.probe() is False
+        assert is_stand_in(module.no_such_name_for_ddcheck) and module.dumps is json.dumps
+        assert is_stand_in(module.use())
+        assert not hasattr(json, "no_such_name_for_ddcheck")  # the package itself is untouched
+    where = f"sglang/srt/lacking.py:{line_of(lacking, 'import dumps, no_such_name_for_ddcheck')}"
+    assert rt.report.lacked == [f"json.no_such_name_for_ddcheck (the json installed here has no such name; "
+                                f"imported at {where})"]
+    assert rt.report.usage.calls == [("json.no_such_name_for_ddcheck", f"sglang/srt/lacking.py:{line_of(lacking, 'return no_such')}")]
+    assert any(x.startswith("stand-in for json.no_such_name_for_ddcheck") for x in rt.report.limitations())
+
+
+@pytest.mark.parametrize("source, guarded", [
+    ("try:\n    from a import b\nexcept ImportError:\n    pass\n", {2}),
+    ("try:\n    import a\nexcept (ValueError, ModuleNotFoundError):\n    pass\n", {2}),
+    ("try:\n    import a\nexcept:\n    pass\n", {2}),
+    ("try:\n    import a\nexcept builtins.Exception:\n    pass\n", {2}),
+    ("try:\n    import a\nexcept ValueError:\n    pass\n", set()),
+    ("try:\n    pass\nexcept ImportError:\n    import a\nelse:\n    import b\nfinally:\n    import c\n", set()),
+    # a function defined in the try runs when called, outside it; a try inside it guards its own body
+    ("try:\n    def f():\n        import a\nexcept ImportError:\n    pass\n", set()),
+    ("def f():\n    try:\n        if x:\n            from a import b\n    except ImportError:\n        pass\n", {4}),
+    ("import a\n", set()),
+])
+def test_guarded_imports(source, guarded):
+    import ast
+
+    from ddcheck.tree.lacking import guarded_lines
+
+    assert guarded_lines(ast.parse(source)) == guarded
