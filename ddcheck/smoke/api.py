@@ -403,6 +403,9 @@ def _run_cases(report, tree, spec, shape, device, cases, paths, prefix_lens, cap
                            f"batch's tree mask instead"
                     if note not in report.limitations:
                         report.limitations.append(note)
+                for what, how in session.named_tuples.items():
+                    if (note := f"{what} is {how}") not in report.limitations:
+                        report.limitations.append(note)
                 for label, entry in importer.trace.from_source.items():
                     if (note := from_source_note(label, entry)) not in report.limitations:
                         report.limitations.append(note)

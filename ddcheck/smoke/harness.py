@@ -26,6 +26,7 @@ import functools
 import inspect
 import os
 import time
+import types
 import traceback
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -193,6 +194,17 @@ def _metadata(owner: Any, fields, bs: int) -> dict[str, Any]:
     return out
 
 
+class _Named:
+    """A backend whose metadata tuples are read by name (:meth:`Harness._named`); the rest is the backend's."""
+
+    def __init__(self, backend, named: dict[str, Any]):
+        self.__dict__.update(named)
+        self.__dict__["_ddcheck_backend"] = backend
+
+    def __getattr__(self, attr: str):
+        return getattr(self.__dict__["_ddcheck_backend"], attr)
+
+
 MAX_STOOD_IN = 4  # tree functions a path may stand in for before its failure is the verdict
 
 
@@ -209,6 +221,7 @@ class Session:
         self.input_fields = input_fields or (lambda width: None)
         self.input_failures = importer.preload()  # before the backend binds SpecInputType
         self.mask_failures: dict[str, str] = {}  # the tree's mask builder: why it did not run here
+        self.named_tuples: dict[str, str] = {}  # a backend's metadata tuple -> how its source names its positions
         self.masks_withheld: dict[int, str] = {}  # width -> the worker's call that passes custom_mask=None
         self.instances: set[str] = set()  # tree verify-input classes built as real instances
         self.use_tree_mask = True  # build the tree mask with the tree's own builder, where it has one
@@ -265,8 +278,9 @@ class Session:
             out, backend, entry = self._run_standing_in(path, batch, capture_width, pad_rows, made)
             result.entry_points = entry
             planned_views(backend, self.spec.fields)
-            result.metadata = _metadata(backend, self.spec.fields, batch.bs)
-            self._contract(result, backend, batch)
+            view = self._named(backend)
+            result.metadata = _metadata(view, self.spec.fields, batch.bs)
+            self._contract(result, view, batch)
             if out is not None:
                 self._judge(result, out, batch, tol)
             # a path that breaks the verify contract is never ok, even where its numbers came out right
@@ -328,6 +342,27 @@ class Session:
         with poisoned_allocations(pad_rows, made):
             out = backend.forward_extend(batch.q, batch.k, batch.v, layer, fb)
         return out, backend, entry
+
+    def _named(self, backend):
+        """The backend as the contract reads it: a plain tuple it keeps where the contract names fields
+        (``forward_metadata`` before 0.4.4) is read by the names the backend's own source gives its
+        positions (:func:`ddcheck.tree.classes.tuple_fields`); where it names none, the tuple stays as it is."""
+        from ddcheck.tree.classes import tuple_fields
+
+        named = {}
+        for top in dict.fromkeys(f.split(".", 1)[0] for f in self.spec.fields):
+            value = getattr(backend, top, None)
+            if type(value) is not tuple:
+                continue
+            found = tuple_fields(type(backend), top)
+            if found is not None and len(found[0]) == len(value):
+                named[top] = types.SimpleNamespace(**dict(zip(found[0], value)))
+                module, line = found[1].rsplit(":", 1)
+                where = f"{self.importer.runtime.tree.module_file(module)[0]}:{line}" \
+                    if self.importer.runtime.tree.module_file(module) else found[1]
+                self.named_tuples[f"{type(backend).__name__}.{top}"] = \
+                    f"a tuple, read by the names its source gives its positions ({where}: {', '.join(found[0])})"
+        return _Named(backend, named) if named else backend
 
     def _contract(self, result: PathResult, backend, batch: VerifyBatch) -> None:
         from ddcheck.contract import VerifyLayout, check

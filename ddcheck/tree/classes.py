@@ -469,3 +469,38 @@ def _written_member(cls: WrittenClass, name: str, instance: Any) -> Any:
     if found is not UNDECLARED:
         return found
     return ABSENT if name in declared_names(cls) or cls.unread else UNDECLARED
+
+
+def tuple_fields(cls: Any, attr: str) -> tuple[tuple[str, ...], str] | None:
+    """The names the class's own source gives the positions of a plain tuple it keeps in ``self.<attr>``
+    (``self.forward_metadata = (attn_logits, max_extend_len, ...)``, ``(_, max_extend_len, ...) =
+    self.forward_metadata``), and where the first of those statements is (module:line); None where they
+    do not name every position alike."""
+    names: list[str | None] | None = None
+    where = None
+    for node, _, module in _statements(cls):
+        for stmt in ast.walk(node):
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                target, value = stmt.targets[0], stmt.value
+                if _self_attr(target, attr) and isinstance(value, ast.Tuple):
+                    elts = value.elts
+                elif _self_attr(value, attr) and isinstance(target, (ast.Tuple, ast.List)):
+                    elts = target.elts
+                else:
+                    continue
+                if not all(isinstance(e, ast.Name) for e in elts):
+                    return None
+                found = [None if e.id == "_" else e.id for e in elts]
+                if names is None:
+                    names, where = found, f"{module}:{stmt.lineno}"
+                elif len(found) != len(names) or any(a and b and a != b for a, b in zip(found, names)):
+                    return None
+                names = [a or b for a, b in zip(names, found)]
+    if not names or None in names or len(set(names)) != len(names):
+        return None
+    return tuple(names), where
+
+
+def _self_attr(node: ast.AST, attr: str) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) \
+        and node.value.id == "self"

@@ -41,3 +41,20 @@ def test_the_trees_own_code_runs_and_agrees_with_scan(release, backend, smoke):
     # what ran is the tree's: its ServerArgs module and the backend module, from the tree's files
     assert backends.get(backend).relpath in r.harness.files
     assert "sglang/srt/server_args.py" in r.harness.files
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("release", ["0.4.3.post4", "0.4.6.post5"])
+def test_a_release_before_0_4_10_is_judged_by_its_own_code(release, smoke):
+    """0.4.3 to 0.4.8 import ``default_cache_dir`` from ``triton.runtime.cache`` in ``sglang/srt/utils.py``
+    (0.4.6.post5 line 80), which this Triton lacks: the import gets a recorded stand-in, utils runs on
+    (tree/lacking.py). 0.4.3 keeps ``forward_metadata`` as a tuple (``triton_backend.py:194``), read by the
+    names its own source gives each position. Both then read 1, as the scan's DD001 on
+    ``seq_mask_len = self.num_draft_tokens * (seq_lens + self.num_draft_tokens)`` says."""
+    r = smoke(f"sglang=={release}", backend="triton", seed_case=False)
+    assert not [m for m in r.harness.stopped if m == "sglang.srt.utils"], r.harness.stopped
+    assert r.exit_code == 1 == min(1, scan_counts(release).get(backends.get("triton").relpath, 0)), r.verdict
+    named = [x for x in r.limitations if "forward_metadata is a tuple" in x]
+    assert bool(named) == (release == "0.4.3.post4"), r.limitations
+    if named:
+        assert "triton_backend.py:194: attn_logits, max_extend_len, kv_indptr, kv_indices, qo_indptr" in named[0]

@@ -235,3 +235,42 @@ def test_bases_outside_the_tree_answer_where_they_are_reached(stopped_runner):
     decoded = Recording("decoded", trace, cls)
     assert cls.unread == ["Decoder"] and is_stand_in(decoded.attention_chunk_size)
     assert trace.from_source["decoded"]["unread_bases"] == ["Decoder"]
+
+
+TUPLE_KEEPER = '''
+class Keeper:
+    def init(self, a, b):
+        self.meta = (first, second, third)
+
+    def use(self):
+        (_, second, third) = self.meta
+        return second
+
+class Unnamed:
+    def init(self):
+        self.meta = (1, x, y)
+
+class Disagrees:
+    def init(self):
+        self.meta = (a, b)
+
+    def use(self):
+        b, a = self.meta
+'''
+
+
+def test_a_tuple_kept_on_self_is_named_by_the_classs_own_source(tmp_path, monkeypatch):
+    import importlib
+
+    from ddcheck.tree.classes import tuple_fields
+
+    (tmp_path / "ddcheck_tuple_keeper.py").write_text(TUPLE_KEEPER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("ddcheck_tuple_keeper")
+    try:
+        assert tuple_fields(module.Keeper, "meta") == (("first", "second", "third"), "ddcheck_tuple_keeper:4")
+        assert tuple_fields(module.Keeper, "other") is None
+        assert tuple_fields(module.Unnamed, "meta") is None  # a position no statement names
+        assert tuple_fields(module.Disagrees, "meta") is None  # two statements name one position two ways
+    finally:
+        sys.modules.pop("ddcheck_tuple_keeper", None)
