@@ -555,7 +555,7 @@ def _stepwise(run: _Run, module, cls: type, name: str):
         if isinstance(exc, _Unreadable):
             raise exc  # run again with the tree's reader answering (see run_handler)
         where = run.raised_at(exc)
-        if where is not None and (where.path == relpath or speculative) and _raises_there(run, where):
+        if where is not None and (where.path == relpath or speculative) and _raises_there(run, where, exc):
             raise exc  # the start-up code's own rejection (not a helper's probe of this machine)
         if speculative:
             raise _StepStop(f"{type(exc).__name__}: {exc} (at {where or f'{relpath}:{line}'})") from exc
@@ -710,7 +710,7 @@ def _run_once(run: "_Run", tree: SourceTree, found, values: dict[str, Any], read
                 if about_a_refusal(exc):  # what it would have downloaded: named (_refusals), not the tree's verdict
                     run.result.failed = f"{type(exc).__name__}: {exc} (at {where})"
                     run.stopped_by_refusal = True
-                elif where is not None and _raises_there(run, where):  # the tree's own rejection
+                elif where is not None and _raises_there(run, where, exc):  # the tree's own rejection
                     run.result.rejected = f"{type(exc).__name__}: {exc}"
                     run.result.rejected_at = where
                 else:  # an operation on something ddcheck stood in for: not the tree's verdict
@@ -821,8 +821,23 @@ def _prepare(run: _Run, tree: SourceTree, found, values: dict[str, Any], entry=N
     return fn, sa
 
 
-def _raises_there(run: _Run, where: Where) -> bool:
-    """The line is a ``raise`` or ``assert`` statement of the tree: a deliberate rejection."""
+def _raises_there(run: _Run, where: Where, exc: BaseException) -> bool:
+    """``exc`` is what a ``raise`` or ``assert`` statement of the tree at that line deliberately raises: a
+    rejection. Not an error in evaluating it (``assert self.chunked_prefill_size % self.page_size == 0``
+    raising TypeError on a None that a statement before it could not set here, 0.4.6 server_args.py:278)."""
     mod = TreeModules.of(run.tree).parsed(where.path)
-    return mod is not None and any(isinstance(n, (ast.Raise, ast.Assert)) and n.lineno <= where.line <= (n.end_lineno or n.lineno)
-               for n in ast.walk(mod))
+    return mod is not None and any(
+        isinstance(n, (ast.Raise, ast.Assert)) and n.lineno <= where.line <= (n.end_lineno or n.lineno)
+        and _deliberate(n, exc) for n in ast.walk(mod))
+
+
+def _deliberate(node: ast.Raise | ast.Assert, exc: BaseException) -> bool:
+    """Whether ``exc`` is the exception the statement raises: an assert's AssertionError; for ``raise
+    Name(...)``, an exception of that class (by name, along its bases); any other raise's as it is."""
+    if isinstance(node, ast.Assert):
+        return isinstance(exc, AssertionError)
+    if not isinstance(node.exc, ast.Call):
+        return True  # ``raise``, ``raise err``: whatever it holds
+    func = node.exc.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    return name is None or name in {klass.__name__ for klass in type(exc).__mro__}

@@ -69,6 +69,10 @@ def test_post_init_runs_statement_by_statement_with_the_local_config(tree, tmp_p
     assert probe and f"{SERVER_ARGS}:{_line('gpu_mem = gpu_memory_gb()')}" in probe[0]
     assert any("gpu_mem" in x and f":{_line('if self.mem_fraction_static is None')}" in x for x in r.limitations)
     assert r.values["mem_fraction_static"] is None
+    # an assert whose own test fails to evaluate (on a value the probe's statement left unset) is not
+    # the tree's rejection either: only its AssertionError would be
+    assert any("TypeError" in x and f":{_line('mem_fraction_static % 1 < 1')}" in x for x in r.limitations), \
+        r.limitations
     # both models' config.json were read by ddcheck where the tree's third-party reader cannot run
     read = [x for x in r.limitations if "config.json" in x]
     assert any(model in x for x in read) and any(draft in x for x in read)
