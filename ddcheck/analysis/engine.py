@@ -32,7 +32,8 @@ from ddcheck.analysis.vocabulary import ALLOCATORS, VERIFY_STEP_WORD, Vocabulary
 from ddcheck.tree.evaluate import truth
 from ddcheck.analysis.inputs import Built, Reach, expression_reach
 from ddcheck.rules import rule_of, scan_codes
-from ddcheck.tree.names import DRAFT_TOKEN_NUM, VERIFY_MARKERS as VERIFY_TEXT
+from ddcheck.tree.names import (DRAFT_TOKEN_NUM, PREPARE_FOR_VERIFY, SPEC_INFO_FIELD, VERIFY_MARKERS as VERIFY_TEXT,
+                                WIDTH_FIELDS)
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Engine:
     _capacity_used: set[tuple] = field(default_factory=set)  # (relpath, class, attr) of capacity reported
     _handed_out_pending: list[ModuleModel] = field(default_factory=list)  # analysed, their accessors not yet followed
     _accessor_memo: dict[tuple, tuple[str, str, str] | None] = field(default_factory=dict)
+    _producers: dict[tuple[str, str], bool] = field(default_factory=dict)  # (relpath, class) -> _builds_at_c
 
     # -- the facts the engine declares -------------------------------------------------------------
 
@@ -568,6 +570,8 @@ class Engine:
 
     def _report(self, fp: FunctionPass, node: ast.expr, anchor, verdict: Verdict, c_expr: str, exact: bool,
                 hint: Hint | None = None, buffer_line: int = 0) -> None:
+        if fp.func.cls and self._builds_at_c(fp.model, fp.func.cls):
+            return
         key = (fp.model.source.relpath, node.lineno, node.col_offset)
         old = self.reported.get(key)
         if old is not None and RANK[old.kind] >= RANK[verdict.kind]:
@@ -575,10 +579,60 @@ class Engine:
         self.reported[key] = Reported(verdict.kind, verdict.what, fp, node, anchor, c_expr, exact, hint, buffer_line,
                                       case=verdict.case, rule=verdict.rule)
 
+    def _builds_at_c(self, model: ModuleModel, cls: str) -> bool:
+        """``cls`` builds the step's verify input itself, at C, wherever it is built: every construction of
+        a verify-input class in its methods hands it C as the width (``NgramVerifyInput(...,
+        draft_token_num=self.draft_token_num)``), and no class of the tree deriving from it defines a
+        method of that name again (which may build another width). Then W is C for whatever that class
+        lays out: its C is the step's width, as inside ``if w == C:``."""
+        key = (model.source.relpath, cls)
+        if key in self._producers:
+            return self._producers[key]
+        self._producers[key] = False
+        c_attrs = self.attrs.c_attrs_of(model, cls)
+        makers, at_c = set(), True
+        for f in model.functions.values():
+            if f.cls != cls or "<locals>" in f.qualname:
+                continue
+            nodes = list(every_node(f.node))
+            handed = {id(n.value) for n in nodes if isinstance(n, ast.Assign) and _sets_spec_info(n)}
+            for call in nodes:
+                if not isinstance(call, ast.Call):
+                    continue
+                width = next((k.value for k in call.keywords if k.arg in WIDTH_FIELDS), None)
+                if width is not None and (id(call) in handed or self._verify_input_class(model, call)):
+                    makers.add(f.name)
+                    at_c = at_c and is_c_read(width, c_attrs, self.vocab)
+        here = model.outline
+        self._producers[key] = bool(makers) and at_c and not any(
+            other.name in makers and other.cls and other.cls != cls and self.classes.derives(here, other.cls, here, cls)
+            for other in model.functions.values()) and not any(
+            o.relpath != here.relpath and any(self.classes.derives(o, sub, here, cls) for sub in o.methods.get(m, ()))
+            for m in makers for o in (self.method_uses(m) or MethodUses()).definers)
+        return self._producers[key]
+
+    def _verify_input_class(self, model: ModuleModel, call: ast.Call) -> bool:
+        """``call`` constructs a class of the tree that the worker prepares a verify step with (it has
+        ``prepare_for_verify``, itself or through a base), defined in ``model`` or imported into it (a
+        class of the tree the worker hands the batch otherwise: :func:`_sets_spec_info`)."""
+        if not isinstance(call.func, ast.Name):
+            return False
+        imp = model.imports.get(call.func.id)
+        other = model if imp is None else self.load_module(imp[0]) if imp[1] else None
+        name = call.func.id if imp is None else imp[1]
+        return other is not None and name is not None and \
+            self.classes.method_of(other, name, PREPARE_FOR_VERIFY) is not None
+
     def forget(self, relpath: str) -> None:
         """Drop what was reported in one file (its analysis failed half-way)."""
         for key in [k for k, r in self.reported.items() if r.fp.model.source.relpath == relpath]:
             del self.reported[key]
+
+
+def _sets_spec_info(stmt: ast.Assign) -> bool:
+    """``batch.spec_info = Cls(...)``: what the call builds is the batch's verify input."""
+    return isinstance(stmt.value, ast.Call) and any(
+        isinstance(t, ast.Attribute) and t.attr == SPEC_INFO_FIELD for t in stmt.targets)
 
 
 def _enclosing_function(model: ModuleModel, cls: str | None, node: ast.AST) -> FunctionInfo | None:

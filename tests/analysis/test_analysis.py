@@ -267,3 +267,13 @@ def test_triage_reads_lines_ended_by_carriage_returns_alone():
         "    def f(self, mode):\n        if mode.is_target_verify():\n            return self.lens(0)\n"
     assert needs_analysis(source.encode(), DEFAULT_VOCABULARY)
     assert needs_analysis(source.replace("\n", "\r").encode(), DEFAULT_VOCABULARY)
+
+
+def test_a_drafter_that_builds_its_verify_input_at_c_lays_out_its_own_step_with_w():
+    """NGRAM's shape: the worker builds ``batch.spec_info`` with ``draft_token_num=C`` itself, so W is C
+    wherever it lays out that step; not so where a class of the tree derives from it and builds the input
+    again (it may build another width), nor where it builds another width on some branch."""
+    pkg = FIXTURES / "producers"
+    got = Counter((Path(f.path).name, f.line, f.rule) for f in findings(pkg))
+    # LookupWorker's four C reads carry no expectation: the pass finds them, and they are its own W
+    assert got == expected(sorted(pkg.rglob("*.py"))) and sum(got.values()) == 2
