@@ -93,8 +93,8 @@ def worker_class(mods: TreeModules, algorithm: str, values: dict[str, Any] | Non
                  environ: dict[str, str] | None = None) -> tuple[str, str] | None:
     """(class name, module) the tree's SpeculativeAlgorithm gives for ``algorithm``: its method that
     returns an imported worker class, run for this algorithm (``self.is_eagle()`` is the tree's own
-    test, so EAGLE3 gets what ``is_eagle`` says it shares) and these settings; else the return under
-    ``if self.is_<algorithm>():``; else what the tree builds for it elsewhere (:func:`_workers_constructed`)."""
+    test, so EAGLE3 gets what ``is_eagle`` says it shares) and these settings; else what the tree builds
+    for it elsewhere (:func:`_workers_constructed`)."""
     hit = mods.module(SPEC_INFO_MODULE)
     if hit is None:
         return None
@@ -106,20 +106,6 @@ def worker_class(mods: TreeModules, algorithm: str, values: dict[str, Any] | Non
     built = list(_workers_constructed(mods, algorithm, values or {}, environ))
     return next((c for c in built if _inputs_of(mods, c, values or {}, environ, algorithm).choices),
                 built[0] if built else None)
-    want = f"is_{algorithm.lower()}"
-    for node in ast.walk(hit[1]):
-        if not isinstance(node, ast.If):
-            continue
-        t = node.test
-        if isinstance(t, ast.Call) and isinstance(t.func, ast.Attribute) and t.func.attr == want and not t.args:
-            imports = {a.asname or a.name: (mods.imported(SPEC_INFO_MODULE, n), a.name)
-                       for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))
-                       if isinstance(n, ast.ImportFrom) and mods.imported(SPEC_INFO_MODULE, n) for a in n.names}
-            for n in node.body:
-                if isinstance(n, ast.Return) and isinstance(n.value, ast.Name) and n.value.id in imports:
-                    module, name = imports[n.value.id]
-                    return name, module
-    return None
 
 
 def _worker_by_the_trees_tests(mods: TreeModules, algorithm: str, values: dict[str, Any],
@@ -536,6 +522,8 @@ def _inputs_scanned(mods: TreeModules, found: tuple[str, str], values: dict[str,
                 if any(word in fn.name.lower() for word in SPECIAL_PATHS):
                     continue  # an idle or 1-node placeholder input, not the launch's verify step
                 for call in ast.walk(fn):
+                    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+                        call = _factory_call(mods, mod, fn, call, imports) or call  # Cls.create(...)
                     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
                         continue
                     built = call, mod, rel  # the VerifyInput call, the module it is in, its file
@@ -640,6 +628,53 @@ def _built_through(mods: TreeModules, mod: str, fn: ast.FunctionDef, call: ast.C
         if arg is not None and not isinstance(arg, ast.Starred):
             return (inner, fmodule, (mods.module(fmodule) or ("", None))[0]), arg
     return None
+
+
+def _factory_call(mods: TreeModules, mod: str, fn: ast.FunctionDef, call: ast.Call,
+                  imports: dict[str, str]) -> ast.Call | None:
+    """``EagleVerifyInput.create(..., num_verify_tokens)`` (0.4.3-0.4.8 eagle_worker.py): a classmethod of a
+    tree class that returns ``cls(...)``, read as the worker's own construction of that class: a call of the
+    class at the worker's line whose keywords are the class's fields (its dataclass fields in order, else
+    its ``__init__``'s parameters) that the factory hands a parameter of its own, each given what the
+    worker hands that parameter. None where the call is no such factory."""
+    f = call.func
+    if not isinstance(f.value, ast.Name) or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    where = mods.imports_in(mod, fn).get(f.value.id) or imports.get(f.value.id) or mod
+    chain = mods.class_chain(f.value.id, where)
+    factory = next((n for _, node, _ in chain for n in node.body if isinstance(n, ast.FunctionDef)
+                    and n.name == f.attr and any(isinstance(d, ast.Name) and d.id == "classmethod"
+                                                 for d in n.decorator_list)), None)
+    if factory is None or not factory.args.args:
+        return None
+    params = [a.arg for a in factory.args.args]
+    given = {**dict(zip(params[1:], call.args)), **{k.arg: k.value for k in call.keywords if k.arg}}
+    fields = _constructor_fields(chain)
+    for inner in ast.walk(factory):
+        if not (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == params[0]):
+            continue
+        if any(isinstance(a, ast.Starred) for a in inner.args) or len(inner.args) > len(fields):
+            return None
+        handed = [*zip(fields, inner.args), *((k.arg, k.value) for k in inner.keywords if k.arg)]
+        keywords = [ast.keyword(arg=name, value=given[v.id]) for name, v in handed
+                    if isinstance(v, ast.Name) and v.id in given]
+        return ast.copy_location(ast.Call(func=ast.copy_location(ast.Name(f.value.id, ast.Load()), call),
+                                          args=[], keywords=keywords), call)
+    return None
+
+
+def _constructor_fields(chain: list[tuple[str, ast.ClassDef, str]]) -> list[str]:
+    """The names a class's constructor takes positionally: its ``__init__``'s (the nearest class's), else
+    its dataclass fields, the bases' first."""
+    for _, node, _ in chain:
+        init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+        if init is not None:
+            return [a.arg for a in init.args.args[1:]]
+    out: list[str] = []
+    for _, node, _ in reversed(chain):
+        out += [i.target.id for i in node.body if isinstance(i, ast.AnnAssign) and isinstance(i.target, ast.Name)
+                and "ClassVar" not in ast.unparse(i.annotation)]
+    return list(dict.fromkeys(out))  # a field a subclass declares again keeps its place
 
 
 MAX_STEP_TESTS = 6  # per-step tests taken both ways when W's range is evaluated (2**6 runs at most)
@@ -842,6 +877,6 @@ def _graph_runners(mods: TreeModules):
             attrs = [t.attr for stmt in ast.walk(init) if isinstance(stmt, ast.Assign)
                      for t in stmt.targets
                      if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
-                     and any(m in ast.unparse(stmt.value) for m in CAPTURE_MARKS)]
+                     and any(m in t.attr or m in ast.unparse(stmt.value) for m in CAPTURE_MARKS)]
             if attrs:
                 yield f.relpath, module, cls.name, init, list(dict.fromkeys(attrs))

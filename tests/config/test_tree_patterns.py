@@ -280,3 +280,19 @@ def test_width_fixed_at_start_up_is_not_per_step():
     assert _computed_in_step(expr("max(1, raw_width)"))
     assert not _computed_in_step(expr("int(self.block_size)"))
     assert not _computed_in_step(expr("self.tree_budget + 1"))
+
+
+def test_a_verify_input_built_through_the_classs_factory_with_the_width_by_position():
+    """0.4.3-0.4.8's EAGLE worker: ``EagleVerifyInput.create(..., num_draft_tokens)``, a classmethod that
+    returns ``cls(..., num_verify_tokens, spec_steps)`` positionally (fixtures/trees/factory_eagle)."""
+    factory = TREE.parents[1] / "factory_eagle" / "sglang"
+    facts = verify_inputs(open_target(str(factory)), "EAGLE", {
+        "speculative_algorithm": "EAGLE", "speculative_num_draft_tokens": 8, "speculative_eagle_topk": 4,
+        "speculative_num_steps": 3})
+    assert facts.worker == "EAGLEWorker" and len(facts.choices) == 1, facts.note
+    (choice,) = facts.choices
+    line = next(i for i, text in enumerate((factory / "srt/speculative/eagle_worker.py").read_text().splitlines(), 1)
+                if "EagleVerifyInput.create(" in text)
+    assert (choice.cls, choice.width, choice.width_expr, choice.line) == \
+        ("EagleVerifyInput", 8, "self.server_args.speculative_num_draft_tokens", line)
+    assert choice.kwargs == ["draft_token_num", "spec_steps"]  # the fields the worker hands through the factory
