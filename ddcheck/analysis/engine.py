@@ -589,11 +589,15 @@ class Engine:
         if key in self._producers:
             return self._producers[key]
         self._producers[key] = False
+        methods = [f for f in model.functions.values() if f.cls == cls and "<locals>" not in f.qualname]
+        # a class that names no width keyword (``draft_token_num=``) in its text builds no verify input
+        if not methods or not any(model.holds(min(f.node.lineno for f in methods),
+                                              max(f.node.end_lineno or f.node.lineno for f in methods), f"{field}=")
+                                  for field in WIDTH_FIELDS):
+            return False
         c_attrs = self.attrs.c_attrs_of(model, cls)
         makers, at_c = set(), True
-        for f in model.functions.values():
-            if f.cls != cls or "<locals>" in f.qualname:
-                continue
+        for f in methods:
             nodes = list(every_node(f.node))
             handed = {id(n.value) for n in nodes if isinstance(n, ast.Assign) and _sets_spec_info(n)}
             for call in nodes:
