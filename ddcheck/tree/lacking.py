@@ -81,22 +81,31 @@ def tree_import(in_tree: Callable[[str], bool], guarded: Callable[[str, int], bo
 
     def __import__(name, globals=None, locals=None, fromlist=(), level=0):
         module = real_import(name, globals, locals, fromlist, level)
-        if not fromlist or level or isinstance(module, (StandInModule, Lacking)) \
-                or module.__name__.split(".")[0] == package:
-            return module
-        missing = [n for n in fromlist if n != "*" and not hasattr(module, n)
-                   and f"{module.__name__}.{n}" not in sys.modules]
+        named = getattr(module, "__name__", None) if isinstance(module, types.ModuleType) else None
+        if not fromlist or level or not isinstance(named, str) or isinstance(module, (StandInModule, Lacking)) \
+                or named.split(".")[0] == package:
+            return module  # not an installed package's module (sys.modules may hold any object): as it is
+        missing = [n for n in fromlist if isinstance(n, str) and n != "*" and not _has(module, n)
+                   and f"{named}.{n}" not in sys.modules]
         if not missing:
             return module
         frame = sys._getframe(1)
         if not in_tree(frame.f_code.co_filename) or guarded(frame.f_code.co_filename, frame.f_lineno):
             return module  # Python says it as it is: ImportError, which the tree expects here
         for n in missing:
-            lacked.append(f"{module.__name__}.{n} ({_version(module)} has no such name; imported at "
-                          f"{where(frame)})")
-        return Lacking(module, {n: stand_in(f"{module.__name__}.{n}", usage) for n in missing})
+            lacked.append(f"{named}.{n} ({_version(module)} has no such name; imported at {where(frame)})")
+        return Lacking(module, {n: stand_in(f"{named}.{n}", usage) for n in missing})
 
     return __import__
+
+
+def _has(module: types.ModuleType, name: str) -> bool:
+    """``hasattr``, where a lazy module's own ``__getattr__`` may raise anything: then the import statement
+    finds out as Python would (the name counts as there)."""
+    try:
+        return hasattr(module, name)
+    except Exception:  # noqa: BLE001 - the module's own error, met again by the import statement
+        return True
 
 
 def _version(module: types.ModuleType) -> str:

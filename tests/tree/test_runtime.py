@@ -195,3 +195,29 @@ def test_guarded_imports(source, guarded):
     from ddcheck.tree.lacking import guarded_lines
 
     assert guarded_lines(ast.parse(source)) == guarded
+
+
+def test_the_tree_import_passes_over_what_is_no_installed_package(monkeypatch):
+    """sys.modules may hold any object, and a lazy module's ``__getattr__`` may raise anything: the import
+    statement then meets Python's own answer, never ddcheck's error."""
+    import types
+
+    from ddcheck.tree.lacking import tree_import
+    from ddcheck.tree.standins import Usage
+
+    lacked: list[str] = []
+    imp = tree_import(lambda f: True, lambda f, line: False, "sglang", Usage(), lacked, lambda frame: "here")
+
+    class Lazy(types.ModuleType):
+        def __getattr__(self, name):
+            raise RuntimeError("a lazy module's own failure")
+
+    not_a_module = object()
+    monkeypatch.setitem(sys.modules, "ddcheck_not_a_module", not_a_module)
+    monkeypatch.setitem(sys.modules, "ddcheck_lazy_module", Lazy("ddcheck_lazy_module"))
+    assert imp("ddcheck_not_a_module", {}, {}, ("anything",), 0) is not_a_module
+    assert imp("ddcheck_lazy_module", {}, {}, ("anything",), 0) is sys.modules["ddcheck_lazy_module"]
+    assert lacked == []
+    stood = imp("json", {}, {}, ("dumps", "ddcheck_absent_name"), 0)  # an unguarded import in the tree
+    assert stood.dumps is __import__("json").dumps and is_stand_in(stood.ddcheck_absent_name)
+    assert lacked and lacked[0].startswith("json.ddcheck_absent_name (the json installed here")
