@@ -210,6 +210,8 @@ def test_the_tree_import_passes_over_what_is_no_installed_package(monkeypatch):
 
     class Lazy(types.ModuleType):
         def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)  # not a package: the import system asks no name of it
             raise RuntimeError("a lazy module's own failure")
 
     not_a_module = object()
