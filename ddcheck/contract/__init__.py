@@ -151,10 +151,12 @@ class Checked:
 
 
 def check(owner: Any, table: Mapping[str, Term], layout: VerifyLayout) -> Checked:
-    """Compare ``owner``'s fields named in ``table`` (dotted paths, e.g. ``forward_metadata.cu_seqlens_q``)
-    with ``layout``. A field the object does not have (or holds None) is listed as absent, not judged:
-    one table serves every release of a backend."""
+    """Compare ``owner``'s fields named in ``table`` (dotted paths, e.g. ``forward_metadata.cu_seqlens_q``;
+    a metadata tuple by the names its source gives it, :func:`by_name`) with ``layout``. A field the object
+    does not have (or holds None) is listed as absent, not judged: one table serves every release of a
+    backend."""
     violations, checked, absent = [], [], []
+    owner = by_name(owner, table)[0]
     if layout.visible is not None and layout.width > 1 and not layout.per_query:
         offsets = next((read_field(owner, f) for f, t in table.items() if t is Term.QUERY_OFFSETS), None)
         if offsets is not None and _vector(offsets, layout.bs * layout.width + 1) == list(
@@ -253,6 +255,43 @@ def _offsets(values: Iterable[int]) -> list[int]:
         total += v
         out.append(total)
     return out
+
+
+class _Named:
+    """An object whose metadata tuples are read by name (:func:`by_name`); the rest is the object's."""
+
+    def __init__(self, owner: Any, named: dict[str, Any]):
+        self.__dict__.update(named)
+        self.__dict__["_ddcheck_owner"] = owner
+
+    def __getattr__(self, attr: str):
+        return getattr(self.__dict__["_ddcheck_owner"], attr)
+
+
+_TUPLE_NAMES: dict[tuple[type, str], Any] = {}
+
+
+def by_name(owner: Any, fields: Iterable[str]) -> tuple[Any, dict[str, tuple[tuple[str, ...], str]]]:
+    """``owner`` as the contract reads it: a plain tuple it keeps where a field path starts (0.4.3's
+    ``forward_metadata``) is read by the names its class's own source gives each position
+    (:func:`ddcheck.tree.classes.tuple_fields`); where the source names none, the tuple stays as it is.
+    Also, per attribute so read, (the names, where the source gives them: module:line)."""
+    from types import SimpleNamespace
+
+    from ddcheck.tree.classes import tuple_fields
+
+    named, how = {}, {}
+    for top in dict.fromkeys(f.split(".", 1)[0] for f in fields):
+        value = getattr(owner, top, None)
+        if type(value) is not tuple:
+            continue
+        key = (type(owner), top)
+        if key not in _TUPLE_NAMES:  # a class's source is read once (the guard checks step after step)
+            _TUPLE_NAMES[key] = tuple_fields(type(owner), top)
+        found = _TUPLE_NAMES[key]
+        if found is not None and len(found[0]) == len(value):
+            named[top], how[top] = SimpleNamespace(**dict(zip(found[0], value))), found
+    return (_Named(owner, named) if named else owner), how
 
 
 def read_field(owner: Any, path: str) -> Any:

@@ -26,7 +26,6 @@ import functools
 import inspect
 import os
 import time
-import types
 import traceback
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -194,17 +193,6 @@ def _metadata(owner: Any, fields, bs: int) -> dict[str, Any]:
     return out
 
 
-class _Named:
-    """A backend whose metadata tuples are read by name (:meth:`Harness._named`); the rest is the backend's."""
-
-    def __init__(self, backend, named: dict[str, Any]):
-        self.__dict__.update(named)
-        self.__dict__["_ddcheck_backend"] = backend
-
-    def __getattr__(self, attr: str):
-        return getattr(self.__dict__["_ddcheck_backend"], attr)
-
-
 MAX_STOOD_IN = 4  # tree functions a path may stand in for before its failure is the verdict
 
 
@@ -344,25 +332,18 @@ class Session:
         return out, backend, entry
 
     def _named(self, backend):
-        """The backend as the contract reads it: a plain tuple it keeps where the contract names fields
-        (``forward_metadata`` before 0.4.4) is read by the names the backend's own source gives its
-        positions (:func:`ddcheck.tree.classes.tuple_fields`); where it names none, the tuple stays as it is."""
-        from ddcheck.tree.classes import tuple_fields
+        """The backend as the contract reads it (:func:`ddcheck.contract.by_name`), each tuple so read noted
+        with the tree's line that names its positions."""
+        from ddcheck.contract import by_name
 
-        named = {}
-        for top in dict.fromkeys(f.split(".", 1)[0] for f in self.spec.fields):
-            value = getattr(backend, top, None)
-            if type(value) is not tuple:
-                continue
-            found = tuple_fields(type(backend), top)
-            if found is not None and len(found[0]) == len(value):
-                named[top] = types.SimpleNamespace(**dict(zip(found[0], value)))
-                module, line = found[1].rsplit(":", 1)
-                where = f"{self.importer.runtime.tree.module_file(module)[0]}:{line}" \
-                    if self.importer.runtime.tree.module_file(module) else found[1]
-                self.named_tuples[f"{type(backend).__name__}.{top}"] = \
-                    f"a tuple, read by the names its source gives its positions ({where}: {', '.join(found[0])})"
-        return _Named(backend, named) if named else backend
+        view, how = by_name(backend, self.spec.fields)
+        tree = self.importer.runtime.tree
+        for top, (names, at) in how.items():
+            module, line = at.rsplit(":", 1)
+            where = f"{tree.module_file(module)[0]}:{line}" if tree.module_file(module) else at
+            self.named_tuples[f"{type(backend).__name__}.{top}"] = \
+                f"a tuple, read by the names its source gives its positions ({where}: {', '.join(names)})"
+        return view
 
     def _contract(self, result: PathResult, backend, batch: VerifyBatch) -> None:
         from ddcheck.contract import VerifyLayout, check

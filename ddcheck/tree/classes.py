@@ -474,8 +474,8 @@ def _written_member(cls: WrittenClass, name: str, instance: Any) -> Any:
 def tuple_fields(cls: Any, attr: str) -> tuple[tuple[str, ...], str] | None:
     """The names the class's own source gives the positions of a plain tuple it keeps in ``self.<attr>``
     (``self.forward_metadata = (attn_logits, max_extend_len, ...)``, ``(_, max_extend_len, ...) =
-    self.forward_metadata``), and where the first of those statements is (module:line); None where they
-    do not name every position alike."""
+    self.forward_metadata``: a name, not ``_`` or an expression, names its position), and where the first
+    of those statements is (module:line); None where they do not name every position, or name one two ways."""
     names: list[str | None] | None = None
     where = None
     for node, _, module in _statements(cls):
@@ -488,9 +488,9 @@ def tuple_fields(cls: Any, attr: str) -> tuple[tuple[str, ...], str] | None:
                     elts = target.elts
                 else:
                     continue
-                if not all(isinstance(e, ast.Name) for e in elts):
-                    return None
-                found = [None if e.id == "_" else e.id for e in elts]
+                if any(isinstance(e, ast.Starred) for e in elts):
+                    return None  # positions not known
+                found = [e.id if isinstance(e, ast.Name) and e.id != "_" else None for e in elts]
                 if names is None:
                     names, where = found, f"{module}:{stmt.lineno}"
                 elif len(found) != len(names) or any(a and b and a != b for a, b in zip(found, names)):

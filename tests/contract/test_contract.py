@@ -187,3 +187,37 @@ def test_one_query_per_row_is_judged_in_its_own_terms():
     bad = check(shifted, backends.get("fa3").fields, tree)
     assert {v.field for v in bad.violations} >= {"forward_metadata.cache_seqlens_int32",
                                                   "forward_metadata.page_table"}
+
+
+TUPLE_BACKEND = '''
+class TupleMetadataBackend:
+    """0.4.3's TritonAttnBackend keeps its verify metadata as a plain tuple."""
+
+    def init_forward_metadata(self, qo_indptr, mask_indptr, max_extend_len):
+        self.forward_metadata = (None, max_extend_len, None, None, qo_indptr, None, mask_indptr)
+
+    def forward_extend(self):
+        (attn_logits, max_extend_len, kv_indptr, kv_indices, qo_indptr, custom_mask, mask_indptr) = self.forward_metadata
+'''
+
+
+def test_a_metadata_tuple_is_read_by_the_names_its_source_gives_it(tmp_path, monkeypatch):
+    """Smoke and the guard alike (both through ``check``): the tuple's positions by the backend's own unpacking."""
+    import importlib
+    import sys
+
+    from ddcheck.contract import Term, by_name, check
+
+    (tmp_path / "ddcheck_tuple_backend.py").write_text(TUPLE_BACKEND)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        backend = importlib.import_module("ddcheck_tuple_backend").TupleMetadataBackend()
+        backend.init_forward_metadata([0, 8, 16], None, 8)  # laid out with C = 8 for a batch of W = 17
+        table = {"forward_metadata.qo_indptr": Term.QUERY_OFFSETS, "forward_metadata.max_extend_len": Term.MAX_QUERY_LEN}
+        got = check(backend, table, VerifyLayout(17, (5, 9)))
+        assert sorted(v.field for v in got.violations) == sorted(table) and got.checked == list(table)
+        view, how = by_name(backend, table)
+        assert view.forward_metadata.max_extend_len == 8 and view.init_forward_metadata  # the rest is the backend's
+        assert how["forward_metadata"][0][4] == "qo_indptr" and how["forward_metadata"][1] == "ddcheck_tuple_backend:6"
+    finally:
+        sys.modules.pop("ddcheck_tuple_backend", None)
