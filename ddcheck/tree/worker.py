@@ -522,6 +522,7 @@ def _inputs_scanned(mods: TreeModules, found: tuple[str, str], values: dict[str,
                 if any(word in fn.name.lower() for word in SPECIAL_PATHS):
                     continue  # an idle or 1-node placeholder input, not the launch's verify step
                 for call in ast.walk(fn):
+                    at = call  # where the worker builds it, in its own body (the tests on the way to it)
                     if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
                         call = _factory_call(mods, mod, fn, call, imports) or call  # Cls.create(...)
                     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
@@ -542,15 +543,15 @@ def _inputs_scanned(mods: TreeModules, found: tuple[str, str], values: dict[str,
                         continue
                     if width_node is not None:
                         kw = ast.keyword(arg="draft_token_num", value=width_node)
-                    conds = guards_to(fn.body, call, [])
+                    conds = guards_to(fn.body, at, [])
                     local_ev = Evaluator(values, environ=environ)
                     local_ev.sa, local_ev.self_env = ev.sa, dict(ev.self_env)
-                    local_ev.run(statements_before(fn.body, call), local_ev.local)
+                    local_ev.run(statements_before(fn.body, at), local_ev.local)
                     results = [(c, pol, local_ev.test(c)) for c, pol in conds]
                     if any(v is not UNKNOWN and bool(v) != pol for _, pol, v in results):
                         continue  # a test on the way is false for these settings
                     width = local_ev(kw.value)
-                    lo, hi = (width, width) if isinstance(width, int) else _width_range(values, environ, ev, fn, call, kw.value)
+                    lo, hi = (width, width) if isinstance(width, int) else _width_range(values, environ, ev, fn, at, kw.value)
                     if isinstance(lo, int) and lo == hi:
                         width = lo  # every way through the step gives the same width
                     vmod, vrel, vname = built[1], built[2], vcall.func.id

@@ -284,7 +284,8 @@ def test_width_fixed_at_start_up_is_not_per_step():
 
 def test_a_verify_input_built_through_the_classs_factory_with_the_width_by_position():
     """0.4.3-0.4.8's EAGLE worker: ``EagleVerifyInput.create(..., num_draft_tokens)``, a classmethod that
-    returns ``cls(..., num_verify_tokens, spec_steps)`` positionally (fixtures/trees/factory_eagle)."""
+    returns ``cls(..., num_verify_tokens, spec_steps)`` positionally (fixtures/trees/factory_eagle); the
+    tests on the way to it are the worker's own (a branch false for the launch builds no input of it)."""
     factory = TREE.parents[1] / "factory_eagle" / "sglang"
     facts = verify_inputs(open_target(str(factory)), "EAGLE", {
         "speculative_algorithm": "EAGLE", "speculative_num_draft_tokens": 8, "speculative_eagle_topk": 4,
@@ -292,7 +293,7 @@ def test_a_verify_input_built_through_the_classs_factory_with_the_width_by_posit
     assert facts.worker == "EAGLEWorker" and len(facts.choices) == 1, facts.note
     (choice,) = facts.choices
     line = next(i for i, text in enumerate((factory / "srt/speculative/eagle_worker.py").read_text().splitlines(), 1)
-                if "EagleVerifyInput.create(" in text)
+                if text.endswith("return EagleVerifyInput.create("))  # not the branch of topk > 8
     assert (choice.cls, choice.width, choice.width_expr, choice.line) == \
         ("EagleVerifyInput", 8, "self.server_args.speculative_num_draft_tokens", line)
     assert choice.kwargs == ["draft_token_num", "spec_steps"]  # the fields the worker hands through the factory
