@@ -31,11 +31,11 @@ def test_the_smoke_extra_states_the_ranges_smoke_checks():
     assert not [r for r in EXTRAS["smoke"] if "==" in r]  # no one build
 
 
-def _dry_run(python: Path, *requirements_: str, fresh: bool = False) -> dict[str, str]:
+def _dry_run(python: Path, *requirements_: str) -> dict[str, str]:
     """What ``pip install --dry-run`` would install into ``python``'s environment: name -> version."""
     report = python.parent.parent / "report.json"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--dry-run", "--quiet",
-                    "--report", str(report), *(["--ignore-installed"] if fresh else []), *requirements_],
+                    "--report", str(report), *requirements_],
                    check=True, cwd=REPO, capture_output=True, timeout=600,
                    env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     out = json.loads(report.read_text(encoding="utf-8"))
@@ -63,8 +63,8 @@ def built(tmp_path_factory) -> Path:
 def test_the_smoke_extra_keeps_sglangs_torch(tmp_path, built):
     """A venv with the torch and triton of a serving machine (the H200's 2.11.0+cu130 and triton 3.6.0, the
     build sglang 0.5.12-0.5.16 pin: metadata as pip records an installed distribution, which is all its
-    resolver reads): ``.[smoke]`` replaces neither; a pinned torch would (the old extra's torch==2.13.0);
-    and ``.[test]`` into a fresh venv picks the torch this suite runs on, as `.ci/run` always got."""
+    resolver reads): ``.[smoke]`` replaces neither; a pinned torch would (the old extra's torch==2.13.0).
+    (``.[test]`` into a fresh venv is `.ci/run` itself: the suite runs on the torch it resolves.)"""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
     python = tmp_path / "venv" / "bin" / "python"
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -80,11 +80,6 @@ def test_the_smoke_extra_keeps_sglangs_torch(tmp_path, built):
     assert "ddcheck" in smoke and "msgspec" in smoke
     assert "torch" not in smoke and "triton" not in smoke, smoke
     assert _dry_run(python, f"{built}[smoke]", "torch==2.13.0").get("torch", "").startswith("2.13.0")  # the check can fail
-
-    from importlib.metadata import version
-
-    ci = _dry_run(python, f"{built}[test]", fresh=True)
-    assert ci["torch"] == version("torch"), ci.get("torch")
 
 
 @pytest.mark.xdist_group("install")
