@@ -31,7 +31,7 @@ from ddcheck.tree.sources import SourceTree
 
 CHILD = ["-m", "ddcheck.config.child"]  # the interpreter's arguments that start the child
 TIMEOUT = 1800.0  # seconds one launch may take in the worker
-TREES_KEPT = 3  # trees whose sessions the worker keeps (ddcheck.config.treerun.SESSIONS_KEPT)
+TREES_KEPT = 6  # trees whose sessions the child keeps (ddcheck.config.treerun.SESSIONS_KEPT), least recently used out first
 
 
 # --------------------------------------------------------------------------- the caller's side
@@ -48,7 +48,7 @@ def spec_of(tree: SourceTree) -> str:
     raise UsageError(f"{tree.label}: not a tree on disk; config runs the tree's code from its files")
 
 
-_TREES: dict[int, SourceTree] = {}  # trees sent to the worker, kept alive so their ids name them there
+_TREES: dict[int, SourceTree] = {}  # trees named in the child by their ids (_token), kept alive meanwhile
 
 
 def request(tree: SourceTree, argv: list[str], file: str | None, draft_config: str | None,
@@ -78,6 +78,22 @@ def close_child() -> None:
         _CHILDREN.pop().close()
 
 
+def _token(tree: SourceTree) -> str:
+    """The name of ``tree`` in the child, whose kept session of it answers every launch on the same tree:
+    its content key (the same wheel, or the same folder with the same files, opened again by the caller is
+    the same tree there; a folder whose files changed is a new one), else the caller's object."""
+    from ddcheck.config.kept import content_key
+
+    named = content_key(tree)
+    if named is not None:
+        return named
+    _TREES.pop(id(tree), None)
+    _TREES[id(tree)] = tree  # kept alive, so that its id names no other tree meanwhile
+    while len(_TREES) > TREES_KEPT:
+        _TREES.pop(next(iter(_TREES)))
+    return f"object {id(tree)}"
+
+
 def judge_in_child(tree: SourceTree, req: dict) -> Judged:
     """The launch judged in the worker (started on first use, kept for the next launch)."""
     offline = not req.get("allow_downloads")
@@ -85,11 +101,7 @@ def judge_in_child(tree: SourceTree, req: dict) -> Judged:
         close_child()
     if not _CHILDREN:
         _CHILDREN.append(_start(offline))
-    _TREES.pop(id(tree), None)
-    _TREES[id(tree)] = tree
-    while len(_TREES) > TREES_KEPT:
-        _TREES.pop(next(iter(_TREES)))
-    answer = _CHILDREN[0].ask({**req, "token": id(tree)}, TIMEOUT)
+    answer = _CHILDREN[0].ask({**req, "token": _token(tree)}, TIMEOUT)
     if "judged" in answer:
         return Judged.model_validate(answer["judged"])
     if "usage" in answer:

@@ -72,6 +72,20 @@ def test_the_trees_start_up_code_does_not_run_in_this_process(fork_copy, cache):
     assert (list(root.handlers), root.level, sys.getprofile()) == (handlers, level, profile)
 
 
+def test_a_tree_opened_again_is_imported_once_and_a_changed_one_again(fork_copy):
+    """The child names a tree by its content: the same folder opened again by the caller is the session it
+    keeps (the tree's start-up modules imported once), a folder whose files changed is another tree."""
+    tree, probe = fork_copy
+    for _ in range(2):
+        r = check_launch(_launch(), tree=open_target(str(tree)), cache=False)
+        assert r.exit_code == 0, (r.not_judged, r.findings)
+    assert len(probe.read_text().split()) == 1
+    with open(tree / "srt" / "server_args.py", "a") as fh:
+        fh.write("\n# changed\n")
+    assert check_launch(_launch(), tree=open_target(str(tree)), cache=False).exit_code == 0
+    assert len(probe.read_text().split()) == 2
+
+
 def test_a_repeat_is_answered_from_the_cache_and_a_change_misses(tmp_path, fork_copy, cache, monkeypatch):
     tree_dir, _ = fork_copy
     model = tmp_path / "model"
