@@ -196,7 +196,8 @@ def _blank_report(args: dict) -> SmokeReport:
     return SmokeReport(target=args["target"], backend=label, attention_backend=args["backend"],
                        kernels=spec.kernels if spec else None, device=args["device"], dtype=args["dtype"] or "",
                        budget=args["budget"], width=args["budget"] + 1, num_draft_tokens=args["num_draft_tokens"],
-                       seed=args["seed"], graph_capture_width=args["graph_capture_width"])
+                       seed=args["seed"], graph_capture_width=args["graph_capture_width"],
+                       width_of="launch" if args.get("launch") else "budget")
 
 
 def _check_widths(budget: int, c: int) -> None:
@@ -679,7 +680,8 @@ def _verdict(report: SmokeReport) -> None:
         report.exit_code = 1
         faults = ", ".join(_fault(p, report.kernels is not None) for p in bad)
         if capture_only:
-            report.verdict = _capture_verdict(bad, w, c, faults, _capture_source(report, w, c))
+            report.verdict = _capture_verdict(bad, w, c, faults, _capture_source(report, w, c),
+                                              "budget + 1" if report.width_of == "budget" else "")
             report.config_facts["capture_width_is_the_cause"] = True
         else:
             report.verdict = f"bug: W == C is right but W = {w} != C = {c} is wrong on {faults}"
@@ -728,10 +730,10 @@ def _capture_source(report: SmokeReport, w: int, c: int) -> str:
     return runner + (" (the launch, as `ddcheck config` read it)" if e.get("source") == "launch" else "")
 
 
-def _capture_verdict(bad: list, w: int, c: int, faults: str, source: str = "") -> str:
+def _capture_verdict(bad: list, w: int, c: int, faults: str, source: str = "", of: str = "budget + 1") -> str:
     """The verdict when only the graph path captured at another width is wrong and the same path captured at
     W is right: the capture width is the cause (``source``: where it comes from), and what the graph runner
-    must do."""
+    must do (``of``: what W is, in words; empty: a launch's own)."""
     kept = sorted({v["field"].removeprefix("forward_metadata.") for p in bad for v in p.violations})
     if any(p.unwritten_tokens for p in bad):
         kept.append("the kernel's launch grid")
@@ -741,7 +743,7 @@ def _capture_verdict(bad: list, w: int, c: int, faults: str, source: str = "") -
             f"captured at {at}{f' ({source})' if source else ''} is wrong at W on {faults}: what a graph keeps from "
             f"its capture ({', '.join(kept) or 'its metadata'}) was made for {cw} tokens per request. This is not a "
             f"bug of the backend: the CUDA-graph runner must capture the target-verify graphs at the verify width "
-            f"W = budget + 1 = {w} (a graph per width the launch verifies), or run target-verify without CUDA "
+            f"W = {f'{of} = ' if of else ''}{w} (a graph per width the launch verifies), or run target-verify without CUDA "
             f"graphs; --graph-capture-width W runs the graph path as such a runner would")
 
 

@@ -71,6 +71,8 @@ class SmokeReport(BaseModel):
     budget: int
     width: int
     num_draft_tokens: int
+    # "budget": W = --budget + 1, DDTree's width; "launch": the verify width of the launch the run was given
+    width_of: str = "budget"
     prefix_lens: list[int] = Field(default_factory=list)
     heads: str = ""  # "q/kv x head_dim"
     block_m: Optional[int] = None  # extend kernel row block for this head size on this device
@@ -111,6 +113,12 @@ class SmokeReport(BaseModel):
     loader: str = "tree"
     seconds: float = 0.0
 
+    def width_said(self, budget: bool = False) -> str:
+        """W in words: ``--budget``'s (``budget``: with its value), or the launch's verify width."""
+        if self.width_of == "launch":
+            return f"W = {self.width} (the launch's verify width)"
+        return f"W = budget {self.budget} + 1 = {self.width}" if budget else f"W = budget + 1 = {self.width}"
+
     def to_json(self, indent: int = 2) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=indent)
 
@@ -131,7 +139,7 @@ def render_text(report: SmokeReport, console=None) -> None:
     console.print(f"[bold]ddcheck smoke[/] {report.target}  backend: {report.attention_backend} ({report.backend})"
                   + ("" if report.kernels else "; judged by the verify contract (its kernels do not run here)"))
     console.print(f"device {report.device} {report.dtype}, heads {report.heads}, prefixes {report.prefix_lens}, "
-                  f"W = budget {report.budget} + 1 = {report.width}, C = {report.num_draft_tokens}, "
+                  f"{report.width_said(budget=True)}, C = {report.num_draft_tokens}, "
                   f"row block {report.block_m}")
     if report.probe:
         console.print(f"[yellow]probe[/]: {escape(report.probe)}", highlight=False)

@@ -365,6 +365,16 @@ def test_smoke_cli_runs_a_launch(fork_dir, smoke, monkeypatch):
     report = json.loads(out.stdout)
     assert (report["width"], report["num_draft_tokens"]) == (4, 16)
     assert report["verify_inputs"]["W=4 C=16"].startswith("DFlashVerifyInput")
+    # W is the launch's, not a --budget's probe: the text says so, whatever the algorithm (not all have a budget)
+    from rich.console import Console
+
+    from ddcheck.smoke.report import SmokeReport, render_text
+
+    console = Console(record=True, width=400)
+    render_text(SmokeReport.model_validate(report), console)
+    text = console.export_text()
+    assert report["width_of"] == "launch" and "W = 4 (the launch's verify width), C = 16" in text, text
+    assert "budget" not in text.split("\n")[1], text
     bad = subprocess.run([sys.executable, "-m", "ddcheck", "smoke", str(fork_dir("hz")), "--launch", "--model-path m"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--launch" in bad.stderr and "Traceback" not in bad.stderr
